@@ -1,0 +1,48 @@
+// Ready-made epilogues for a LLaMA-style pre-norm block (DESIGN.md section 3): the forward chain and its
+// backward counterparts, as graphs you can compile, dump or extend. Names of bindings are documented per graph.
+#pragma once
+
+#include <vector>
+
+#include "coda/graph.hpp"
+
+namespace coda::blocks {
+
+// out-proj epilogue: x1 = acc + residual; stores x1 and h = x1 * gamma (bf16); row partials of x1^2.
+// Bindings: A, B, residual [M x d], gamma [d], x1, h, x1_sumsq (row partials).
+Graph out_proj(GemmSpec spec = {});
+// RMSNorm statistic: rstd = rsqrt(sum(partials) * inv_d + eps). Bindings: x1_sumsq [T x M], inv_d, eps, rstd [M].
+Graph rms_finalize();
+// gate/up epilogue: z = rstd * acc over interleaved (gate, up) columns; stores z and y = silu(gate) * up (half).
+// Bindings: A (= h), B (interleaved W_gu), rstd [M], z [M x 2F], y [M x F].
+Graph gate_up_swiglu(GemmSpec spec = {});
+// QKV epilogue with RoPE: z = rstd * acc; each (even, odd) pair rotated by pos_i * theta_j (theta = 0 for V).
+// Bindings: A, B, rstd [M], pos (i32) [M], theta (f32, one per pair) [N/2], qkv [M x N].
+Graph qkv_rope(GemmSpec spec = {});
+// LM head with cross-entropy statistics: logits = rstd * acc; row partials of log-sum-exp and of the logit at
+// the label column. Bindings: A, B, rstd [M], labels (i32) [M], logits [M x V], lse_partials, target_partials.
+Graph lm_head_ce(GemmSpec spec = {});
+// Cross-entropy finalize: lse = combine(lse_partials); loss = lse - target. Bindings: lse_partials,
+// target_partials, lse [M], loss [M].
+Graph ce_finalize();
+// SwiGLU backward, in the epilogue of dy = dx2 * W_d (B N-major): reads the saved interleaved z (double width),
+// stores dz = join(dg, du) and the recomputed y; row partials of sum_j z * dz for the RMSNorm backward.
+// Bindings: A, B, z [M x 2F], dz [M x 2F], y [M x F], zdz_partials.
+Graph swiglu_backward(GemmSpec spec = {DType::BF16, Major::K, Major::MN});
+// s = inv_d * sum(zdz_partials). Bindings: zdz_partials, inv_d, s [M].
+Graph rms_backward_finalize();
+// RMSNorm backward, in the epilogue of do = dz * W_gu (B N-major): n = x * rstd; dx = rstd * (do * gamma - n * s)
+// accumulated into dx_residual (f32); stores o = n * gamma; column partials of do * n (for dgamma).
+// Bindings: A, B, x [M x d], rstd [M], s [M], gamma [d], dx_residual [M x d] (f32, in/out), o, dgamma_partials.
+Graph rmsnorm_backward(GemmSpec spec = {DType::BF16, Major::K, Major::MN});
+// RoPE backward as a tile program: rotate the incoming gradient by -pos_i * theta_j; row partials of z * dz.
+// Bindings: dqkv [M x N], z [M x N], pos (i32) [M], theta [N/2], dz [M x N], zdz_partials.
+Graph rope_backward();
+// Cross-entropy backward as a tile program: dlogits = (exp(logits - lse) - onehot(label)) * scale.
+// Bindings: logits [M x V], lse [M], labels (i32) [M], scale, dlogits [M x V], zdz_partials.
+Graph cross_entropy_backward();
+
+// Every graph above, in block order (forward, then backward).
+std::vector<Graph> llama_block();
+
+}  // namespace coda::blocks

@@ -1,0 +1,181 @@
+// The epilogue-graph builder: users assemble a graph at run time from the primitives of ops.def.
+// Building is cheap and local (no checks beyond handle ownership); coda::validate checks the whole graph.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "coda/types.hpp"
+
+namespace coda {
+
+enum class Op {
+#define CODA_OP(Enum, text, category, arity, cuda) Enum,
+#include "coda/ops.def"
+#undef CODA_OP
+};
+
+enum class OpCategory { Source, Unary, Binary, Compare, Select, Pair, Sink };
+
+struct OpInfo {
+    Op op;
+    std::string_view text;
+    OpCategory category;
+    int arity;
+    std::string_view cuda;  // elementwise expression template over {0} {1} {2}
+};
+
+const OpInfo& op_info(Op op);
+std::optional<Op> parse_op(std::string_view text);
+
+// The operands of a GEMM-domain graph: A (M x K) and B (K x N) in bf16 or f16, fp32 accumulation.
+struct GemmSpec {
+    DType input = DType::BF16;
+    Major a = Major::K;  // K: A stored M x K row-major; MN: A stored K x M row-major
+    Major b = Major::K;  // K: B stored N x K row-major (Y = X W^T); MN: B stored K x N row-major
+    bool operator==(const GemmSpec& o) const { return input == o.input && a == o.a && b == o.b; }
+};
+
+// One node of the graph. Attributes that an op does not use keep their defaults and are not printed.
+struct Node {
+    Op op = Op::Const;
+    std::vector<int> args;           // ids of operand nodes, always smaller than this node's id
+    std::string name;                // the user's name; empty means auto-named "_<id>" in text and code
+    DType dtype = DType::F32;        // storage dtype: inputs, partials (f32), sinks, round target
+    Width width = Width::Full;       // tile_input, col_input, col_index
+    ReduceOp reduce = ReduceOp::Sum;  // reduce_row, reduce_col, partials (how to combine)
+    float value = 0.0f;              // const
+    bool operator==(const Node& o) const;
+};
+
+namespace detail {
+struct GraphData;
+}
+
+// A handle to a node of one graph. Arithmetic operators build elementwise nodes in that graph
+// (a float operand becomes a constant node).
+class Value {
+public:
+    Value() = default;
+    int id() const { return id_; }
+    bool valid() const { return data_ != nullptr; }
+
+private:
+    friend class Graph;
+    Value(std::shared_ptr<detail::GraphData> data, int id) : data_(std::move(data)), id_(id) {}
+    std::shared_ptr<detail::GraphData> data_;
+    int id_ = -1;
+};
+
+Value operator+(Value a, Value b);
+Value operator-(Value a, Value b);
+Value operator*(Value a, Value b);
+Value operator/(Value a, Value b);
+Value operator-(Value x);
+Value operator+(Value a, float b);
+Value operator-(Value a, float b);
+Value operator*(Value a, float b);
+Value operator/(Value a, float b);
+Value operator+(float a, Value b);
+Value operator-(float a, Value b);
+Value operator*(float a, Value b);
+Value operator/(float a, Value b);
+
+class Graph {
+public:
+    // A GEMM epilogue graph; `spec` fixes the operand dtype and layouts.
+    static Graph gemm(std::string name, GemmSpec spec = {});
+    // A tile program: the same graphs over M x N input tiles, with no accumulator.
+    static Graph tile(std::string name);
+    // A finalizer: combines reduction partials, then maps the per-row (or per-column) results.
+    static Graph finalize(std::string name);
+
+    const std::string& name() const;
+    Domain domain() const;
+    const GemmSpec& spec() const;  // meaningful for Domain::Gemm only
+    const std::vector<Node>& nodes() const;
+    const Node& node(int id) const;
+    // The name a node carries in text and generated code: the user's name, or "_<id>".
+    std::string display_name(int id) const;
+
+    // Sources. Names of inputs are the names they are bound by at launch.
+    Value accumulator(const std::string& name = "acc");
+    Value tile_input(const std::string& name, DType dtype, Width width = Width::Full);
+    Value row_input(const std::string& name, DType dtype);
+    Value col_input(const std::string& name, DType dtype, Width width = Width::Full);
+    Value scalar(const std::string& name);  // a runtime f32 scalar, bound at launch
+    Value constant(float value, const std::string& name = "");
+    Value row_index(const std::string& name = "");
+    Value col_index(Width width = Width::Full, const std::string& name = "");
+    // Finalize only: the combination (sum/max/min/lse) over partials of one reduction.
+    Value partials(const std::string& name, ReduceOp combine);
+
+    // Elementwise math. Row, column and scalar operands broadcast against tiles.
+    Value unary(Op op, Value x, const std::string& name = "");
+    Value binary(Op op, Value a, Value b, const std::string& name = "");
+    Value neg(Value x, const std::string& name = "") { return unary(Op::Neg, x, name); }
+    Value abs(Value x, const std::string& name = "") { return unary(Op::Abs, x, name); }
+    Value exp(Value x, const std::string& name = "") { return unary(Op::Exp, x, name); }
+    Value log(Value x, const std::string& name = "") { return unary(Op::Log, x, name); }
+    Value sqrt(Value x, const std::string& name = "") { return unary(Op::Sqrt, x, name); }
+    Value rsqrt(Value x, const std::string& name = "") { return unary(Op::Rsqrt, x, name); }
+    Value sin(Value x, const std::string& name = "") { return unary(Op::Sin, x, name); }
+    Value cos(Value x, const std::string& name = "") { return unary(Op::Cos, x, name); }
+    Value tanh(Value x, const std::string& name = "") { return unary(Op::Tanh, x, name); }
+    Value sigmoid(Value x, const std::string& name = "") { return unary(Op::Sigmoid, x, name); }
+    Value silu(Value x, const std::string& name = "") { return unary(Op::Silu, x, name); }
+    Value gelu_erf(Value x, const std::string& name = "") { return unary(Op::GeluErf, x, name); }
+    Value gelu_tanh(Value x, const std::string& name = "") { return unary(Op::GeluTanh, x, name); }
+    Value relu(Value x, const std::string& name = "") { return unary(Op::Relu, x, name); }
+    Value square(Value x, const std::string& name = "") { return unary(Op::Square, x, name); }
+    Value to_f32(Value x, const std::string& name = "") { return unary(Op::ToF32, x, name); }
+    // Round to a storage dtype and back to f32, matching eager-mode rounding of an intermediate.
+    Value round(Value x, DType dtype, const std::string& name = "");
+    Value add(Value a, Value b, const std::string& name = "") { return binary(Op::Add, a, b, name); }
+    Value sub(Value a, Value b, const std::string& name = "") { return binary(Op::Sub, a, b, name); }
+    Value mul(Value a, Value b, const std::string& name = "") { return binary(Op::Mul, a, b, name); }
+    Value div(Value a, Value b, const std::string& name = "") { return binary(Op::Div, a, b, name); }
+    Value max(Value a, Value b, const std::string& name = "") { return binary(Op::Max, a, b, name); }
+    Value min(Value a, Value b, const std::string& name = "") { return binary(Op::Min, a, b, name); }
+    Value eq(Value a, Value b, const std::string& name = "") { return binary(Op::Eq, a, b, name); }
+    Value ne(Value a, Value b, const std::string& name = "") { return binary(Op::Ne, a, b, name); }
+    Value lt(Value a, Value b, const std::string& name = "") { return binary(Op::Lt, a, b, name); }
+    Value le(Value a, Value b, const std::string& name = "") { return binary(Op::Le, a, b, name); }
+    Value gt(Value a, Value b, const std::string& name = "") { return binary(Op::Gt, a, b, name); }
+    Value ge(Value a, Value b, const std::string& name = "") { return binary(Op::Ge, a, b, name); }
+    Value select(Value mask, Value a, Value b, const std::string& name = "");
+
+    // Pairwise over adjacent columns (2j, 2j+1): even/odd halve the width, join doubles it.
+    Value even(Value x, const std::string& name = "");
+    Value odd(Value x, const std::string& name = "");
+    Value join(Value even, Value odd, const std::string& name = "");
+
+    // Sinks. Their names are the output tensors' binding names at launch.
+    void store(Value x, const std::string& name, DType dtype);
+    void accumulate(Value x, const std::string& name, DType dtype);  // out += x
+    // Writes one fp32 partial per (N-tile, row) [reduce_row] or (M-tile, column) [reduce_col].
+    void reduce_row(Value x, ReduceOp op, const std::string& name);
+    void reduce_col(Value x, ReduceOp op, const std::string& name);
+
+    // Appends a node as is (used by the text parser); operands must already exist.
+    int append(Node node);
+
+    bool operator==(const Graph& o) const;
+
+    // Identity of the underlying node storage: copies of a Graph share it. Graphs only grow, so identity plus
+    // node count names one exact graph while a copy is held (the runtime's fast path relies on that).
+    const void* identity() const { return data_.get(); }
+
+    // The graph a value belongs to (for the arithmetic operators).
+    static Graph of(const Value& v);
+
+private:
+    explicit Graph(std::shared_ptr<detail::GraphData> data);
+    Value add_node(Node node);
+    int id_of(const Value& v, std::string_view role) const;
+    std::shared_ptr<detail::GraphData> data_;
+};
+
+}  // namespace coda

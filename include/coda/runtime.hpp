@@ -1,0 +1,78 @@
+// The runtime: turns a graph into a loaded kernel (validate -> codegen -> cache/NVRTC -> load) and
+// launches it. Runtime::instance() is coda's one global object; it is thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "coda/args.hpp"
+#include "coda/graph.hpp"
+#include "coda/kernel_config.hpp"
+
+struct CUstream_st;
+
+namespace coda {
+
+struct CompileOptions {
+    std::string arch;                  // empty: the current device's (or CODA_ARCH)
+    bool use_default_config = true;    // false: use `config`
+    KernelConfig config;
+};
+
+// What building a kernel did: where it came from and what it cost.
+struct BuildReport {
+    std::string kernel_name;   // graph name and hash, e.g. "out_proj-3f2a9c01d4e5b6a7"
+    std::string arch;
+    std::string cache_key;
+    enum class From { Memory, Disk, Compiled } from = From::Compiled;
+    double seconds = 0;        // wall time of this request (compile, disk read or memory lookup)
+    int registers = 0;
+    int spill_bytes = 0;       // spill stores + loads reported by ptxas
+    int stack_frame_bytes = 0;
+};
+
+struct LoadedKernel;
+
+// A compiled kernel loaded on the current device. Cheap to copy; launch() is the hot path.
+class Kernel {
+public:
+    // Checks every binding (names, dtypes, shapes, strides, alignment) and launches on `stream`.
+    void launch(const Args& args, CUstream_st* stream = nullptr) const;
+    const Graph& graph() const;
+    const KernelConfig& config() const;
+    const BuildReport& report() const;
+    const std::string& source() const;
+    // Shape of a reduction's partials tensor for a problem of m rows and n (full) columns.
+    std::vector<std::int64_t> partials_shape(const std::string& name, std::int64_t m, std::int64_t n) const;
+
+private:
+    friend class Runtime;
+    std::shared_ptr<const LoadedKernel> impl_;
+};
+
+class Runtime {
+public:
+    static Runtime& instance();
+
+    // Builds (or finds in the cache) and loads the kernel for the current device. Needs a GPU.
+    Kernel compile(const Graph& graph, const CompileOptions& options = {});
+    // Builds (or finds in the cache) without loading: works with no GPU (coda warm). arch is required.
+    BuildReport warm(const Graph& graph, const std::string& arch, const CompileOptions& options = {});
+    // The CUDA source coda generates for the graph (no compile).
+    std::string source(const Graph& graph, const std::string& arch, const CompileOptions& options = {});
+    // The configuration coda would use for the graph on arch.
+    KernelConfig default_config(const Graph& graph, const std::string& arch) const;
+
+    Runtime(const Runtime&) = delete;
+    Runtime& operator=(const Runtime&) = delete;
+
+private:
+    Runtime();
+    ~Runtime();
+    struct State;
+    std::unique_ptr<State> state_;
+};
+
+}  // namespace coda

@@ -1,0 +1,50 @@
+// Small vocabulary types shared by every stage: storage dtypes, graph domains, value widths,
+// reduction operators and GEMM operand layouts, with their canonical text names.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string_view>
+
+namespace coda {
+
+// Storage dtype of a tensor in memory. Arithmetic inside a kernel is always fp32 (i32 for indices).
+enum class DType { BF16, F16, F32, I32 };
+
+// What a graph runs over.
+enum class Domain {
+    Gemm,      // the epilogue of a GEMM: the accumulator tile is a source
+    Tile,      // an elementwise/reducing program over M x N input tiles, no GEMM
+    Finalize,  // combines reduction partials into per-row values, then maps them elementwise
+};
+
+// Width of a tile or column-vector value relative to the kernel's N (the GEMM's output columns).
+enum class Width {
+    Half,    // N/2 columns: one of the (even, odd) halves of a full tile
+    Full,    // N columns
+    Double,  // 2N columns: an interleaved pair of full tiles (SwiGLU backward reads one)
+};
+
+enum class ReduceOp { Sum, Max, Min, SumSq, Lse };
+
+// Which index is contiguous in memory. A (M x K) is K- or M-major; B (K x N) is K- or N-major.
+enum class Major { K, MN };
+
+std::string_view to_string(DType d);
+std::string_view to_string(Domain d);
+std::string_view to_string(Width w);
+std::string_view to_string(ReduceOp r);
+std::string_view to_string(Major m);
+
+std::optional<DType> parse_dtype(std::string_view s);
+std::optional<Domain> parse_domain(std::string_view s);
+std::optional<Width> parse_width(std::string_view s);
+std::optional<ReduceOp> parse_reduce_op(std::string_view s);
+std::optional<Major> parse_major(std::string_view s);
+
+std::size_t size_of(DType d);
+
+// Columns of a value of width w when the kernel has n full columns.
+long long columns(Width w, long long n);
+
+}  // namespace coda

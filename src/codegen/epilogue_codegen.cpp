@@ -1,0 +1,207 @@
+// Emits struct Epilogue (begin_tile / visit / end_tile with per-thread reduction state) or struct Program
+// (element) around the per-node statements of node_lowering. Node order is kept, so output is deterministic.
+#include "codegen/epilogue_codegen.hpp"
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "codegen/cuda_spelling.hpp"
+#include "codegen/node_lowering.hpp"
+#include "coda/error.hpp"
+#include "ir/text.hpp"
+
+namespace coda {
+namespace {
+
+using codegen::lanes;
+using codegen::reducer;
+using codegen::red_op;
+using codegen::state_field;
+
+constexpr const char* kMember = "    ";
+constexpr const char* kBody = "        ";
+
+std::vector<std::string> canonical_lines(const Graph& g) {
+    std::vector<std::string> lines;
+    for (int id = 0; id < static_cast<int>(g.nodes().size()); ++id) lines.push_back(node_to_text(g, id));
+    return lines;
+}
+
+std::string slot_comment(const CheckedGraph& g) {
+    std::string out = "// Parameter slots (64-bit words of coda::EpilogueArgs), in binding order:\n";
+    if (g.bindings.empty()) out += "//   none (one unused slot keeps the array non-empty)\n";
+    for (std::size_t i = 0; i < g.bindings.size(); ++i) {
+        const Binding& b = g.bindings[i];
+        const int first = first_slot(g, i);
+        const int count = slot_count(b);
+        const bool tensor = b.role == BindingRole::Input || b.role == BindingRole::Output ||
+                            b.role == BindingRole::InOut;
+        std::string what(to_string(b.role));
+        if (tensor) what += fmt::format(" {}", to_string(b.kind));
+        what += fmt::format(" {}", to_string(b.dtype));
+        if (b.kind == Kind::Tile || b.kind == Kind::Col) what += fmt::format(" {}", to_string(b.width));
+        const char* words = b.role == BindingRole::ScalarArg ? "f32 bits in the low word"
+                            : count == 2                     ? "pointer, leading dimension in elements"
+                                                             : "pointer";
+        const std::string slots =
+            count == 2 ? fmt::format("slots {}-{}", first, first + 1) : fmt::format("slot {}", first);
+        out += fmt::format("//   {:<10} {}: {} ({})\n", slots, b.name, what, words);
+    }
+    return out;
+}
+
+std::string args_alias(const CheckedGraph& g) {
+    return fmt::format("{}using Args = coda::EpilogueArgs<{}>;\n", kMember, std::max(1, total_slots(g)));
+}
+
+bool is_reduction(const Node& n) { return n.op == Op::ReduceRow || n.op == Op::ReduceCol; }
+
+// Lanes of a reduction's operand: the per-thread state of a column reduction keeps one partial per lane.
+int operand_lanes(const CheckedGraph& g, const Node& n) {
+    return lanes(g.types.at(static_cast<std::size_t>(n.args.at(0))));
+}
+
+std::string state_struct(const CheckedGraph& g, const std::vector<std::string>& lines) {
+    std::string out = fmt::format("{0}template <class L>\n{0}struct State {{\n", kMember);
+    bool any = false;
+    for (int id = 0; id < static_cast<int>(g.graph.nodes().size()); ++id) {
+        const Node& n = g.graph.node(id);
+        if (!is_reduction(n)) continue;
+        any = true;
+        out += fmt::format("{}// {}\n", kBody, lines[static_cast<std::size_t>(id)]);
+        const std::string field = state_field(g, id);
+        if (n.op == Op::ReduceRow)
+            out += fmt::format("{}typename {}::State {}[L::kRowSlots];\n", kBody, reducer(n.reduce), field);
+        else
+            out += fmt::format("{}typename {}::State {}[L::kColSlots][{}];\n", kBody, reducer(n.reduce), field,
+                               operand_lanes(g, n));
+    }
+    if (!any) out += fmt::format("{}int unused;  // no reductions; C++ structs cannot be empty of storage\n", kBody);
+    return out + fmt::format("{}}};\n", kMember);
+}
+
+std::string scratch_function(const CheckedGraph& g) {
+    std::string out = fmt::format("{0}template <class L>\n{0}static constexpr int scratch_floats() {{\n", kMember);
+    out += fmt::format("{}int floats = 0;\n", kBody);
+    for (int id = 0; id < static_cast<int>(g.graph.nodes().size()); ++id) {
+        const Node& n = g.graph.node(id);
+        if (!is_reduction(n)) continue;
+        const std::string need = n.op == Op::ReduceRow
+                                     ? std::string("coda::row_scratch_floats<L>()")
+                                     : fmt::format("coda::col_scratch_floats<L, {}>()", operand_lanes(g, n));
+        out += fmt::format("{}if ({} > floats) floats = {};\n", kBody, need, need);
+    }
+    return out + fmt::format("{}return floats;\n{}}}\n", kBody, kMember);
+}
+
+std::string begin_tile(const CheckedGraph& g) {
+    std::string out =
+        fmt::format("{0}template <class L>\n{0}__device__ static void begin_tile(State<L>& st) {{\n", kMember);
+    for (int id = 0; id < static_cast<int>(g.graph.nodes().size()); ++id) {
+        const Node& n = g.graph.node(id);
+        if (!is_reduction(n)) continue;
+        const std::string field = state_field(g, id);
+        // Fully unrolled so that the state stays in registers.
+        out += fmt::format("{}#pragma unroll\n", kBody);
+        if (n.op == Op::ReduceRow) {
+            out += fmt::format("{}for (int i = 0; i < L::kRowSlots; ++i) st.{}[i] = {}::init();\n", kBody, field,
+                               reducer(n.reduce));
+        } else {
+            const int v = operand_lanes(g, n);
+            out += fmt::format("{}for (int i = 0; i < L::kColSlots; ++i)\n", kBody);
+            out += fmt::format("{}    #pragma unroll\n", kBody);
+            out += fmt::format("{}    for (int v = 0; v < {}; ++v) st.{}[i][v] = {}::init();\n", kBody, v, field,
+                               reducer(n.reduce));
+        }
+    }
+    return out + fmt::format("{}}}\n", kMember);
+}
+
+std::string end_tile(const CheckedGraph& g, const codegen::LoweringContext& cx) {
+    std::string out = fmt::format(
+        "{0}template <class L>\n{0}__device__ static void end_tile(const Args& args, State<L>& st, float* scratch,\n"
+        "{0}                                const coda::TileCoord& t) {{\n",
+        kMember);
+    for (int id = 0; id < static_cast<int>(g.graph.nodes().size()); ++id) {
+        const Node& n = g.graph.node(id);
+        if (!is_reduction(n)) continue;
+        const std::string out_ptr =
+            fmt::format("reinterpret_cast<float*>(args.slot[{}])", cx.slot.at(static_cast<std::size_t>(id)));
+        if (n.op == Op::ReduceRow)
+            out += fmt::format("{}coda::write_row_partials<L, {}>(st.{}, scratch, {}, t);\n", kBody, red_op(n.reduce),
+                               state_field(g, id), out_ptr);
+        else
+            out += fmt::format("{}coda::write_col_partials<L, {}, {}>(st.{}, scratch, {}, t);\n", kBody,
+                               red_op(n.reduce), operand_lanes(g, n),
+                               state_field(g, id), out_ptr);
+    }
+    return out + fmt::format("{}}}\n", kMember);
+}
+
+std::string node_statements(const CheckedGraph& g, const codegen::LoweringContext& cx,
+                            const std::vector<std::string>& lines) {
+    std::string out;
+    for (int id = 0; id < static_cast<int>(g.graph.nodes().size()); ++id)
+        codegen::lower_node(cx, id, lines[static_cast<std::size_t>(id)], kBody, out);
+    return out;
+}
+
+std::string visit(const CheckedGraph& g, const codegen::LoweringContext& cx, const std::vector<std::string>& lines) {
+    std::string out = fmt::format(
+        "{0}template <class L>\n"
+        "{0}__device__ static void visit(const Args& args, State<L>& st, const coda::Coord& c, int row_slot,\n"
+        "{0}                             int col_slot, float acc0, float acc1) {{\n",
+        kMember);
+    bool row = false;
+    bool pair = false;
+    for (const Node& n : g.graph.nodes()) {
+        row = row || codegen::uses_row(n.op);
+        pair = pair || codegen::uses_pair(n.op);
+    }
+    if (row) out += fmt::format("{}const long long m = c.m;  // 64-bit: m * leading dimension can pass 2^31\n", kBody);
+    if (pair) out += fmt::format("{}const int pair = c.n / 2;  // lane v of V lanes is element pair * V + v\n", kBody);
+    out += node_statements(g, cx, lines);
+    return out + fmt::format("{}}}\n", kMember);
+}
+
+std::string epilogue_struct(const CheckedGraph& g, const std::vector<std::string>& lines) {
+    const codegen::LoweringContext cx = codegen::make_lowering_context(g);
+    std::string out = slot_comment(g) + "struct Epilogue {\n";
+    out += args_alias(g) + "\n";
+    out += state_struct(g, lines) + "\n";
+    out += scratch_function(g) + "\n";
+    out += begin_tile(g) + "\n";
+    out += visit(g, cx, lines) + "\n";
+    out += end_tile(g, cx);
+    return out + "};\n";
+}
+
+std::string program_struct(const CheckedGraph& g, const std::vector<std::string>& lines) {
+    const codegen::LoweringContext cx = codegen::make_lowering_context(g);
+    std::string out = slot_comment(g) + "struct Program {\n";
+    out += args_alias(g) + "\n";
+    out += fmt::format("{}__device__ static void element(const Args& args, int l, const coda::FinalizeProblem& p) {{\n",
+                       kMember);
+    out += node_statements(g, cx, lines);
+    return out + fmt::format("{}}}\n}};\n", kMember);
+}
+
+}  // namespace
+
+std::string generate_epilogue(const CheckedGraph& g) {
+    if (g.types.size() != g.graph.nodes().size())
+        throw InternalError(fmt::format("checked graph '{}' has {} types for {} nodes", g.graph.name(),
+                                        g.types.size(), g.graph.nodes().size()));
+    const std::vector<std::string> lines = canonical_lines(g.graph);
+    switch (g.graph.domain()) {
+        case Domain::Gemm:
+        case Domain::Tile: return epilogue_struct(g, lines);
+        case Domain::Finalize: return program_struct(g, lines);
+    }
+    throw InternalError("unknown domain");
+}
+
+}  // namespace coda

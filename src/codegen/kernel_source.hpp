@@ -1,0 +1,21 @@
+// The whole CUDA translation unit of one kernel: banner, one kernel-template include, the generated functor
+// and the launch-info constant, plus the name expression that NVRTC must instantiate and lower.
+#pragma once
+
+#include <string>
+
+#include "coda/kernel_config.hpp"
+#include "ir/checked_graph.hpp"
+
+namespace coda {
+
+struct KernelSource {
+    std::string source;             // the whole CUDA translation unit
+    std::string kernel_expression;  // for nvrtcAddNameExpression, e.g. "coda::tile_program<coda_gen::Epilogue>"
+};
+
+// `cfg` is used by gemm graphs only (tile programs and finalizers have fixed shapes); `arch` appears in the
+// banner. The source defines extern "C" __constant__ int coda_kernel_info[2] = {threads, dynamic smem bytes}.
+KernelSource generate_kernel_source(const CheckedGraph& g, const KernelConfig& cfg, const std::string& arch);
+
+}  // namespace coda

@@ -1,0 +1,257 @@
+// Lowering of one node to CUDA statements. A tile or column value of width w is an array of lanes(w)
+// registers per visit; row values and scalars are one-element arrays, so every operand is indexed alike.
+#include "codegen/node_lowering.hpp"
+
+#include <fmt/format.h>
+
+#include "codegen/cuda_spelling.hpp"
+#include "coda/error.hpp"
+
+namespace coda::codegen {
+namespace {
+
+// Replaces {0}, {1}, {2} in an ops.def expression template by the operand expressions.
+std::string fill(std::string_view pattern, const std::vector<std::string>& operands) {
+    std::string out;
+    for (std::size_t i = 0; i < pattern.size(); ++i) {
+        if (pattern[i] == '{' && i + 2 < pattern.size() && pattern[i + 2] == '}') {
+            const std::size_t k = static_cast<std::size_t>(pattern[i + 1] - '0');
+            if (k >= operands.size()) throw InternalError(fmt::format("expression '{}' needs operand {}", pattern, k));
+            out += operands[k];
+            i += 2;
+        } else {
+            out += pattern[i];
+        }
+    }
+    return out;
+}
+
+class NodeWriter {
+public:
+    NodeWriter(const LoweringContext& cx, int id, const std::string& indent, std::string& out)
+        : cx_(cx), g_(*cx.graph), id_(id), node_(g_.graph.node(id)), indent_(indent), out_(out) {}
+
+    void write() {
+        switch (node_.op) {
+            case Op::Accumulator: return line(fmt::format("float {}[2] = {{acc0, acc1}};", name()));
+            case Op::TileInput: return tile_input();
+            case Op::RowInput: return row_input();
+            case Op::ColInput: return col_input();
+            case Op::Scalar:
+                return line(fmt::format("float {}[1] = {{__uint_as_float(static_cast<unsigned int>({}))}};", name(),
+                                        word(0)));
+            case Op::Const: return line(fmt::format("float {}[1] = {{{}}};", name(), float_literal(node_.value)));
+            case Op::RowIndex:
+                return line(fmt::format("int {}[1] = {{{}}};", name(), cx_.site == Site::Visit ? "c.m" : "l"));
+            case Op::ColIndex: return col_index();
+            case Op::Partials: return partials();
+            case Op::Even: return pick(0);
+            case Op::Odd: return pick(1);
+            case Op::Join: return join();
+            case Op::Store: return store();
+            case Op::Accumulate: return accumulate();
+            case Op::ReduceRow: return reduce("row_slot");
+            case Op::ReduceCol: return reduce("col_slot");
+            default: return elementwise();
+        }
+    }
+
+private:
+    std::string name() const { return value_identifier(g_.graph, id_); }
+    std::string arg_name(std::size_t k) const { return value_identifier(g_.graph, node_.args.at(k)); }
+    const ValueType& type() const { return g_.types.at(static_cast<std::size_t>(id_)); }
+    const ValueType& arg_type(std::size_t k) const {
+        return g_.types.at(static_cast<std::size_t>(node_.args.at(k)));
+    }
+    int lanes_out() const { return lanes(type()); }
+
+    void line(const std::string& text) { out_ += indent_ + text + "\n"; }
+
+    // Parameter word `k` of this node's binding, e.g. "args.slot[3]".
+    std::string word(int k) const {
+        const int first = cx_.slot.at(static_cast<std::size_t>(id_));
+        if (first < 0) throw InternalError(fmt::format("node {} has no binding slot", id_));
+        return fmt::format("args.slot[{}]", first + k);
+    }
+    std::string pointer(bool writable) const {
+        return fmt::format("reinterpret_cast<{}{}*>({})", writable ? "" : "const ", storage_type(node_.dtype),
+                           word(0));
+    }
+    // Offset of this visit's first element in a tile tensor of `v` lanes (two words: pointer, leading dim).
+    std::string tile_offset(int v) const {
+        return fmt::format(" + m * static_cast<long long>({}) + {}", word(1), pair_offset(v));
+    }
+    static std::string pair_offset(int v) { return v == 1 ? "pair" : fmt::format("pair * {}", v); }
+    // Where a sink writes: a tile at a visit, element l of a vector in a finalize program.
+    std::string sink_address(int v) const {
+        return pointer(true) + (cx_.site == Site::Visit ? tile_offset(v) : " + l");
+    }
+
+    // Operand k's element at lane `lane` of the result: broadcast operands have a single lane.
+    std::string element(std::size_t k, const std::string& lane) const {
+        const int n = lanes(arg_type(k));
+        if (n != 1 && n != lanes_out())
+            throw InternalError(fmt::format("node {}: operand of {} lanes feeds a result of {}", id_, n, lanes_out()));
+        return fmt::format("{}[{}]", arg_name(k), n == 1 ? "0" : lane);
+    }
+
+    // Declares this node's register array and fills each lane with expression(lane).
+    template <class F>
+    void map_lanes(F expression) {
+        const std::string_view t = register_type(type());
+        const int v = lanes_out();
+        if (v == 1) return line(fmt::format("{} {}[1] = {{{}}};", t, name(), expression(std::string("0"))));
+        line(fmt::format("{} {}[{}];", t, name(), v));
+        line("#pragma unroll");
+        line(fmt::format("for (int v = 0; v < {}; ++v) {}[v] = {};", v, name(), expression(std::string("v"))));
+    }
+
+    void declare_and_load(const std::string& address) {
+        const int v = lanes_out();
+        line(fmt::format("{} {}[{}];", register_type(type()), name(), v));
+        line(fmt::format("coda::load<{}>({}, {});", v, address, name()));
+    }
+
+    void tile_input() { declare_and_load(pointer(false) + tile_offset(lanes_out())); }
+    void row_input() { declare_and_load(pointer(false) + (cx_.site == Site::Visit ? " + m" : " + l")); }
+    void col_input() { declare_and_load(pointer(false) + " + " + pair_offset(lanes_out())); }
+
+    void col_index() {
+        const int v = lanes_out();
+        map_lanes([&](const std::string& lane) {
+            return v == 1 ? std::string("pair") : fmt::format("pair * {} + {}", v, lane);
+        });
+    }
+
+    void partials() {
+        const std::string r = reducer(node_.reduce);
+        line(fmt::format("float {}[1] = {{{}::identity()}};", name(), r));
+        line("for (int t = 0; t < p.t; ++t)");
+        line(fmt::format("    {0}[0] = {1}::combine({0}[0], reinterpret_cast<const float*>({2})"
+                         "[static_cast<long long>(t) * p.l + l]);",
+                         name(), r, word(0)));
+    }
+
+    void elementwise() {
+        const OpInfo& info = op_info(node_.op);
+        std::string_view pattern = info.cuda;
+        if (node_.op == Op::Round) pattern = round_pattern(node_.dtype);
+        if (info.category == OpCategory::Source || info.category == OpCategory::Pair ||
+            info.category == OpCategory::Sink || pattern.empty())
+            throw InternalError(fmt::format("op '{}' has no elementwise lowering", info.text));
+        map_lanes([&](const std::string& lane) {
+            std::vector<std::string> operands;
+            for (std::size_t k = 0; k < node_.args.size(); ++k) operands.push_back(element(k, lane));
+            return fill(pattern, operands);
+        });
+    }
+
+    static std::string_view round_pattern(DType d) {
+        switch (d) {
+            case DType::BF16: return "coda::round_to_bf16({0})";
+            case DType::F16: return "coda::round_to_f16({0})";
+            case DType::F32: return "({0})";
+            case DType::I32: break;
+        }
+        throw InternalError("round to i32 reached codegen; validation should reject it");
+    }
+
+    // even (parity 0) / odd (parity 1): lane j of the result is lane 2j + parity of the operand.
+    void pick(int parity) {
+        std::string lanes_text;
+        for (int j = 0; j < lanes_out(); ++j)
+            lanes_text += fmt::format("{}{}[{}]", j ? ", " : "", arg_name(0), 2 * j + parity);
+        line(fmt::format("{} {}[{}] = {{{}}};", register_type(type()), name(), lanes_out(), lanes_text));
+    }
+
+    // join: the operands' lanes interleaved, even first.
+    void join() {
+        std::string lanes_text;
+        for (int j = 0; j < lanes_out() / 2; ++j)
+            lanes_text += fmt::format("{}{}[{}], {}[{}]", j ? ", " : "", arg_name(0), j, arg_name(1), j);
+        line(fmt::format("{} {}[{}] = {{{}}};", register_type(type()), name(), lanes_out(), lanes_text));
+    }
+
+    void store() {
+        const int v = lanes(arg_type(0));
+        line(fmt::format("coda::store<{}>({}, {});", v, sink_address(v), arg_name(0)));
+    }
+
+    // out += x: read the current value in the sink's dtype, add in fp32, write back.
+    void accumulate() {
+        const int v = lanes(arg_type(0));
+        line("{");
+        line(fmt::format("    {}* const out = {};", storage_type(node_.dtype), sink_address(v)));
+        line(fmt::format("    float sum[{}];", v));
+        line(fmt::format("    coda::load<{}>(out, sum);", v));
+        if (v == 1) {
+            line(fmt::format("    sum[0] += {}[0];", arg_name(0)));
+        } else {
+            line("    #pragma unroll");
+            line(fmt::format("    for (int v = 0; v < {}; ++v) sum[v] += {}[v];", v, arg_name(0)));
+        }
+        line(fmt::format("    coda::store<{}>(out, sum);", v));
+        line("}");
+    }
+
+    void reduce(const char* slot) {
+        const int v = lanes(arg_type(0));
+        const std::string field = state_field(g_, id_);
+        const std::string r = reducer(node_.reduce);
+        const bool per_column = node_.op == Op::ReduceCol;
+        if (v == 1) {
+            line(fmt::format("{}::add(st.{}[{}]{}, {}[0]);", r, field, slot, per_column ? "[0]" : "", arg_name(0)));
+            return;
+        }
+        line("#pragma unroll");
+        line(fmt::format("for (int v = 0; v < {}; ++v) {}::add(st.{}[{}]{}, {}[v]);", v, r, field, slot,
+                         per_column ? "[v]" : "", arg_name(0)));
+    }
+
+    const LoweringContext& cx_;
+    const CheckedGraph& g_;
+    int id_;
+    const Node& node_;
+    const std::string& indent_;
+    std::string& out_;
+};
+
+}  // namespace
+
+LoweringContext make_lowering_context(const CheckedGraph& g) {
+    LoweringContext cx;
+    cx.graph = &g;
+    cx.site = g.graph.domain() == Domain::Finalize ? Site::Element : Site::Visit;
+    cx.slot.assign(g.graph.nodes().size(), -1);
+    for (std::size_t i = 0; i < g.bindings.size(); ++i) {
+        const int node = g.bindings[i].node;
+        if (node < 0 || node >= static_cast<int>(cx.slot.size()))
+            throw InternalError(fmt::format("binding '{}' refers to node {}", g.bindings[i].name, node));
+        cx.slot[static_cast<std::size_t>(node)] = first_slot(g, i);
+    }
+    return cx;
+}
+
+bool uses_row(Op op) {
+    return op == Op::TileInput || op == Op::RowInput || op == Op::Store || op == Op::Accumulate;
+}
+
+bool uses_pair(Op op) {
+    return op == Op::TileInput || op == Op::ColInput || op == Op::ColIndex || op == Op::Store ||
+           op == Op::Accumulate;
+}
+
+std::string state_field(const CheckedGraph& g, int id) {
+    const Op op = g.graph.node(id).op;
+    if (op == Op::ReduceRow) return fmt::format("r{}", id);
+    if (op == Op::ReduceCol) return fmt::format("c{}", id);
+    throw InternalError(fmt::format("node {} is not a reduction and has no state", id));
+}
+
+void lower_node(const LoweringContext& cx, int id, const std::string& canonical_line, const std::string& indent,
+                std::string& out) {
+    out += indent + "// " + canonical_line + "\n";
+    NodeWriter(cx, id, indent, out).write();
+}
+
+}  // namespace coda::codegen

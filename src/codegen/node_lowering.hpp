@@ -1,0 +1,36 @@
+// Lowering of one graph node to CUDA statements: the body of Epilogue::visit (gemm and tile graphs) or of
+// Program::element (finalize graphs) is these statements in node order.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "ir/checked_graph.hpp"
+
+namespace coda::codegen {
+
+// Where the statements run. Visit: one column pair (locals `m` = global row as long long, `pair` = c.n / 2).
+// Element: one element `l` of a finalized vector, with the FinalizeProblem `p`.
+enum class Site { Visit, Element };
+
+struct LoweringContext {
+    const CheckedGraph* graph = nullptr;
+    Site site = Site::Visit;
+    std::vector<int> slot;  // first parameter slot of each node's binding; -1 for nodes without a binding
+};
+
+LoweringContext make_lowering_context(const CheckedGraph& g);
+
+// Whether the statements of `op` at the visit site read the local `m` / the local `pair`.
+bool uses_row(Op op);
+bool uses_pair(Op op);
+
+// The State<L> member that holds the running partials of reduce_row / reduce_col node `id`.
+std::string state_field(const CheckedGraph& g, int id);
+
+// Appends the statements of node `id`, each line prefixed by `indent`, preceded by a comment holding the
+// node's canonical text line.
+void lower_node(const LoweringContext& cx, int id, const std::string& canonical_line, const std::string& indent,
+                std::string& out);
+
+}  // namespace coda::codegen

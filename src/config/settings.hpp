@@ -1,0 +1,26 @@
+// Settings: every CODA_* environment variable, parsed in this one place, once per process.
+// Other stages read settings() and never call getenv, so the README table and this file are the whole story.
+#pragma once
+
+#include <filesystem>
+#include <string>
+
+namespace coda {
+
+struct Settings {
+    std::filesystem::path cache_dir;  // CODA_CACHE_DIR; default $XDG_CACHE_HOME/coda, else $HOME/.cache/coda
+    bool disk_cache = true;           // CODA_DISK_CACHE=0 keeps the cache in memory only
+    std::string log_level = "warn";   // CODA_LOG_LEVEL: trace|debug|info|warn|error|off
+    std::filesystem::path dump_dir;   // CODA_DUMP_DIR: if set, every generated source is also written here
+    std::string arch;                 // CODA_ARCH: compile for this arch instead of the current device's
+
+    // Reads the environment now. An invalid value throws coda::Error naming the variable, the value given
+    // and the values accepted.
+    static Settings from_environment();
+};
+
+// Settings::from_environment() of the first call, shared by the whole process (thread-safe). If that first
+// parse throws, the next call parses again, so a fixed environment is picked up.
+const Settings& settings();
+
+}  // namespace coda

@@ -1,0 +1,45 @@
+// Names of kinds and binding roles, and the parameter-slot rule shared by codegen and the runtime.
+#include "ir/checked_graph.hpp"
+
+namespace coda {
+
+std::string_view to_string(Kind k) {
+    switch (k) {
+        case Kind::Tile: return "tile";
+        case Kind::Row: return "row";
+        case Kind::Col: return "col";
+        case Kind::Scalar: return "scalar";
+        case Kind::Sink: return "sink";
+    }
+    return "?";
+}
+
+std::string_view to_string(BindingRole r) {
+    switch (r) {
+        case BindingRole::Input: return "input";
+        case BindingRole::ScalarArg: return "scalar";
+        case BindingRole::Partials: return "partials";
+        case BindingRole::Output: return "output";
+        case BindingRole::InOut: return "accumulate";
+        case BindingRole::RowPartials: return "row partials";
+        case BindingRole::ColPartials: return "column partials";
+    }
+    return "?";
+}
+
+int slot_count(const Binding& b) {
+    // A tile tensor travels as (pointer, leading dimension); everything else as one word.
+    const bool tile = (b.role == BindingRole::Input || b.role == BindingRole::Output || b.role == BindingRole::InOut) &&
+                      b.kind == Kind::Tile;
+    return tile ? 2 : 1;
+}
+
+int first_slot(const CheckedGraph& g, std::size_t binding_index) {
+    int slot = 0;
+    for (std::size_t i = 0; i < binding_index; ++i) slot += slot_count(g.bindings[i]);
+    return slot;
+}
+
+int total_slots(const CheckedGraph& g) { return first_slot(g, g.bindings.size()); }
+
+}  // namespace coda

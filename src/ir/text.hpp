@@ -1,0 +1,41 @@
+// Canonical text of epilogue graphs: the printer (stable, human-readable, hashed into cache keys) and
+// the parser that reads it back, so that graphs can live in files and round-trip exactly.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "coda/graph.hpp"
+#include "ir/check_graph.hpp"
+
+namespace coda {
+
+// The attributes an op carries in text, in the order they are printed.
+enum class Attr { DType, Width, Reduce, Value };
+std::vector<Attr> attributes_of(Op op);
+
+// Graph and node names: [A-Za-z][A-Za-z0-9_]* (a leading '_' is reserved for unnamed nodes).
+bool is_identifier(std::string_view s);
+
+// The whole graph: a header line, then one line per node in node order. Ends with '\n'.
+std::string to_text(const Graph& g);
+// "graph NAME DOMAIN", plus " in=DTYPE a=MAJOR b=MAJOR" for gemm graphs.
+std::string header_to_text(const Graph& g);
+// One node: "%NAME = OP ATTRS... ARGS...".
+std::string node_to_text(const Graph& g, int id);
+// A constant as printed: the shortest text that reads back to the same float; "inf", "-inf", "nan".
+std::string const_to_text(float value);
+
+struct ParsedGraph {
+    Graph graph;
+    SourceMap where;
+};
+
+// Every graph of a file (blank lines and '#' comments ignored). Syntax errors throw coda::Error
+// "FILE:LINE: ..." naming the node and what was expected. The graphs are not validated.
+std::vector<ParsedGraph> parse_graphs(std::string_view text, std::string_view source_name);
+// Exactly one graph, else coda::Error.
+Graph parse_graph(std::string_view text);
+
+}  // namespace coda

@@ -1,0 +1,254 @@
+// The canonical text parser: reads files of graphs (as written by to_text, or by hand) back into Graphs,
+// with a SourceMap so that validation can point at file lines. Syntax errors name the file, line and node.
+#include <algorithm>
+#include <charconv>
+#include <map>
+#include <optional>
+
+#include <fmt/format.h>
+
+#include "coda/error.hpp"
+#include "ir/text.hpp"
+
+namespace coda {
+namespace {
+
+constexpr std::string_view kOpNames[] = {
+#define CODA_OP(Enum, text, category, arity, cuda) text,
+#include "coda/ops.def"
+#undef CODA_OP
+};
+
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+    std::vector<std::size_t> row(b.size() + 1);
+    for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+    for (std::size_t i = 1; i <= a.size(); ++i) {
+        std::size_t diagonal = row[0];
+        row[0] = i;
+        for (std::size_t j = 1; j <= b.size(); ++j) {
+            const std::size_t up = row[j];
+            row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+            diagonal = up;
+        }
+    }
+    return row[b.size()];
+}
+
+std::string close_op_names(std::string_view word) {
+    std::vector<std::string_view> close;
+    for (std::string_view name : kOpNames)
+        if (edit_distance(word, name) <= 2 || (word.size() >= 3 && name.substr(0, word.size()) == word))
+            close.push_back(name);
+    if (close.empty()) return "see include/coda/ops.def for the list of ops";
+    return fmt::format("did you mean {}?", fmt::join(close.begin(), close.end(), " or "));
+}
+
+std::vector<std::string_view> split(std::string_view line) {
+    std::vector<std::string_view> out;
+    std::size_t i = 0;
+    const auto space = [](char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f'; };
+    while (i < line.size()) {
+        while (i < line.size() && space(line[i])) ++i;
+        const std::size_t start = i;
+        while (i < line.size() && !space(line[i])) ++i;
+        if (i > start) out.push_back(line.substr(start, i - start));
+    }
+    return out;
+}
+
+std::string_view attr_placeholder(Attr a) {
+    switch (a) {
+        case Attr::DType: return "DTYPE";
+        case Attr::Width: return "WIDTH";
+        case Attr::Reduce: return "REDUCEOP";
+        case Attr::Value: return "VALUE";
+    }
+    return "?";
+}
+
+std::string_view attr_choices(Attr a) {
+    switch (a) {
+        case Attr::DType: return "a dtype (bf16, f16, f32, i32)";
+        case Attr::Width: return "a width (half, full, double)";
+        case Attr::Reduce: return "a reduce op (sum, max, min, sumsq, lse)";
+        case Attr::Value: return "a number, inf or -inf";
+    }
+    return "?";
+}
+
+class Parser {
+public:
+    explicit Parser(std::string_view source) : source_(source) {}
+
+    std::vector<ParsedGraph> parse(std::string_view text) {
+        int number = 0;
+        std::size_t pos = 0;
+        while (pos <= text.size()) {
+            std::size_t end = text.find('\n', pos);
+            if (end == std::string_view::npos) end = text.size();
+            std::string_view line = text.substr(pos, end - pos);
+            pos = end + 1;
+            ++number;
+            line = line.substr(0, line.find('#'));
+            const std::vector<std::string_view> tokens = split(line);
+            if (tokens.empty()) continue;
+            if (tokens[0] == "graph")
+                header(number, tokens);
+            else if (tokens[0][0] == '%')
+                node(number, tokens);
+            else
+                fail(number, fmt::format("expected a node `%name = op ...` or a `graph NAME DOMAIN` header, got '{}'",
+                                         tokens[0]));
+        }
+        return std::move(graphs_);
+    }
+
+private:
+    [[noreturn]] void fail(int line, const std::string& message) const {
+        throw Error(fmt::format("{}:{}: {}", source_, line, message));
+    }
+    [[noreturn]] void fail_node(int line, std::string_view name, const std::string& message) const {
+        throw Error(fmt::format("{}:{}: node '%{}': {}", source_, line, name, message));
+    }
+
+    void header(int line, const std::vector<std::string_view>& tokens) {
+        if (tokens.size() < 3)
+            fail(line, "graph header: expected `graph NAME DOMAIN` (DOMAIN is gemm, tile or finalize)");
+        const std::optional<Domain> domain = parse_domain(tokens[2]);
+        if (!domain)
+            fail(line, fmt::format("graph '{}': unknown domain '{}'; expected gemm, tile or finalize", tokens[1],
+                                   tokens[2]));
+        GemmSpec spec;
+        std::map<std::string_view, bool> seen;
+        for (std::size_t i = 3; i < tokens.size(); ++i) {
+            if (*domain != Domain::Gemm)
+                fail(line, fmt::format("graph '{}': unexpected '{}'; only gemm graphs take in=, a= and b=", tokens[1],
+                                       tokens[i]));
+            const std::size_t eq = tokens[i].find('=');
+            const std::string_view key = tokens[i].substr(0, eq);
+            const std::string_view value = eq == std::string_view::npos ? "" : tokens[i].substr(eq + 1);
+            if (seen[key]) fail(line, fmt::format("graph '{}': '{}=' is given twice", tokens[1], key));
+            seen[key] = true;
+            if (key == "in" && parse_dtype(value)) {
+                spec.input = *parse_dtype(value);
+            } else if ((key == "a" || key == "b") && parse_major(value)) {
+                (key == "a" ? spec.a : spec.b) = *parse_major(value);
+            } else {
+                fail(line, fmt::format("graph '{}': expected in=<bf16|f16>, a=<k|mn> or b=<k|mn>, got '{}'", tokens[1],
+                                       tokens[i]));
+            }
+        }
+        const std::string name(tokens[1]);
+        Graph g = *domain == Domain::Gemm   ? Graph::gemm(name, spec)
+                  : *domain == Domain::Tile ? Graph::tile(name)
+                                            : Graph::finalize(name);
+        graphs_.push_back(ParsedGraph{std::move(g), SourceMap{std::string(source_), {}, line}});
+        defined_.clear();
+    }
+
+    void node(int line, const std::vector<std::string_view>& tokens) {
+        const std::string_view shown = tokens[0].substr(1);
+        if (graphs_.empty())
+            fail_node(line, shown, "comes before any `graph NAME DOMAIN` header; start the graph with one");
+        ParsedGraph& current = graphs_.back();
+        const int id = static_cast<int>(current.graph.nodes().size());
+        Node n;
+        if (!shown.empty() && shown[0] == '_') {
+            if (shown != fmt::format("_{}", id))
+                fail_node(line, shown, fmt::format("names starting with '_' are reserved for unnamed nodes, which "
+                                                   "print as %_<id>; this is node {}, so use %_{} or a name of "
+                                                   "your own",
+                                                   id, id));
+        } else if (!is_identifier(shown)) {
+            fail_node(line, shown, "expected a node name of letters, digits and '_', starting with a letter");
+        } else {
+            n.name = std::string(shown);
+        }
+        if (const auto it = defined_.find(std::string(shown)); it != defined_.end())
+            fail_node(line, shown, fmt::format("duplicate node name (first defined on line {})", it->second.line));
+        if (tokens.size() < 3 || tokens[1] != "=")
+            fail_node(line, shown, "expected `%name = op attributes... operands...`");
+
+        const std::optional<Op> op = parse_op(tokens[2]);
+        if (!op) fail_node(line, shown, fmt::format("unknown op '{}'; {}", tokens[2], close_op_names(tokens[2])));
+        n.op = *op;
+        const OpInfo& info = op_info(n.op);
+        const std::vector<Attr> attrs = attributes_of(n.op);
+        std::string usage(info.text);
+        for (Attr a : attrs) usage += fmt::format(" {}", attr_placeholder(a));
+        for (int i = 0; i < info.arity; ++i) usage += fmt::format(" %{}", static_cast<char>('a' + i));
+
+        std::size_t t = 3;
+        for (Attr a : attrs) {
+            if (t >= tokens.size() || tokens[t][0] == '%')
+                fail_node(line, shown, fmt::format("missing attribute: expected {} (usage: `{}`)", attr_choices(a),
+                                                   usage));
+            parse_attr(line, shown, a, tokens[t++], n, usage);
+        }
+        for (; t < tokens.size(); ++t) {
+            if (tokens[t][0] != '%')
+                fail_node(line, shown, fmt::format("unexpected '{}' where an operand `%name` was expected (usage: "
+                                                   "`{}`)",
+                                                   tokens[t], usage));
+            const auto it = defined_.find(std::string(tokens[t].substr(1)));
+            if (it == defined_.end())
+                fail_node(line, shown, fmt::format("unknown operand '{}': no node of that name is defined above",
+                                                   tokens[t]));
+            n.args.push_back(it->second.id);
+        }
+        if (static_cast<int>(n.args.size()) != info.arity)
+            fail_node(line, shown, fmt::format("{} takes {} operand{}, got {} (usage: `{}`)", info.text, info.arity,
+                                               info.arity == 1 ? "" : "s", n.args.size(), usage));
+        current.graph.append(std::move(n));
+        current.where.node_lines.push_back(line);
+        defined_.emplace(std::string(shown), Defined{id, line});
+    }
+
+    void parse_attr(int line, std::string_view shown, Attr a, std::string_view token, Node& n,
+                    const std::string& usage) const {
+        bool good = true;
+        switch (a) {
+            case Attr::DType:
+                if (const auto d = parse_dtype(token)) n.dtype = *d; else good = false;
+                break;
+            case Attr::Width:
+                if (const auto w = parse_width(token)) n.width = *w; else good = false;
+                break;
+            case Attr::Reduce:
+                if (const auto r = parse_reduce_op(token)) n.reduce = *r; else good = false;
+                break;
+            case Attr::Value: {
+                const auto [end, ec] = std::from_chars(token.data(), token.data() + token.size(), n.value);
+                if (ec == std::errc::result_out_of_range)
+                    fail_node(line, shown, fmt::format("constant '{}' is out of the range of f32", token));
+                good = ec == std::errc() && end == token.data() + token.size();
+                break;
+            }
+        }
+        if (!good)
+            fail_node(line, shown, fmt::format("expected {}, got '{}' (usage: `{}`)", attr_choices(a), token, usage));
+    }
+
+    std::string_view source_;
+    std::vector<ParsedGraph> graphs_;
+    struct Defined {
+        int id;
+        int line;
+    };
+    std::map<std::string, Defined> defined_;  // by display name, in the current graph
+};
+
+}  // namespace
+
+std::vector<ParsedGraph> parse_graphs(std::string_view text, std::string_view source_name) {
+    return Parser(source_name).parse(text);
+}
+
+Graph parse_graph(std::string_view text) {
+    std::vector<ParsedGraph> graphs = parse_graphs(text, "<text>");
+    if (graphs.size() != 1)
+        throw Error(fmt::format("expected exactly one graph in the text, found {}", graphs.size()));
+    return std::move(graphs[0].graph);
+}
+
+}  // namespace coda

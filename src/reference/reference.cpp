@@ -1,0 +1,285 @@
+// The CPU reference interpreter: every node becomes a dense array of doubles over the whole problem (a
+// tile is M x C, a row vector M, a column vector C, a scalar 1), evaluated in node order with broadcasting.
+#include "reference/reference.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "coda/error.hpp"
+#include "reference/host_numeric.hpp"
+#include "reference/reference_math.hpp"
+
+namespace coda {
+namespace {
+
+// A node's value over the whole problem. Row vectors ignore the column, column vectors the row.
+struct Dense {
+    Kind kind = Kind::Scalar;
+    long long rows = 1;
+    long long cols = 1;
+    std::vector<double> v;
+
+    double at(long long i, long long j) const {
+        switch (kind) {
+            case Kind::Tile: return v[static_cast<std::size_t>(i * cols + j)];
+            case Kind::Row: return v[static_cast<std::size_t>(i)];
+            case Kind::Col: return v[static_cast<std::size_t>(j)];
+            case Kind::Scalar: return v[0];
+            case Kind::Sink: break;
+        }
+        throw InternalError("reference: a sink has no value");
+    }
+};
+
+std::string shape_text(const std::vector<long long>& shape) {
+    std::string out = "[";
+    for (std::size_t i = 0; i < shape.size(); ++i) out += fmt::format("{}{}", i ? " x " : "", shape[i]);
+    return out + "]";
+}
+
+class Interpreter {
+public:
+    Interpreter(const CheckedGraph& g, const ReferenceProblem& p) : g_(g), p_(p) {
+        const Domain d = g.graph.domain();
+        if (p.m < 0 || p.n < 0 || p.k < 0 || p.t < 0) fail("has a negative size");
+        if (d != Domain::Finalize && p.n % 2 != 0) fail(fmt::format("has N = {}; N must be even", p.n));
+        if (p.bm <= 0 || p.bn <= 0) fail(fmt::format("has tile bm={} bn={}; both must be positive", p.bm, p.bn));
+    }
+
+    std::map<std::string, HostTensor> run() {
+        const int count = static_cast<int>(g_.graph.nodes().size());
+        values_.resize(static_cast<std::size_t>(count));
+        // Each value is freed after its last use, so big problems need memory for the live values only.
+        std::vector<int> last_use(static_cast<std::size_t>(count), -1);
+        for (int id = 0; id < count; ++id)
+            for (int arg : g_.graph.node(id).args) last_use[static_cast<std::size_t>(arg)] = id;
+        for (int id = 0; id < count; ++id) {
+            evaluate(id);
+            for (int arg : g_.graph.node(id).args)
+                if (last_use[static_cast<std::size_t>(arg)] == id) values_[static_cast<std::size_t>(arg)] = Dense{};
+        }
+        return std::move(sinks_);
+    }
+
+private:
+    [[noreturn]] void fail(const std::string& what) const {
+        throw Error(fmt::format("reference run of graph '{}': the problem {}", g_.graph.name(), what));
+    }
+
+    const ValueType& type(int id) const { return g_.types.at(static_cast<std::size_t>(id)); }
+    const Dense& value(int id) const { return values_.at(static_cast<std::size_t>(id)); }
+
+    Dense shaped(const ValueType& t) const {
+        Dense d;
+        d.kind = t.kind;
+        if (t.kind == Kind::Tile || t.kind == Kind::Row) d.rows = p_.m;
+        if (t.kind == Kind::Tile || t.kind == Kind::Col) d.cols = columns(t.width, p_.n);
+        d.v.assign(static_cast<std::size_t>(d.rows * d.cols), 0.0);
+        return d;
+    }
+
+    static std::vector<long long> shape_of(const Dense& d) {
+        switch (d.kind) {
+            case Kind::Tile: return {d.rows, d.cols};
+            case Kind::Row: return {d.rows};
+            case Kind::Col: return {d.cols};
+            default: return {};
+        }
+    }
+
+    // Stored values are read as the dtype holds them; i32 tensors must hold integers.
+    double stored(double x, DType d, const std::string& name) const {
+        if (d == DType::I32 && !(std::isfinite(x) && x == std::trunc(x)))
+            fail(fmt::format("gives i32 tensor '{}' the non-integer value {}", name, x));
+        return round_to_dtype(x, d);
+    }
+
+    const HostTensor& tensor(const std::string& name, const std::vector<long long>& shape, const char* what) const {
+        const auto it = p_.inputs.find(name);
+        if (it == p_.inputs.end())
+            fail(fmt::format("lacks '{}' ({} of shape {}); add it to ReferenceProblem::inputs", name, what,
+                             shape_text(shape)));
+        const HostTensor& t = it->second;
+        long long count = 1;
+        for (long long s : t.shape) count *= s;
+        if (t.shape != shape || static_cast<long long>(t.values.size()) != count)
+            fail(fmt::format("gives '{}' ({}) shape {} with {} values; expected shape {}", name, what,
+                             shape_text(t.shape), t.values.size(), shape_text(shape)));
+        return t;
+    }
+
+    Dense load(int id, const char* what) const {
+        const Node& n = g_.graph.node(id);
+        Dense d = shaped(type(id));
+        const HostTensor& t = tensor(n.name, shape_of(d), what);
+        for (std::size_t i = 0; i < d.v.size(); ++i) d.v[i] = stored(t.values[i], n.dtype, n.name);
+        return d;
+    }
+
+    Dense accumulator() const {
+        const GemmSpec& spec = g_.graph.spec();
+        if (p_.a == nullptr || p_.b == nullptr) fail("lacks the GEMM operands a and b");
+        const auto check = [&](const HostTensor& t, long long r, long long c, const char* name) {
+            if (t.shape != std::vector<long long>{r, c} || static_cast<long long>(t.values.size()) != r * c)
+                fail(fmt::format("gives GEMM operand {} shape {}; expected [{} x {}]", name, shape_text(t.shape), r,
+                                 c));
+        };
+        check(*p_.a, p_.m, p_.k, "a");
+        check(*p_.b, p_.k, p_.n, "b");
+        std::vector<double> a(p_.a->values.size()), b(p_.b->values.size());
+        for (std::size_t i = 0; i < a.size(); ++i) a[i] = round_to_dtype(p_.a->values[i], spec.input);
+        for (std::size_t i = 0; i < b.size(); ++i) b[i] = round_to_dtype(p_.b->values[i], spec.input);
+        Dense d = shaped(ValueType{Kind::Tile, Width::Full, Scalar::F32});
+        for (long long i = 0; i < p_.m; ++i)
+            for (long long kk = 0; kk < p_.k; ++kk) {
+                const double x = a[static_cast<std::size_t>(i * p_.k + kk)];
+                for (long long j = 0; j < p_.n; ++j)
+                    d.v[static_cast<std::size_t>(i * p_.n + j)] += x * b[static_cast<std::size_t>(kk * p_.n + j)];
+            }
+        return d;
+    }
+
+    Dense partials(int id) const {
+        const Node& n = g_.graph.node(id);
+        if (n.reduce == ReduceOp::SumSq) throw InternalError("partials combined by sumsq passed validation");
+        const HostTensor& t = tensor(n.name, {p_.t, p_.m}, "partials");
+        Dense d = shaped(type(id));
+        for (long long l = 0; l < p_.m; ++l) {
+            std::vector<double> column;
+            for (long long r = 0; r < p_.t; ++r) column.push_back(t.values[static_cast<std::size_t>(r * p_.m + l)]);
+            d.v[static_cast<std::size_t>(l)] = reduce_values(n.reduce, column);
+        }
+        return d;
+    }
+
+    Dense scalar(int id) const {
+        const Node& n = g_.graph.node(id);
+        const auto it = p_.scalars.find(n.name);
+        if (it == p_.scalars.end()) fail(fmt::format("lacks scalar '{}'; add it to ReferenceProblem::scalars", n.name));
+        Dense d;
+        d.v = {round_to_dtype(it->second, DType::F32)};
+        return d;
+    }
+
+    Dense elementwise(int id) const {
+        const Node& n = g_.graph.node(id);
+        Dense d = shaped(type(id));
+        std::vector<double> operands(n.args.size());
+        for (long long i = 0; i < d.rows; ++i)
+            for (long long j = 0; j < d.cols; ++j) {
+                for (std::size_t k = 0; k < n.args.size(); ++k) operands[k] = value(n.args[k]).at(i, j);
+                d.v[static_cast<std::size_t>(i * d.cols + j)] = apply_elementwise(n.op, n.dtype, operands);
+            }
+        return d;
+    }
+
+    // even / odd take columns 2j + parity; join interleaves its operands' columns.
+    Dense pair_op(int id) const {
+        const Node& n = g_.graph.node(id);
+        Dense d = shaped(type(id));
+        for (long long i = 0; i < d.rows; ++i)
+            for (long long j = 0; j < d.cols; ++j) {
+                double x = 0;
+                if (n.op == Op::Join) x = value(n.args[static_cast<std::size_t>(j % 2)]).at(i, j / 2);
+                else x = value(n.args[0]).at(i, 2 * j + (n.op == Op::Odd ? 1 : 0));
+                d.v[static_cast<std::size_t>(i * d.cols + j)] = x;
+            }
+        return d;
+    }
+
+    void sink(int id) {
+        const Node& n = g_.graph.node(id);
+        const Dense& x = value(n.args.at(0));
+        HostTensor out;
+        switch (n.op) {
+            case Op::Store:
+                out = HostTensor{n.dtype, shape_of(x), x.v};
+                break;
+            case Op::Accumulate: {
+                const HostTensor& initial = tensor(n.name, shape_of(x), "initial value of an accumulate output");
+                out = HostTensor{n.dtype, shape_of(x), x.v};
+                for (std::size_t i = 0; i < out.values.size(); ++i)
+                    out.values[i] += stored(initial.values[i], n.dtype, n.name);
+                break;
+            }
+            case Op::ReduceRow: out = row_partials(n.reduce, x, type(n.args.at(0)).width); break;
+            case Op::ReduceCol: out = col_partials(n.reduce, x); break;
+            default: throw InternalError(fmt::format("reference: '{}' is not a sink", op_info(n.op).text));
+        }
+        sinks_[n.name] = std::move(out);
+    }
+
+    // One partial per (N-tile, row). An N-tile of bn full columns holds columns(width, bn) of the value.
+    HostTensor row_partials(ReduceOp op, const Dense& x, Width width) const {
+        const long long tiles = (p_.n + p_.bn - 1) / p_.bn;
+        const long long per_tile = columns(width, p_.bn);
+        HostTensor out{DType::F32, {tiles, p_.m}, {}};
+        for (long long tn = 0; tn < tiles; ++tn)
+            for (long long i = 0; i < p_.m; ++i) {
+                std::vector<double> xs;
+                const long long end = std::min(x.cols, (tn + 1) * per_tile);
+                for (long long j = tn * per_tile; j < end; ++j) xs.push_back(x.at(i, j));
+                out.values.push_back(reduce_values(op, xs));
+            }
+        return out;
+    }
+
+    // One partial per (M-tile, column of the value).
+    HostTensor col_partials(ReduceOp op, const Dense& x) const {
+        const long long tiles = (p_.m + p_.bm - 1) / p_.bm;
+        HostTensor out{DType::F32, {tiles, x.cols}, {}};
+        for (long long tm = 0; tm < tiles; ++tm)
+            for (long long j = 0; j < x.cols; ++j) {
+                std::vector<double> xs;
+                for (long long i = tm * p_.bm; i < std::min(p_.m, (tm + 1) * p_.bm); ++i) xs.push_back(x.at(i, j));
+                out.values.push_back(reduce_values(op, xs));
+            }
+        return out;
+    }
+
+    void evaluate(int id) {
+        const Node& n = g_.graph.node(id);
+        Dense& d = values_[static_cast<std::size_t>(id)];
+        switch (n.op) {
+            case Op::Accumulator: d = accumulator(); return;
+            case Op::TileInput: d = load(id, "tile_input"); return;
+            case Op::RowInput: d = load(id, "row_input"); return;
+            case Op::ColInput: d = load(id, "col_input"); return;
+            case Op::Scalar: d = scalar(id); return;
+            case Op::Const: d.v = {static_cast<double>(n.value)}; return;
+            case Op::RowIndex:
+            case Op::ColIndex: {
+                d = shaped(type(id));
+                for (std::size_t i = 0; i < d.v.size(); ++i) d.v[i] = static_cast<double>(i);
+                return;
+            }
+            case Op::Partials: d = partials(id); return;
+            case Op::Even:
+            case Op::Odd:
+            case Op::Join: d = pair_op(id); return;
+            case Op::Store:
+            case Op::Accumulate:
+            case Op::ReduceRow:
+            case Op::ReduceCol: sink(id); return;
+            default: d = elementwise(id); return;
+        }
+    }
+
+    const CheckedGraph& g_;
+    const ReferenceProblem& p_;
+    std::vector<Dense> values_;
+    std::map<std::string, HostTensor> sinks_;
+};
+
+}  // namespace
+
+std::map<std::string, HostTensor> run_reference(const CheckedGraph& g, const ReferenceProblem& p) {
+    if (g.types.size() != g.graph.nodes().size())
+        throw InternalError(fmt::format("checked graph '{}' has {} types for {} nodes", g.graph.name(),
+                                        g.types.size(), g.graph.nodes().size()));
+    return Interpreter(g, p).run();
+}
+
+}  // namespace coda

@@ -1,0 +1,330 @@
+// Launch-argument checking: every binding bound, nothing unknown bound, dtypes, shapes, strides and
+// alignment as the kernel needs them. Messages name the argument, what was expected and what was given.
+#include "runtime/launch_plan.hpp"
+
+#include <algorithm>
+#include <climits>
+#include <cstring>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "coda/error.hpp"
+#include "coda/kernel_config.hpp"
+
+namespace coda {
+namespace {
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+std::uintptr_t address(const TensorRef& t) { return reinterpret_cast<std::uintptr_t>(t.data); }
+
+std::string list_bindings(const CheckedGraph& g) {
+    std::string out;
+    if (g.graph.domain() == Domain::Gemm) out = "A, B";
+    for (const Binding& b : g.bindings) out += (out.empty() ? "" : ", ") + b.name;
+    return out;
+}
+
+// Collects the context of one kernel's launch so each check can phrase its error the same way.
+class Checker {
+public:
+    Checker(const CheckedGraph& g, const Args& args, const std::string& kernel)
+        : g_(g), args_(args), kernel_(kernel) {}
+
+    [[noreturn]] void fail(const std::string& argument, const std::string& what) const {
+        throw Error(fmt::format("kernel '{}': argument '{}': {}", kernel_, argument, what));
+    }
+
+    const TensorRef& tensor(const std::string& name, const std::string& role) const {
+        auto it = args_.tensors().find(name);
+        if (it != args_.tensors().end()) {
+            if (it->second.data == nullptr) fail(name, fmt::format("{} is a null pointer", role));
+            return it->second;
+        }
+        if (args_.scalars().count(name)) fail(name, fmt::format("is the {}, a tensor, but was bound to a scalar", role));
+        fail(name, fmt::format("is not bound; bind the {} with Args::bind(\"{}\", tensor)", role, name));
+    }
+
+    void expect_dtype(const std::string& name, const TensorRef& t, DType want) const {
+        if (t.dtype != want)
+            fail(name, fmt::format("expected dtype {}, got {}", to_string(want), t.describe()));
+    }
+
+    void expect_shape(const std::string& name, const TensorRef& t, const std::vector<std::int64_t>& want,
+                      const std::string& what) const {
+        if (t.shape != want) {
+            std::string w = want.size() == 2 ? fmt::format("[{} x {}]", want[0], want[1])
+                                             : fmt::format("[{}]", want.empty() ? 0 : want[0]);
+            fail(name, fmt::format("expected shape {} ({}), got {}", w, what, t.describe()));
+        }
+        if (t.strides.size() != t.shape.size())
+            fail(name, fmt::format("has {} strides for {} dimensions", t.strides.size(), t.shape.size()));
+    }
+
+    void expect_alignment(const std::string& name, const TensorRef& t, std::size_t bytes) const {
+        if (address(t) % bytes != 0)
+            fail(name, fmt::format("pointer {} is not aligned to {} bytes, which this kernel's accesses need",
+                                   t.data, bytes));
+    }
+
+    // A row-major matrix: unit column stride, row stride >= cols and a multiple of `ld_multiple`.
+    long long row_major_ld(const std::string& name, const TensorRef& t, int ld_multiple) const {
+        if (t.strides[1] != 1)
+            fail(name, fmt::format("must be row-major (column stride 1), got {}", t.describe()));
+        const long long ld = t.strides[0];
+        if (ld < t.shape[1])
+            fail(name, fmt::format("row stride {} is smaller than its {} columns", ld, t.shape[1]));
+        if (ld % ld_multiple != 0)
+            fail(name, fmt::format("row stride {} must be a multiple of {} elements (this kernel moves {} "
+                                   "elements per access)", ld, ld_multiple, ld_multiple));
+        return ld;
+    }
+
+    void expect_contiguous_vector(const std::string& name, const TensorRef& t) const {
+        if (t.strides.size() != 1 || t.strides[0] != 1)
+            fail(name, fmt::format("must be a contiguous vector (stride 1), got {}", t.describe()));
+    }
+
+    void expect_contiguous_matrix(const std::string& name, const TensorRef& t) const {
+        if (t.strides[1] != 1 || t.strides[0] != t.shape[1])
+            fail(name, fmt::format("must be a contiguous row-major matrix, got {}", t.describe()));
+    }
+
+    float scalar(const std::string& name) const {
+        auto it = args_.scalars().find(name);
+        if (it != args_.scalars().end()) return it->second;
+        if (args_.tensors().count(name)) fail(name, "is an f32 scalar but was bound to a tensor");
+        fail(name, fmt::format("is not bound; bind the scalar with Args::bind(\"{}\", value)", name));
+    }
+
+    void reject_unknown_names() const {
+        std::set<std::string> known;
+        if (g_.graph.domain() == Domain::Gemm) known = {"A", "B"};
+        for (const Binding& b : g_.bindings) known.insert(b.name);
+        auto check = [&](const std::string& name) {
+            if (!known.count(name))
+                throw Error(fmt::format("kernel '{}': argument '{}' is bound but the kernel has no such binding; "
+                                        "its bindings are: {}", kernel_, name, list_bindings(g_)));
+        };
+        for (const auto& [name, t] : args_.tensors()) check(name);
+        for (const auto& [name, s] : args_.scalars()) check(name);
+    }
+
+    const CheckedGraph& graph() const { return g_; }
+
+private:
+    const CheckedGraph& g_;
+    const Args& args_;
+    const std::string& kernel_;
+};
+
+void check_extent(const Checker& c, const std::string& what, std::int64_t value) {
+    if (value < 1 || value > INT_MAX)
+        c.fail(what, fmt::format("extent {} is outside [1, {}]", value, INT_MAX));
+}
+
+// Derives M, N, K from A and B and fills the GEMM problem.
+void plan_gemm_operands(const Checker& c, const GemmSpec& spec, LaunchPlan& plan, std::int64_t& m, std::int64_t& n) {
+    const TensorRef& a = c.tensor("A", "GEMM operand A (M x K)");
+    const TensorRef& b = c.tensor("B", "GEMM operand B (K x N)");
+    for (const auto& [name, t] : {std::pair<const char*, const TensorRef*>{"A", &a}, {"B", &b}}) {
+        if (t->shape.size() != 2 || t->strides.size() != 2)
+            c.fail(name, fmt::format("must be a 2-D tensor, got {}", t->describe()));
+        c.expect_dtype(name, *t, spec.input);
+        c.expect_alignment(name, *t, size_of(spec.input));
+    }
+    m = a.shape[0];
+    const std::int64_t k = a.shape[1];
+    if (b.shape[0] != k)
+        c.fail("B", fmt::format("has {} rows but A has K = {} columns (B is logically K x N), got {}", b.shape[0], k,
+                                b.describe()));
+    n = b.shape[1];
+    check_extent(c, "A", m);
+    check_extent(c, "A", k);
+    check_extent(c, "B", n);
+    if (n % 2 != 0)
+        c.fail("B", fmt::format("N = {} is odd; coda epilogues work on column pairs and need an even N", n));
+
+    // A: K-major means stored M x K row-major; M-major means stored K x M row-major (column-major M x K).
+    long long lda = 0;
+    if (spec.a == Major::K) {
+        if (a.strides[1] != 1 || a.strides[0] < k)
+            c.fail("A", fmt::format("the kernel was built for K-major A (strides [lda >= K, 1]), got {}", a.describe()));
+        lda = a.strides[0];
+    } else {
+        if (a.strides[0] != 1 || a.strides[1] < m)
+            c.fail("A", fmt::format("the kernel was built for M-major A (strides [1, lda >= M]), got {}", a.describe()));
+        lda = a.strides[1];
+    }
+    // B: K-major means stored N x K row-major (strides [1, ldb]); N-major means stored K x N row-major.
+    long long ldb = 0;
+    if (spec.b == Major::K) {
+        if (b.strides[0] != 1 || b.strides[1] < k)
+            c.fail("B", fmt::format("the kernel was built for K-major B (strides [1, ldb >= K]), got {}", b.describe()));
+        ldb = b.strides[1];
+    } else {
+        if (b.strides[1] != 1 || b.strides[0] < n)
+            c.fail("B", fmt::format("the kernel was built for N-major B (strides [ldb >= N, 1]), got {}", b.describe()));
+        ldb = b.strides[0];
+    }
+    const auto vectorizable = [](const TensorRef& t, long long ld) { return address(t) % 16 == 0 && ld % 8 == 0; };
+    plan.gemm.a = a.data;
+    plan.gemm.b = b.data;
+    plan.gemm.lda = lda;
+    plan.gemm.ldb = ldb;
+    plan.gemm.m = static_cast<int>(m);
+    plan.gemm.n = static_cast<int>(n);
+    plan.gemm.k = static_cast<int>(k);
+    plan.gemm.flags = (vectorizable(a, lda) ? abi::kGemmVectorA : 0) | (vectorizable(b, ldb) ? abi::kGemmVectorB : 0);
+}
+
+bool is_tile_tensor(const Binding& b) {
+    return b.kind == Kind::Tile &&
+           (b.role == BindingRole::Input || b.role == BindingRole::Output || b.role == BindingRole::InOut);
+}
+
+// Tile programs take M and N from their first tile tensor; every other binding must then agree.
+void plan_tile_extent(const Checker& c, std::int64_t& m, std::int64_t& n) {
+    for (const Binding& b : c.graph().bindings) {
+        if (!is_tile_tensor(b)) continue;
+        const TensorRef& t = c.tensor(b.name, "tile tensor");
+        if (t.shape.size() != 2) c.fail(b.name, fmt::format("must be a 2-D tile tensor, got {}", t.describe()));
+        m = t.shape[0];
+        const std::int64_t cols = t.shape[1];
+        switch (b.width) {
+            case Width::Half: n = 2 * cols; break;
+            case Width::Full: n = cols; break;
+            case Width::Double:
+                if (cols % 2 != 0) c.fail(b.name, fmt::format("double-width tensor with an odd column count {}", cols));
+                n = cols / 2;
+                break;
+        }
+        check_extent(c, b.name, m);
+        check_extent(c, b.name, n);
+        if (n % 2 != 0)
+            c.fail(b.name, fmt::format("N = {} is odd; coda tile programs work on column pairs and need an even N", n));
+        return;
+    }
+    throw Error("tile program has no tile tensor to take M and N from; add a tile_input or a store");
+}
+
+// Finalizers take L from their first vector and T from their partials.
+void plan_finalize_extent(const Checker& c, std::int64_t& l, std::int64_t& t) {
+    l = -1;
+    t = -1;
+    for (const Binding& b : c.graph().bindings) {
+        if (b.role == BindingRole::ScalarArg) continue;
+        const TensorRef& ref = c.tensor(b.name, b.role == BindingRole::Partials ? "partials tensor" : "vector");
+        if (b.role == BindingRole::Partials) {
+            if (ref.shape.size() != 2)
+                c.fail(b.name, fmt::format("partials must be a 2-D f32 tensor [T x L], got {}", ref.describe()));
+            if (t < 0) t = ref.shape[0];
+            if (l < 0) l = ref.shape[1];
+        } else if (l < 0 && ref.shape.size() == 1) {
+            l = ref.shape[0];
+        }
+    }
+    if (l < 0) throw Error("finalize program has no vector or partials tensor to take its length from");
+    if (t < 0) t = 0;
+    check_extent(c, "length", l);
+}
+
+}  // namespace
+
+int values_per_pair(Width w) {
+    switch (w) {
+        case Width::Half: return 1;
+        case Width::Full: return 2;
+        case Width::Double: return 4;
+    }
+    return 2;
+}
+
+std::vector<std::int64_t> partials_shape(const Binding& b, TileShape tile, std::int64_t m, std::int64_t n) {
+    if (b.role == BindingRole::RowPartials) return {ceil_div(n, tile.bn), m};
+    if (b.role == BindingRole::ColPartials) return {ceil_div(m, tile.bm), columns(b.width, n)};
+    throw Error(fmt::format("'{}' is not a reduction; only reduce_row and reduce_col write partials", b.name));
+}
+
+LaunchPlan plan_launch(const CheckedGraph& g, TileShape tile, const Args& args, const std::string& kernel_name) {
+    Checker c(g, args, kernel_name);
+    c.reject_unknown_names();
+
+    LaunchPlan plan;
+    const Domain domain = g.graph.domain();
+    std::int64_t m = 0, n = 0, t = 0;
+    if (domain == Domain::Gemm) plan_gemm_operands(c, g.graph.spec(), plan, m, n);
+    if (domain == Domain::Tile) plan_tile_extent(c, m, n);
+    if (domain == Domain::Finalize) plan_finalize_extent(c, m, t);
+
+    plan.slots.assign(static_cast<std::size_t>(std::max(1, total_slots(g))), 0);
+    std::size_t slot = 0;
+    for (const Binding& b : g.bindings) {
+        if (b.role == BindingRole::ScalarArg) {
+            const float value = c.scalar(b.name);
+            std::uint32_t bits = 0;
+            std::memcpy(&bits, &value, sizeof bits);
+            plan.slots[slot++] = bits;
+            continue;
+        }
+        const TensorRef& ref = c.tensor(b.name, std::string(to_string(b.role)) + " tensor");
+        if (b.role == BindingRole::RowPartials || b.role == BindingRole::ColPartials) {
+            c.expect_dtype(b.name, ref, DType::F32);
+            c.expect_shape(b.name, ref, partials_shape(b, tile, m, n),
+                           b.role == BindingRole::RowPartials ? "one f32 partial per (N-tile, row)"
+                                                              : "one f32 partial per (M-tile, column)");
+            c.expect_contiguous_matrix(b.name, ref);
+            c.expect_alignment(b.name, ref, 4);
+        } else if (b.role == BindingRole::Partials) {
+            c.expect_dtype(b.name, ref, DType::F32);
+            c.expect_shape(b.name, ref, {t, m}, "f32 partials [T x L]");
+            c.expect_contiguous_matrix(b.name, ref);
+            c.expect_alignment(b.name, ref, 4);
+        } else if (b.kind == Kind::Tile) {
+            const int v = values_per_pair(b.width);
+            c.expect_dtype(b.name, ref, b.dtype);
+            c.expect_shape(b.name, ref, {m, columns(b.width, n)},
+                           fmt::format("M x {} columns of a {}-width tile", columns(b.width, n), to_string(b.width)));
+            c.expect_alignment(b.name, ref, size_of(b.dtype) * static_cast<std::size_t>(v));
+            const long long ld = c.row_major_ld(b.name, ref, v);
+            plan.slots[slot++] = reinterpret_cast<std::uintptr_t>(ref.data);
+            plan.slots[slot++] = static_cast<std::uint64_t>(ld);
+            continue;
+        } else if (b.kind == Kind::Row) {
+            c.expect_dtype(b.name, ref, b.dtype);
+            c.expect_shape(b.name, ref, {m}, domain == Domain::Finalize ? "one value per element" : "one value per row (M)");
+            c.expect_contiguous_vector(b.name, ref);
+            c.expect_alignment(b.name, ref, size_of(b.dtype));
+        } else if (b.kind == Kind::Col) {
+            const int v = values_per_pair(b.width);
+            c.expect_dtype(b.name, ref, b.dtype);
+            c.expect_shape(b.name, ref, {columns(b.width, n)}, fmt::format("one value per {}-width column", to_string(b.width)));
+            c.expect_contiguous_vector(b.name, ref);
+            c.expect_alignment(b.name, ref, size_of(b.dtype) * static_cast<std::size_t>(v));
+        }
+        plan.slots[slot++] = reinterpret_cast<std::uintptr_t>(ref.data);
+    }
+
+    switch (domain) {
+        case Domain::Gemm:
+        case Domain::Tile: {
+            const std::int64_t gx = ceil_div(m, tile.bm), gy = ceil_div(n, tile.bn);
+            if (gy > 65535) throw Error(fmt::format("kernel '{}': N = {} needs {} column tiles, more than the 65535 a "
+                                                    "grid allows", kernel_name, n, gy));
+            plan.grid_x = static_cast<unsigned>(gx);
+            plan.grid_y = static_cast<unsigned>(gy);
+            plan.tile = {static_cast<int>(m), static_cast<int>(n)};
+            break;
+        }
+        case Domain::Finalize: {
+            constexpr std::int64_t kMaxBlocks = 4096;  // grid-stride loop beyond this: enough to fill any GPU
+            plan.grid_x = static_cast<unsigned>(std::min(kMaxBlocks, ceil_div(m, kFinalizeThreads)));
+            plan.finalize = {static_cast<int>(m), static_cast<int>(t)};
+            break;
+        }
+    }
+    return plan;
+}
+
+}  // namespace coda

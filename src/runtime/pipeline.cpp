@@ -1,0 +1,78 @@
+// Strings the stages together in their one direction of flow. Each stage lives in its own folder;
+// this file only passes results along and times the whole.
+#include "runtime/pipeline.hpp"
+
+#include <chrono>
+#include <fstream>
+
+#include <fmt/format.h>
+
+#include "compile/nvrtc_compiler.hpp"
+#include "config/settings.hpp"
+#include "ir/check_graph.hpp"
+#include "ir/hash.hpp"
+#include "ir/text.hpp"
+#include "util/log.hpp"
+
+namespace coda {
+namespace {
+
+void dump_source(const std::string& file_name, const std::string& source) {
+    const auto& dir = settings().dump_dir;
+    if (dir.empty()) return;
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    std::ofstream out(dir / file_name, std::ios::binary);
+    out << source;
+    if (!out) logger("coda.runtime")->warn("could not write CODA_DUMP_DIR file {}", (dir / file_name).string());
+}
+
+}  // namespace
+
+std::string config_text(Domain domain, const KernelConfig& config) {
+    switch (domain) {
+        case Domain::Gemm: return "portable " + config.to_text();
+        case Domain::Tile: return fmt::format("tile bm={} bn={}", kTileProgramBM, kTileProgramBN);
+        case Domain::Finalize: return "finalize";
+    }
+    return "";
+}
+
+BuiltKernel build_kernel(const Graph& graph, const KernelConfig& config, const std::string& arch, KernelCache& cache) {
+    const auto start = std::chrono::steady_clock::now();
+    BuiltKernel built{check_graph(graph), config, arch, "", "", {}, {}, 0};
+    built.name = fmt::format("{}-{}", graph.name(), graph_hash(graph));
+    built.source = generate_kernel_source(built.checked, config, arch);
+    dump_source(built.name + "-" + arch + ".cu", built.source.source);
+
+    CacheKeyParts parts;
+    parts.graph_text = to_text(graph);
+    parts.config_text = config_text(graph.domain(), config);
+    parts.template_digest = templates_digest();
+    parts.nvrtc_version = nvrtc_version();
+    parts.arch = arch;
+    parts.flags = compile_flags(arch);
+    built.key = cache_key(parts);
+
+    built.cached = cache.get_or_build(built.key, [&] {
+        CompileRequest request;
+        request.source = built.source.source;
+        request.source_name = built.name + ".cu";
+        request.name_expressions = {built.source.kernel_expression};
+        request.arch = arch;
+        CompiledModule module = compile_cuda(request);
+        CacheEntry entry;
+        entry.cubin = std::move(module.cubin);
+        for (const auto& [expression, lowered] : module.lowered)
+            if (expression == built.source.kernel_expression) entry.kernel_name = lowered;
+        entry.resources = std::move(module.resources);
+        entry.description = fmt::format("{} {} {}", built.name, arch, parts.config_text);
+        entry.source = built.source.source;
+        logger("coda.runtime")->info("compiled {} for {} in {:.2f} s", built.name, arch, module.seconds);
+        return entry;
+    });
+    built.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return built;
+}
+
+}  // namespace coda

@@ -1,0 +1,235 @@
+// Random inputs -> device -> kernel -> host, and the same inputs -> CPU reference; then an elementwise and
+// a norm-wise comparison per output, with tolerances set by the output's storage dtype.
+#include "verify/device_check.hpp"
+
+#include <cmath>
+#include <limits>
+#include <map>
+#include <random>
+
+#include <fmt/format.h>
+
+#include "coda/error.hpp"
+#include "driver/cuda_driver.hpp"
+#include "ir/check_graph.hpp"
+#include "reference/reference.hpp"
+#include "verify/host_data.hpp"
+
+namespace coda::verify {
+namespace {
+
+struct Tolerance {
+    double rel;
+    double max;
+};
+
+// bf16 keeps 8 significant bits (relative step 2^-8), f16 11, f32 24; the GEMM accumulates in f32.
+Tolerance tolerance_for(DType d) {
+    switch (d) {
+        case DType::BF16: return {1e-2, 5e-2};
+        case DType::F16: return {5e-3, 2e-2};
+        case DType::F32: return {1e-3, 1e-2};
+        case DType::I32: return {0, 0};
+    }
+    return {0, 0};
+}
+
+// One device tensor with its host mirror.
+struct DeviceTensor {
+    DType dtype = DType::F32;
+    std::vector<std::int64_t> shape;
+    std::int64_t ld = 0;  // row stride of a matrix as stored
+    DeviceBuffer buffer;
+};
+
+DeviceTensor upload(const std::vector<double>& stored_values, DType dtype, std::vector<std::int64_t> shape,
+                    std::int64_t ld) {
+    DeviceTensor t{dtype, std::move(shape), ld, DeviceBuffer(stored_values.size() * size_of(dtype))};
+    const auto bytes = encode(stored_values, dtype);
+    Driver::instance().copy_to_device(t.buffer.ptr(), bytes.data(), bytes.size());
+    return t;
+}
+
+// An output tensor filled with NaN bytes (0xFF..: NaN in bf16, f16 and f32; -1 in i32).
+DeviceTensor poisoned(DType dtype, std::vector<std::int64_t> shape) {
+    std::size_t count = 1;
+    for (auto e : shape) count *= static_cast<std::size_t>(e);
+    const std::int64_t ld = shape.size() == 2 ? shape[1] : 0;
+    DeviceTensor t{dtype, std::move(shape), ld, DeviceBuffer(count * size_of(dtype))};
+    Driver::instance().memset8(t.buffer.ptr(), 0xFF, count * size_of(dtype));
+    return t;
+}
+
+std::vector<double> download(const DeviceTensor& t) {
+    std::vector<std::uint8_t> bytes(t.buffer.bytes());
+    Driver::instance().copy_to_host(bytes.data(), t.buffer.ptr(), bytes.size());
+    return decode(bytes, t.dtype);
+}
+
+TensorRef ref_of(const DeviceTensor& t) {
+    const void* p = reinterpret_cast<const void*>(static_cast<std::uintptr_t>(t.buffer.ptr()));
+    if (t.shape.size() == 1) return vector(p, t.dtype, t.shape[0]);
+    return matrix(p, t.dtype, t.shape[0], t.shape[1], t.ld);
+}
+
+// Lays a logical rows x cols matrix out as stored: row-major with `ld`, or transposed (column-major) with
+// `ld`; padding is NaN so that a kernel reading it would poison its output.
+std::vector<double> lay_out(const std::vector<double>& logical, std::int64_t rows, std::int64_t cols, bool transposed,
+                            std::int64_t ld) {
+    const std::int64_t outer = transposed ? cols : rows;
+    std::vector<double> stored(static_cast<std::size_t>(outer * ld), std::numeric_limits<double>::quiet_NaN());
+    for (std::int64_t r = 0; r < rows; ++r)
+        for (std::int64_t c = 0; c < cols; ++c)
+            stored[static_cast<std::size_t>(transposed ? c * ld + r : r * ld + c)] =
+                logical[static_cast<std::size_t>(r * cols + c)];
+    return stored;
+}
+
+OutputReport compare(const std::string& name, DType dtype, const std::vector<double>& out,
+                     const std::vector<double>& ref) {
+    OutputReport r;
+    r.name = name;
+    r.dtype = dtype;
+    r.elements = static_cast<std::int64_t>(ref.size());
+    const Tolerance tol = tolerance_for(dtype);
+    r.rel_tolerance = tol.rel;
+    r.max_tolerance = tol.max;
+    double ref_sq = 0, diff_sq = 0;
+    std::int64_t finite = 0;
+    for (double v : ref)
+        if (std::isfinite(v)) {
+            ref_sq += v * v;
+            ++finite;
+        }
+    const double rms = finite > 0 ? std::sqrt(ref_sq / static_cast<double>(finite)) : 0.0;
+    bool mismatched_special = false;
+    for (std::size_t i = 0; i < ref.size(); ++i) {
+        const double a = out[i], b = ref[i];
+        if (!std::isfinite(b)) {
+            // -inf partials (an empty log-sum-exp) must match exactly; NaN in the reference is a test bug.
+            if (std::isnan(b) || a != b) mismatched_special = true;
+            continue;
+        }
+        if (std::isnan(a)) {
+            ++r.unwritten;
+            continue;
+        }
+        const double d = a - b;
+        diff_sq += d * d;
+        r.max_error = std::max(r.max_error, std::fabs(d) / (std::fabs(b) + rms + 1e-30));
+    }
+    r.rel_error = std::sqrt(diff_sq) / std::max(std::sqrt(ref_sq), 1e-30);
+    r.pass = !mismatched_special && r.unwritten == 0 && r.rel_error <= tol.rel && r.max_error <= tol.max;
+    if (dtype == DType::I32) r.pass = !mismatched_special && r.unwritten == 0 && diff_sq == 0;
+    return r;
+}
+
+}  // namespace
+
+std::string CheckReport::summary() const {
+    std::string s;
+    for (const OutputReport& o : outputs)
+        s += fmt::format("  {:<18} {:>4} {:>10} elems  rel {:.2e} (tol {:.0e})  max {:.2e} (tol {:.0e})  "
+                         "unwritten {}  {}\n",
+                         o.name, to_string(o.dtype), o.elements, o.rel_error, o.rel_tolerance, o.max_error,
+                         o.max_tolerance, o.unwritten, o.pass ? "PASS" : "FAIL");
+    return s;
+}
+
+CheckReport check_on_device(const Kernel& kernel, const CheckProblem& p) {
+    const CheckedGraph g = check_graph(kernel.graph());
+    const Domain domain = g.graph.domain();
+    std::mt19937_64 rng(p.seed);
+    const std::int64_t m = p.m, n = p.n, k = p.k;
+
+    ReferenceProblem ref;
+    ref.m = m;
+    ref.n = n;
+    ref.k = k;
+    ref.t = p.t;
+    ref.bm = domain == Domain::Gemm ? kernel.config().bm : kTileProgramBM;
+    ref.bn = domain == Domain::Gemm ? kernel.config().bn : kTileProgramBN;
+
+    Args args;
+    std::map<std::string, DeviceTensor> device;
+    HostTensor a_host, b_host;
+    if (domain == Domain::Gemm) {
+        const GemmSpec spec = g.graph.spec();
+        a_host = {spec.input, {m, k}, random_values(rng, static_cast<std::size_t>(m * k), spec.input, Distribution::Normal)};
+        b_host = {spec.input, {k, n},
+                  random_values(rng, static_cast<std::size_t>(k * n), spec.input, Distribution::Normal,
+                                1.0 / std::sqrt(static_cast<double>(k)))};
+        const bool a_t = spec.a == Major::MN;  // stored K x M
+        const bool b_t = spec.b == Major::K;   // stored N x K
+        const std::int64_t lda = (a_t ? m : k) + p.operand_pad, ldb = (b_t ? k : n) + p.operand_pad;
+        device["A"] = upload(lay_out(a_host.values, m, k, a_t, lda), spec.input, {m, k}, lda);
+        device["B"] = upload(lay_out(b_host.values, k, n, b_t, ldb), spec.input, {k, n}, ldb);
+        const void* pa = reinterpret_cast<const void*>(static_cast<std::uintptr_t>(device["A"].buffer.ptr()));
+        const void* pb = reinterpret_cast<const void*>(static_cast<std::uintptr_t>(device["B"].buffer.ptr()));
+        args.bind("A", a_t ? matrix_col_major(pa, spec.input, m, k, lda) : matrix(pa, spec.input, m, k, lda));
+        args.bind("B", b_t ? matrix_col_major(pb, spec.input, k, n, ldb) : matrix(pb, spec.input, k, n, ldb));
+        ref.a = &a_host;
+        ref.b = &b_host;
+    }
+
+    const std::int64_t index_limit = domain == Domain::Finalize ? m : n;
+    for (const Binding& b : g.bindings) {
+        std::vector<std::int64_t> shape;
+        if (b.kind == Kind::Tile) shape = {m, columns(b.width, n)};
+        if (b.kind == Kind::Row) shape = {m};
+        if (b.kind == Kind::Col) shape = {columns(b.width, n)};
+        if (b.role == BindingRole::Partials) shape = {p.t, m};
+        if (b.role == BindingRole::RowPartials || b.role == BindingRole::ColPartials)
+            shape = kernel.partials_shape(b.name, m, n);
+        std::size_t count = 1;
+        for (auto e : shape) count *= static_cast<std::size_t>(e);
+
+        switch (b.role) {
+            case BindingRole::ScalarArg: {
+                const double v = random_values(rng, 1, DType::F32, Distribution::Positive)[0];
+                args.bind(b.name, static_cast<float>(v));
+                ref.scalars[b.name] = v;
+                continue;
+            }
+            case BindingRole::Input:
+            case BindingRole::Partials:
+            case BindingRole::InOut: {
+                const Distribution d = b.dtype == DType::I32 ? Distribution::Index
+                                       : (b.kind == Kind::Tile && b.role != BindingRole::Partials) ? Distribution::Normal
+                                                                                                  : Distribution::Positive;
+                auto values = random_values(rng, count, b.dtype, d, 1.0, index_limit);
+                ref.inputs[b.name] = HostTensor{b.dtype, std::vector<long long>(shape.begin(), shape.end()), values};
+                device[b.name] = upload(values, b.dtype, shape, shape.size() == 2 ? shape[1] : 0);
+                break;
+            }
+            case BindingRole::Output:
+            case BindingRole::RowPartials:
+            case BindingRole::ColPartials:
+                device[b.name] = poisoned(b.dtype, shape);
+                break;
+        }
+        args.bind(b.name, ref_of(device[b.name]));
+    }
+
+    kernel.launch(args);
+    Driver::instance().synchronize();
+
+    const auto expected = run_reference(g, ref);
+    CheckReport report;
+    report.kernel = kernel.report().kernel_name;
+    report.problem = domain == Domain::Finalize ? fmt::format("L={} T={}", m, p.t)
+                     : domain == Domain::Tile  ? fmt::format("M={} N={}", m, n)
+                                               : fmt::format("M={} N={} K={}{}", m, n, k,
+                                                             p.operand_pad ? fmt::format(" pad={}", p.operand_pad) : "");
+    report.pass = true;
+    for (const Binding& b : g.bindings) {
+        if (b.role == BindingRole::Input || b.role == BindingRole::Partials || b.role == BindingRole::ScalarArg) continue;
+        auto it = expected.find(b.name);
+        if (it == expected.end()) throw InternalError(fmt::format("reference produced no output '{}'", b.name));
+        report.outputs.push_back(compare(b.name, b.dtype, download(device[b.name]), it->second.values));
+        report.pass = report.pass && report.outputs.back().pass;
+    }
+    return report;
+}
+
+}  // namespace coda::verify

@@ -1,0 +1,45 @@
+// Runs a compiled kernel on fresh random inputs and checks every output against the CPU reference in
+// double precision: outputs are poisoned (NaN) first, so an element the kernel never wrote fails the check.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "coda/runtime.hpp"
+
+namespace coda::verify {
+
+struct CheckProblem {
+    std::int64_t m = 256;   // rows (finalize: vector length L)
+    std::int64_t n = 256;   // full columns (ignored by finalize)
+    std::int64_t k = 256;   // GEMM depth (gemm only)
+    std::int64_t t = 3;     // partial rows a finalize combines
+    int operand_pad = 0;    // extra elements on the leading dimension of A and B (0 keeps them tight)
+    std::uint64_t seed = 1;
+};
+
+struct OutputReport {
+    std::string name;
+    DType dtype = DType::F32;
+    std::int64_t elements = 0;
+    std::int64_t unwritten = 0;  // still poisoned where the reference has a finite value
+    double rel_error = 0;        // ||out - ref|| / ||ref||
+    double max_error = 0;        // max |out - ref| / (|ref| + rms(ref))
+    double rel_tolerance = 0;
+    double max_tolerance = 0;
+    bool pass = false;
+};
+
+struct CheckReport {
+    std::string kernel;
+    std::string problem;  // e.g. "M=1000 N=1000 K=1000"
+    std::vector<OutputReport> outputs;
+    bool pass = false;
+    std::string summary() const;  // one line per output
+};
+
+// Needs a GPU (Runtime::compile gave the kernel).
+CheckReport check_on_device(const Kernel& kernel, const CheckProblem& problem);
+
+}  // namespace coda::verify

@@ -1,0 +1,101 @@
+// The contract between a mainloop (GEMM or tile program) and a generated epilogue functor.
+// Every mainloop template includes this header; every generated epilogue implements it. Compiles under
+// NVRTC with no host headers.
+//
+// ---------------------------------------------------------------------------------------------------------
+// Vocabulary. A kernel's output is M x N (N = full columns). A CTA owns one BM x BN tile at a time. Each
+// thread owns a fixed set of (row, column pair) positions of that tile, described by a Layout:
+//
+//   struct Layout {
+//     static constexpr int kBM, kBN;          // tile size in rows and full columns
+//     static constexpr int kThreads;          // threads that take part in the epilogue (whole CTA)
+//     static constexpr int kRowSlots;         // distinct rows one thread visits per tile
+//     static constexpr int kColSlots;         // distinct column pairs one thread visits per tile
+//     static constexpr int kRowSharers;       // threads that visit any one row
+//     static constexpr int kColSharers;       // threads that visit any one column pair
+//     __device__ static int slot_row(int row_slot);  // tile-relative row of a row slot
+//     __device__ static int slot_col(int col_slot);  // tile-relative EVEN full column of a column slot
+//     __device__ static int row_sharer();            // this thread's index among a row's visitors
+//     __device__ static int col_sharer();            // this thread's index among a column pair's visitors
+//     __device__ static int thread_index();          // 0 .. kThreads-1
+//   };
+//
+// The map (thread, row_slot) -> (slot_row, row_sharer) must be a bijection onto [kBM] x [kRowSharers],
+// and likewise (thread, col_slot) -> (slot_col / 2, col_sharer) onto [kBN / 2] x [kColSharers]. That is
+// what makes reductions deterministic without atomics: every partial lands in its own shared-memory cell
+// and is combined in a fixed order.
+//
+// ---------------------------------------------------------------------------------------------------------
+// The generated functor (struct Epilogue) provides:
+//
+//   using Args = coda::EpilogueArgs<kSlots>;   // the binding slots, passed as one kernel parameter
+//   template <class L> struct State;           // per-thread reduction partials (registers)
+//   template <class L> static constexpr int scratch_floats();   // shared memory end_tile needs, in floats
+//   template <class L> __device__ static void begin_tile(State<L>& st);
+//   template <class L> __device__ static void visit(const Args& args, State<L>& st, const coda::Coord& c,
+//                                                   int row_slot, int col_slot, float acc0, float acc1);
+//   template <class L> __device__ static void end_tile(const Args& args, State<L>& st, float* scratch,
+//                                                      const coda::TileCoord& t);
+//
+// A mainloop, for every tile it owns:
+//   1. calls begin_tile (every thread);
+//   2. calls visit once for every (row_slot, col_slot) of this thread whose global row m < M and whose
+//      global even column n < N (N is even; coda checks that at launch). acc0/acc1 are the accumulator
+//      values at columns n and n+1 (tile programs pass 0.0f: their graphs have no accumulator);
+//   3. calls end_tile from every thread of the CTA, with `scratch` pointing at scratch_floats<L>() floats
+//      of shared memory that nothing else uses during the call. end_tile synchronizes the CTA
+//      (__syncthreads) and writes the reduction partials of this tile.
+// ---------------------------------------------------------------------------------------------------------
+#pragma once
+
+namespace coda {
+
+// One parameter slot per binding; pointers, leading dimensions and scalars all travel as 64-bit words,
+// so host and device agree on the layout without sharing a struct definition.
+template <int kSlots>
+struct EpilogueArgs {
+    unsigned long long slot[kSlots];
+};
+
+// Where a visit happens: global row m, global even full column n, and the problem bounds.
+struct Coord {
+    int m;
+    int n;
+    int M;
+    int N;
+};
+
+// Which tile end_tile closes: tile indices along M and N, and the problem bounds.
+struct TileCoord {
+    int tile_m;
+    int tile_n;
+    int M;
+    int N;
+};
+
+// Kernel parameter 0 of each kernel kind. The host mirrors these layouts field for field
+// (src/runtime/problem_abi.hpp); change both together.
+struct GemmProblem {
+    const void* a;       // A as stored: M x K row-major (K-major) or K x M row-major (M-major)
+    const void* b;       // B as stored: N x K row-major (K-major) or K x N row-major (N-major)
+    long long lda;       // elements between consecutive rows of A as stored
+    long long ldb;       // elements between consecutive rows of B as stored
+    int m;
+    int n;
+    int k;
+    int flags;           // kGemmVectorA | kGemmVectorB: 16-byte loads are legal for that operand
+};
+constexpr int kGemmVectorA = 1;
+constexpr int kGemmVectorB = 2;
+
+struct TileProblem {
+    int m;
+    int n;
+};
+
+struct FinalizeProblem {
+    int l;  // elements of the finalized vector
+    int t;  // partials per element (rows of each partials tensor)
+};
+
+}  // namespace coda

@@ -1,0 +1,272 @@
+// Storage types (bf16, f16), vector loads and stores that widen to / narrow from float, and the activation
+// functions of ops.def. Shared by every kernel template and by generated epilogues; NVRTC, no host headers.
+//
+// Contract:
+//   - bf16 and f16 are storage only: all arithmetic happens in float (int for i32 tensors).
+//   - load<V>(p, out) / store<V>(p, in), V in {1, 2, 4}: ONE aligned access of V * sizeof(element) bytes, so
+//     p must be aligned to that size (codegen guarantees it: column pairs start at even element offsets and
+//     the host checks leading dimensions and base pointers).
+//   - Narrowing rounds to nearest even (PTX cvt.rn), keeps subnormals, infinities and NaN.
+//   - The activations use the accurate expf/erff/tanhf (no fast-math intrinsics): results match a double
+//     reference to a few float ulps.
+#pragma once
+
+namespace coda {
+
+struct bf16 {
+    unsigned short bits;
+};
+struct f16 {
+    unsigned short bits;
+};
+
+namespace detail {
+
+__device__ __forceinline__ float bf16_bits_to_float(unsigned short b) {
+    return __uint_as_float(static_cast<unsigned>(b) << 16);
+}
+
+__device__ __forceinline__ float f16_bits_to_float(unsigned short b) {
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(b));
+    return f;
+}
+
+__device__ __forceinline__ unsigned short float_to_bf16_bits(float x) {
+    unsigned short b;
+    asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(b) : "f"(x));
+    return b;
+}
+
+__device__ __forceinline__ unsigned short float_to_f16_bits(float x) {
+    unsigned short b;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(b) : "f"(x));
+    return b;
+}
+
+// The x2 forms put their first source operand in the upper half: `lo` is the element at the lower address.
+__device__ __forceinline__ unsigned pack_bf16x2(float lo, float hi) {
+    unsigned r;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+
+__device__ __forceinline__ unsigned pack_f16x2(float lo, float hi) {
+    unsigned r;
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+
+template <int V>
+__device__ __forceinline__ void check_width() {
+    static_assert(V == 1 || V == 2 || V == 4, "coda: vector width must be 1, 2 or 4");
+}
+
+// Both 16-bit types share one access pattern; only the widening differs.
+template <int V, class Widen>
+__device__ __forceinline__ void load16(const unsigned short* p, float (&out)[V], Widen widen) {
+    check_width<V>();
+    if constexpr (V == 1) {
+        out[0] = widen(*p);
+    } else if constexpr (V == 2) {
+        const unsigned w = *reinterpret_cast<const unsigned*>(p);
+        out[0] = widen(static_cast<unsigned short>(w & 0xffffu));
+        out[1] = widen(static_cast<unsigned short>(w >> 16));
+    } else {
+        const uint2 w = *reinterpret_cast<const uint2*>(p);
+        out[0] = widen(static_cast<unsigned short>(w.x & 0xffffu));
+        out[1] = widen(static_cast<unsigned short>(w.x >> 16));
+        out[2] = widen(static_cast<unsigned short>(w.y & 0xffffu));
+        out[3] = widen(static_cast<unsigned short>(w.y >> 16));
+    }
+}
+
+template <int V, class Narrow, class Pack>
+__device__ __forceinline__ void store16(unsigned short* p, const float (&in)[V], Narrow narrow, Pack pack) {
+    check_width<V>();
+    if constexpr (V == 1) {
+        *p = narrow(in[0]);
+    } else if constexpr (V == 2) {
+        *reinterpret_cast<unsigned*>(p) = pack(in[0], in[1]);
+    } else {
+        *reinterpret_cast<uint2*>(p) = make_uint2(pack(in[0], in[1]), pack(in[2], in[3]));
+    }
+}
+
+// float and int share one access pattern: the 32-bit vector types of the same width.
+template <int V, class S, class S2, class S4>
+__device__ __forceinline__ void load32(const S* p, S (&out)[V]) {
+    check_width<V>();
+    if constexpr (V == 1) {
+        out[0] = *p;
+    } else if constexpr (V == 2) {
+        const S2 w = *reinterpret_cast<const S2*>(p);
+        out[0] = w.x;
+        out[1] = w.y;
+    } else {
+        const S4 w = *reinterpret_cast<const S4*>(p);
+        out[0] = w.x;
+        out[1] = w.y;
+        out[2] = w.z;
+        out[3] = w.w;
+    }
+}
+
+template <int V, class S, class S2, class S4>
+__device__ __forceinline__ void store32(S* p, const S (&in)[V]) {
+    check_width<V>();
+    if constexpr (V == 1) {
+        *p = in[0];
+    } else if constexpr (V == 2) {
+        S2 w;
+        w.x = in[0];
+        w.y = in[1];
+        *reinterpret_cast<S2*>(p) = w;
+    } else {
+        S4 w;
+        w.x = in[0];
+        w.y = in[1];
+        w.z = in[2];
+        w.w = in[3];
+        *reinterpret_cast<S4*>(p) = w;
+    }
+}
+
+struct WidenBf16 {
+    __device__ float operator()(unsigned short b) const { return bf16_bits_to_float(b); }
+};
+struct WidenF16 {
+    __device__ float operator()(unsigned short b) const { return f16_bits_to_float(b); }
+};
+struct NarrowBf16 {
+    __device__ unsigned short operator()(float x) const { return float_to_bf16_bits(x); }
+};
+struct NarrowF16 {
+    __device__ unsigned short operator()(float x) const { return float_to_f16_bits(x); }
+};
+struct PackBf16 {
+    __device__ unsigned operator()(float lo, float hi) const { return pack_bf16x2(lo, hi); }
+};
+struct PackF16 {
+    __device__ unsigned operator()(float lo, float hi) const { return pack_f16x2(lo, hi); }
+};
+
+}  // namespace detail
+
+template <int V>
+__device__ __forceinline__ void load(const bf16* p, float (&out)[V]) {
+    detail::load16<V>(reinterpret_cast<const unsigned short*>(p), out, detail::WidenBf16{});
+}
+template <int V>
+__device__ __forceinline__ void load(const f16* p, float (&out)[V]) {
+    detail::load16<V>(reinterpret_cast<const unsigned short*>(p), out, detail::WidenF16{});
+}
+template <int V>
+__device__ __forceinline__ void load(const float* p, float (&out)[V]) {
+    detail::load32<V, float, float2, float4>(p, out);
+}
+template <int V>
+__device__ __forceinline__ void load(const int* p, int (&out)[V]) {
+    detail::load32<V, int, int2, int4>(p, out);
+}
+
+template <int V>
+__device__ __forceinline__ void store(bf16* p, const float (&in)[V]) {
+    detail::store16<V>(reinterpret_cast<unsigned short*>(p), in, detail::NarrowBf16{}, detail::PackBf16{});
+}
+template <int V>
+__device__ __forceinline__ void store(f16* p, const float (&in)[V]) {
+    detail::store16<V>(reinterpret_cast<unsigned short*>(p), in, detail::NarrowF16{}, detail::PackF16{});
+}
+template <int V>
+__device__ __forceinline__ void store(float* p, const float (&in)[V]) {
+    detail::store32<V, float, float2, float4>(p, in);
+}
+template <int V>
+__device__ __forceinline__ void store(int* p, const int (&in)[V]) {
+    detail::store32<V, int, int2, int4>(p, in);
+}
+
+__device__ __forceinline__ float round_to_bf16(float x) {
+    return detail::bf16_bits_to_float(detail::float_to_bf16_bits(x));
+}
+
+__device__ __forceinline__ float round_to_f16(float x) {
+    return detail::f16_bits_to_float(detail::float_to_f16_bits(x));
+}
+
+__device__ __forceinline__ float sigmoid(float x) {
+    return 1.0f / (1.0f + expf(-x));
+}
+
+__device__ __forceinline__ float silu(float x) {
+    return x * sigmoid(x);
+}
+
+__device__ __forceinline__ float gelu_erf(float x) {
+    constexpr float kInvSqrt2 = 0.70710678118654752f;
+    return 0.5f * x * (1.0f + erff(x * kInvSqrt2));
+}
+
+__device__ __forceinline__ float gelu_tanh(float x) {
+    constexpr float kSqrt2OverPi = 0.79788456080286536f;
+    constexpr float kCubic = 0.044715f;
+    return 0.5f * x * (1.0f + tanhf(kSqrt2OverPi * (x + kCubic * x * x * x)));
+}
+
+namespace detail {
+
+// sin and cos of x through a range reduction in double (x - k*pi/2 stays exact to float precision for |x| up to 2^24,
+// e.g. RoPE angles of long contexts) and Taylor polynomials on [-pi/4, pi/4], whose truncation error
+// (below 2e-9) is under float rounding. sinf/cosf would carry a local-memory slow path for large arguments,
+// which costs a stack frame and, next to a large accumulator tile, register spills.
+struct ReducedAngle {
+    float r;   // x - k*pi/2, in [-pi/4, pi/4]
+    int quadrant;  // k mod 4
+};
+
+__device__ __forceinline__ ReducedAngle reduce_angle(float x) {
+    constexpr double kTwoOverPi = 0.63661977236758134;
+    constexpr double kPiOverTwo = 1.5707963267948966;
+    const double k = rint(static_cast<double>(x) * kTwoOverPi);
+    const double r = static_cast<double>(x) - k * kPiOverTwo;
+    const double k_mod_4 = k - 4.0 * floor(k * 0.25);
+    return {static_cast<float>(r), static_cast<int>(k_mod_4)};
+}
+
+__device__ __forceinline__ float sin_poly(float r) {
+    const float r2 = r * r;
+    return r + r * r2 * (-1.0f / 6.0f + r2 * (1.0f / 120.0f + r2 * (-1.0f / 5040.0f + r2 * (1.0f / 362880.0f))));
+}
+
+__device__ __forceinline__ float cos_poly(float r) {
+    const float r2 = r * r;
+    return 1.0f + r2 * (-0.5f + r2 * (1.0f / 24.0f + r2 * (-1.0f / 720.0f + r2 * (1.0f / 40320.0f +
+                                                                                   r2 * (-1.0f / 3628800.0f)))));
+}
+
+}  // namespace detail
+
+__device__ __forceinline__ float sin(float x) {
+    const detail::ReducedAngle a = detail::reduce_angle(x);
+    const float s = detail::sin_poly(a.r), c = detail::cos_poly(a.r);
+    switch (a.quadrant) {
+        case 0: return s;
+        case 1: return c;
+        case 2: return -s;
+        default: return -c;
+    }
+}
+
+__device__ __forceinline__ float cos(float x) {
+    const detail::ReducedAngle a = detail::reduce_angle(x);
+    const float s = detail::sin_poly(a.r), c = detail::cos_poly(a.r);
+    switch (a.quadrant) {
+        case 0: return c;
+        case 1: return -s;
+        case 2: return -c;
+        default: return s;
+    }
+}
+
+}  // namespace coda

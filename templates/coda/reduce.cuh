@@ -1,0 +1,169 @@
+// Row and column reductions of an epilogue: per-thread running state, the fp32 partial each tile writes,
+// and the deterministic (atomic-free) combination of a tile's per-thread partials through shared memory.
+//
+// Contract:
+//   - Reducer<Op>: init() / add(state, x) fold elements in a thread; partial(state) is what a tile writes;
+//     identity() is the partial of an empty set; combine(a, b) folds two partials (finalizers use it too).
+//   - write_row_partials<L, Op>: out is f32 [ceil(N / L::kBN)] x [M], element (t.tile_n, row) at
+//     out[t.tile_n * M + row]; rows >= M are skipped.
+//   - write_col_partials<L, Op, V>: V values per column pair; out is f32 [ceil(M / L::kBM)] x [C], C = (N/2) * V;
+//     value v of column slot s goes to column c = ((t.tile_n * L::kBN + L::slot_col(s)) / 2) * V + v at
+//     out[t.tile_m * C + c]; c >= C is skipped.
+//   - Both must be called by every thread of the CTA; they __syncthreads before writing `scratch` (whose
+//     previous users may still be reading it) and after reading it (so the next user may overwrite it).
+//     Each thread's partial lands in its own cell (the Layout bijection of epilogue_contract.cuh), and the
+//     cells of one row / column are combined in sharer order 0, 1, ...: results are bitwise reproducible.
+#pragma once
+
+#include "coda/epilogue_contract.cuh"
+
+namespace coda {
+
+enum class RedOp { Sum, Max, Min, SumSq, Lse };
+
+namespace detail {
+__device__ __forceinline__ float pos_inf() {
+    return __int_as_float(0x7f800000);
+}
+__device__ __forceinline__ float neg_inf() {
+    return __int_as_float(static_cast<int>(0xff800000u));
+}
+}  // namespace detail
+
+template <RedOp Op>
+struct Reducer;
+
+template <>
+struct Reducer<RedOp::Sum> {
+    struct State {
+        float v;
+    };
+    __device__ static State init() { return State{0.0f}; }
+    __device__ static void add(State& s, float x) { s.v += x; }
+    __device__ static float partial(const State& s) { return s.v; }
+    __device__ static float identity() { return 0.0f; }
+    __device__ static float combine(float a, float b) { return a + b; }
+};
+
+template <>
+struct Reducer<RedOp::SumSq> {
+    struct State {
+        float v;
+    };
+    __device__ static State init() { return State{0.0f}; }
+    __device__ static void add(State& s, float x) { s.v = fmaf(x, x, s.v); }
+    __device__ static float partial(const State& s) { return s.v; }
+    __device__ static float identity() { return 0.0f; }
+    __device__ static float combine(float a, float b) { return a + b; }
+};
+
+template <>
+struct Reducer<RedOp::Max> {
+    struct State {
+        float v;
+    };
+    __device__ static State init() { return State{detail::neg_inf()}; }
+    __device__ static void add(State& s, float x) { s.v = fmaxf(s.v, x); }
+    __device__ static float partial(const State& s) { return s.v; }
+    __device__ static float identity() { return detail::neg_inf(); }
+    __device__ static float combine(float a, float b) { return fmaxf(a, b); }
+};
+
+template <>
+struct Reducer<RedOp::Min> {
+    struct State {
+        float v;
+    };
+    __device__ static State init() { return State{detail::pos_inf()}; }
+    __device__ static void add(State& s, float x) { s.v = fminf(s.v, x); }
+    __device__ static float partial(const State& s) { return s.v; }
+    __device__ static float identity() { return detail::pos_inf(); }
+    __device__ static float combine(float a, float b) { return fminf(a, b); }
+};
+
+// Online log-sum-exp: the state is (running max m, sum of exp(x - m)). One expf per element: the smaller of
+// (m, x) is exponentiated relative to the larger. Infinite operands are handled without NaN; a NaN element
+// is dropped by fmaxf/fminf like in Max and Min.
+template <>
+struct Reducer<RedOp::Lse> {
+    struct State {
+        float m;
+        float s;
+    };
+    __device__ static State init() { return State{detail::neg_inf(), 0.0f}; }
+    __device__ static void add(State& st, float x) {
+        const float hi = fmaxf(st.m, x);
+        const float lo = fminf(st.m, x);
+        const float e = (lo == detail::neg_inf()) ? 0.0f : (lo == hi ? 1.0f : expf(lo - hi));
+        st.s = (x > st.m) ? fmaf(st.s, e, 1.0f) : st.s + e;
+        st.m = hi;
+    }
+    __device__ static float partial(const State& st) {
+        return st.s == 0.0f ? detail::neg_inf() : st.m + logf(st.s);
+    }
+    __device__ static float identity() { return detail::neg_inf(); }
+    __device__ static float combine(float a, float b) {
+        const float hi = fmaxf(a, b);
+        const float lo = fminf(a, b);
+        if (lo == detail::neg_inf() || hi == detail::pos_inf()) return hi;
+        return hi + log1pf(expf(lo - hi));
+    }
+};
+
+template <class L>
+__host__ __device__ constexpr int row_scratch_floats() {
+    return L::kBM * L::kRowSharers;
+}
+
+template <class L, int V>
+__host__ __device__ constexpr int col_scratch_floats() {
+    return (L::kBN / 2) * V * L::kColSharers;
+}
+
+template <class L, RedOp Op>
+__device__ void write_row_partials(const typename Reducer<Op>::State (&st)[L::kRowSlots], float* scratch,
+                                   float* out, const TileCoord& t) {
+    using R = Reducer<Op>;
+    __syncthreads();
+    const int sharer = L::row_sharer();
+#pragma unroll
+    for (int s = 0; s < L::kRowSlots; ++s) scratch[L::slot_row(s) * L::kRowSharers + sharer] = R::partial(st[s]);
+    __syncthreads();
+    const long long row0 = static_cast<long long>(t.tile_m) * L::kBM;
+    for (int r = L::thread_index(); r < L::kBM; r += L::kThreads) {
+        if (row0 + r >= t.M) break;
+        const float* cells = scratch + r * L::kRowSharers;
+        float acc = cells[0];
+        for (int k = 1; k < L::kRowSharers; ++k) acc = R::combine(acc, cells[k]);
+        out[static_cast<long long>(t.tile_n) * t.M + row0 + r] = acc;
+    }
+    __syncthreads();
+}
+
+template <class L, RedOp Op, int V>
+__device__ void write_col_partials(const typename Reducer<Op>::State (&st)[L::kColSlots][V], float* scratch,
+                                   float* out, const TileCoord& t) {
+    using R = Reducer<Op>;
+    constexpr int kTileCols = (L::kBN / 2) * V;  // partial columns one tile covers
+    __syncthreads();
+    const int sharer = L::col_sharer();
+#pragma unroll
+    for (int s = 0; s < L::kColSlots; ++s) {
+#pragma unroll
+        for (int v = 0; v < V; ++v)
+            scratch[((L::slot_col(s) / 2) * V + v) * L::kColSharers + sharer] = R::partial(st[s][v]);
+    }
+    __syncthreads();
+    const long long C = static_cast<long long>(t.N / 2) * V;
+    const long long col0 = static_cast<long long>(t.tile_n) * kTileCols;
+    for (int c = L::thread_index(); c < kTileCols; c += L::kThreads) {
+        if (col0 + c >= C) break;
+        const float* cells = scratch + c * L::kColSharers;
+        float acc = cells[0];
+        for (int k = 1; k < L::kColSharers; ++k) acc = R::combine(acc, cells[k]);
+        out[static_cast<long long>(t.tile_m) * C + col0 + c] = acc;
+    }
+    __syncthreads();
+}
+
+}  // namespace coda

@@ -1,0 +1,91 @@
+// coda generated kernel
+//   graph out_proj gemm in=bf16 a=k b=k
+//   %acc = accumulator
+//   %residual = tile_input bf16 full
+//   %x1 = add %acc %residual
+//   %gamma = col_input bf16 full
+//   %h = mul %x1 %gamma
+//   %x1_out = store bf16 %x1
+//   %h_out = store bf16 %h
+//   %x1_sumsq = reduce_row sumsq %x1
+// hash: 826b28a1cdb8716c
+// arch: sm_90a
+// config: bm=128 bn=128 bk=32 wm=2 wn=2 stages=4
+// kernel: coda::portable_gemm<coda::bf16, true, true, 128, 128, 32, 2, 2, 4, coda_gen::Epilogue>
+#include "coda/portable_gemm.cuh"
+#include "coda/numeric.cuh"
+#include "coda/reduce.cuh"
+
+namespace coda_gen {
+
+// Parameter slots (64-bit words of coda::EpilogueArgs), in binding order:
+//   slots 0-1  residual: input tile bf16 full (pointer, leading dimension in elements)
+//   slot 2     gamma: input col bf16 full (pointer)
+//   slots 3-4  x1_out: output tile bf16 full (pointer, leading dimension in elements)
+//   slots 5-6  h_out: output tile bf16 full (pointer, leading dimension in elements)
+//   slot 7     x1_sumsq: row partials f32 (pointer)
+struct Epilogue {
+    using Args = coda::EpilogueArgs<8>;
+
+    template <class L>
+    struct State {
+        // %x1_sumsq = reduce_row sumsq %x1
+        typename coda::Reducer<coda::RedOp::SumSq>::State r7[L::kRowSlots];
+    };
+
+    template <class L>
+    static constexpr int scratch_floats() {
+        int floats = 0;
+        if (coda::row_scratch_floats<L>() > floats) floats = coda::row_scratch_floats<L>();
+        return floats;
+    }
+
+    template <class L>
+    __device__ static void begin_tile(State<L>& st) {
+        #pragma unroll
+        for (int i = 0; i < L::kRowSlots; ++i) st.r7[i] = coda::Reducer<coda::RedOp::SumSq>::init();
+    }
+
+    template <class L>
+    __device__ static void visit(const Args& args, State<L>& st, const coda::Coord& c, int row_slot,
+                                 int col_slot, float acc0, float acc1) {
+        const long long m = c.m;  // 64-bit: m * leading dimension can pass 2^31
+        const int pair = c.n / 2;  // lane v of V lanes is element pair * V + v
+        // %acc = accumulator
+        float v0_acc[2] = {acc0, acc1};
+        // %residual = tile_input bf16 full
+        float v1_residual[2];
+        coda::load<2>(reinterpret_cast<const coda::bf16*>(args.slot[0]) + m * static_cast<long long>(args.slot[1]) + pair * 2, v1_residual);
+        // %x1 = add %acc %residual
+        float v2_x1[2];
+        #pragma unroll
+        for (int v = 0; v < 2; ++v) v2_x1[v] = (v0_acc[v] + v1_residual[v]);
+        // %gamma = col_input bf16 full
+        float v3_gamma[2];
+        coda::load<2>(reinterpret_cast<const coda::bf16*>(args.slot[2]) + pair * 2, v3_gamma);
+        // %h = mul %x1 %gamma
+        float v4_h[2];
+        #pragma unroll
+        for (int v = 0; v < 2; ++v) v4_h[v] = (v2_x1[v] * v3_gamma[v]);
+        // %x1_out = store bf16 %x1
+        coda::store<2>(reinterpret_cast<coda::bf16*>(args.slot[3]) + m * static_cast<long long>(args.slot[4]) + pair * 2, v2_x1);
+        // %h_out = store bf16 %h
+        coda::store<2>(reinterpret_cast<coda::bf16*>(args.slot[5]) + m * static_cast<long long>(args.slot[6]) + pair * 2, v4_h);
+        // %x1_sumsq = reduce_row sumsq %x1
+        #pragma unroll
+        for (int v = 0; v < 2; ++v) coda::Reducer<coda::RedOp::SumSq>::add(st.r7[row_slot], v2_x1[v]);
+    }
+
+    template <class L>
+    __device__ static void end_tile(const Args& args, State<L>& st, float* scratch,
+                                    const coda::TileCoord& t) {
+        coda::write_row_partials<L, coda::RedOp::SumSq>(st.r7, scratch, reinterpret_cast<float*>(args.slot[7]), t);
+    }
+};
+
+using Traits = coda::PortableGemmTraits<coda::bf16, true, true, 128, 128, 32, 2, 2, 4, coda_gen::Epilogue>;
+
+}  // namespace coda_gen
+
+// Read by the host after loading the module: block size and dynamic shared memory of the kernel.
+extern "C" __constant__ int coda_kernel_info[2] = {coda_gen::Traits::kThreads, coda_gen::Traits::kSmemBytes};

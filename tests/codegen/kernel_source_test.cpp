@@ -1,0 +1,121 @@
+// Tests of the whole generated translation unit: the out-proj golden file, determinism, the banner, the
+// kernel template and traits chosen per domain and GemmSpec, and the KernelConfig text.
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "codegen/codegen_test_graphs.hpp"
+#include "codegen/kernel_source.hpp"
+#include "coda/error.hpp"
+#include "ir/check_graph.hpp"
+#include "ir/hash.hpp"
+#include "ir/text.hpp"
+
+namespace coda {
+namespace {
+
+const std::string kGoldenPath = std::string(CODA_SOURCE_DIR) + "/tests/codegen/golden/out_proj.cu";
+
+bool contains(const std::string& haystack, const std::string& needle) {
+    return haystack.find(needle) != std::string::npos;
+}
+
+std::string read_file(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) return {};
+    std::ostringstream s;
+    s << in.rdbuf();
+    return s.str();
+}
+
+TEST_CASE("the out-proj kernel source matches the golden file byte for byte", "[codegen]") {
+    const KernelSource k = generate_kernel_source(check_graph(test::out_proj_graph()), KernelConfig{}, "sm_90a");
+    const char* update = std::getenv("CODA_UPDATE_GOLDEN");
+    if (update != nullptr && std::string(update) == "1") {
+        std::ofstream(kGoldenPath, std::ios::binary) << k.source;
+        WARN("rewrote " << kGoldenPath);
+    }
+    const std::string golden = read_file(kGoldenPath);
+    INFO("generated source differs from " << kGoldenPath
+                                           << "; if the change is intended, rerun this test with "
+                                              "CODA_UPDATE_GOLDEN=1 to rewrite the golden file, then review its diff");
+    REQUIRE_FALSE(golden.empty());
+    CHECK(k.source == golden);
+}
+
+TEST_CASE("kernel sources are deterministic", "[codegen]") {
+    const CheckedGraph g = check_graph(test::out_proj_graph());
+    const KernelSource a = generate_kernel_source(g, KernelConfig{}, "sm_90a");
+    const KernelSource b = generate_kernel_source(check_graph(test::out_proj_graph()), KernelConfig{}, "sm_90a");
+    CHECK(a.source == b.source);
+    CHECK(a.kernel_expression == b.kernel_expression);
+}
+
+TEST_CASE("the banner carries the graph text, hash, arch, config and kernel", "[codegen]") {
+    const Graph graph = test::out_proj_graph();
+    KernelConfig cfg;
+    cfg.warps_n = 4;
+    const KernelSource k = generate_kernel_source(check_graph(graph), cfg, "sm_80");
+    CHECK(k.source.rfind("// coda generated kernel\n", 0) == 0);
+    std::istringstream text(to_text(graph));
+    for (std::string line; std::getline(text, line);) CHECK(contains(k.source, "//   " + line + "\n"));
+    CHECK(contains(k.source, "// hash: " + graph_hash(graph) + "\n"));
+    CHECK(contains(k.source, "// arch: sm_80\n"));
+    CHECK(contains(k.source, "// config: bm=128 bn=128 bk=32 wm=2 wn=4 stages=4\n"));
+    CHECK(contains(k.source, "// kernel: " + k.kernel_expression + "\n"));
+    CHECK(contains(k.source, "#include \"coda/portable_gemm.cuh\"\n"));
+    CHECK(k.kernel_expression ==
+          "coda::portable_gemm<coda::bf16, true, true, 128, 128, 32, 2, 4, 4, coda_gen::Epilogue>");
+    CHECK(contains(k.source, "using Traits = coda::PortableGemmTraits<coda::bf16, true, true, 128, 128, 32, 2, 4, 4, "
+                             "coda_gen::Epilogue>;"));
+    CHECK(contains(k.source, "extern \"C\" __constant__ int coda_kernel_info[2] = {coda_gen::Traits::kThreads, "
+                             "coda_gen::Traits::kSmemBytes};"));
+}
+
+TEST_CASE("the kernel template follows the domain and the GemmSpec", "[codegen]") {
+    Graph gemm = Graph::gemm("dw", GemmSpec{DType::F16, Major::MN, Major::MN});
+    gemm.accumulate(gemm.accumulator(), "grad", DType::F32);
+    KernelConfig cfg{64, 256, 64, 2, 4, 3};
+    const KernelSource g = generate_kernel_source(check_graph(gemm), cfg, "sm_90a");
+    CHECK(g.kernel_expression ==
+          "coda::portable_gemm<coda::f16, false, false, 64, 256, 64, 2, 4, 3, coda_gen::Epilogue>");
+
+    Graph tile = Graph::tile("copy");
+    tile.store(tile.tile_input("x", DType::BF16), "y", DType::F32);
+    const KernelSource t = generate_kernel_source(check_graph(tile), cfg, "sm_90a");
+    CHECK(t.kernel_expression == "coda::tile_program<coda_gen::Epilogue>");
+    CHECK(contains(t.source, "#include \"coda/tile_program.cuh\"\n"));
+    CHECK(contains(t.source, "using Traits = coda::TileProgramTraits<coda_gen::Epilogue>;"));
+    CHECK_FALSE(contains(t.source, "// config:"));
+
+    Graph fin = Graph::finalize("rstd");
+    fin.store(fin.rsqrt(fin.partials("sumsq", ReduceOp::Sum)), "r", DType::F32);
+    const KernelSource f = generate_kernel_source(check_graph(fin), cfg, "sm_90a");
+    CHECK(f.kernel_expression == "coda::finalize_program<coda_gen::Program>");
+    CHECK(contains(f.source, "#include \"coda/finalize_program.cuh\"\n"));
+    CHECK(contains(f.source, "using Traits = coda::FinalizeTraits<coda_gen::Program>;"));
+}
+
+TEST_CASE("a gemm kernel with a non-positive tile parameter is a user error", "[codegen]") {
+    KernelConfig cfg;
+    cfg.stages = 0;
+    try {
+        generate_kernel_source(check_graph(test::out_proj_graph()), cfg, "sm_90a");
+        FAIL("expected coda::Error");
+    } catch (const Error& e) {
+        const std::string what = e.what();
+        CHECK(contains(what, "out_proj"));
+        CHECK(contains(what, "stages=0"));
+        CHECK(contains(what, "positive"));
+    }
+}
+
+TEST_CASE("KernelConfig::to_text", "[codegen]") {
+    CHECK(KernelConfig{}.to_text() == "bm=128 bn=128 bk=32 wm=2 wn=2 stages=4");
+    CHECK(KernelConfig{64, 256, 64, 1, 8, 3}.to_text() == "bm=64 bn=256 bk=64 wm=1 wn=8 stages=3");
+}
+
+}  // namespace
+}  // namespace coda

@@ -1,0 +1,226 @@
+// The canonical text: exact printing, round trips (graph -> text -> graph and text -> graph -> text),
+// comments and several graphs per file, and parse errors that name the file, line and node.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "coda/error.hpp"
+#include "ir/text.hpp"
+
+using namespace coda;
+using Catch::Matchers::Contains;
+
+namespace {
+
+constexpr const char* kOutProj =
+    "graph out_proj gemm in=bf16 a=k b=k\n"
+    "%acc = accumulator\n"
+    "%residual = tile_input bf16 full\n"
+    "%x1 = add %acc %residual\n"
+    "%gamma = col_input bf16 full\n"
+    "%h = mul %x1 %gamma\n"
+    "%x1_out = store bf16 %x1\n"
+    "%h_out = store bf16 %h\n"
+    "%x1_sumsq = reduce_row sumsq %x1\n";
+
+std::string parse_error(std::string_view text) {
+    try {
+        parse_graphs(text, "f.coda");
+    } catch (const Error& e) {
+        return e.what();
+    }
+    FAIL("expected a parse error for:\n" << text);
+    return {};
+}
+
+}  // namespace
+
+TEST_CASE("to_text prints the canonical form", "[ir]") {
+    Graph g = Graph::gemm("out_proj");
+    Value acc = g.accumulator();
+    Value x1 = g.add(acc, g.tile_input("residual", DType::BF16), "x1");
+    Value h = g.mul(x1, g.col_input("gamma", DType::BF16), "h");
+    g.store(x1, "x1_out", DType::BF16);
+    g.store(h, "h_out", DType::BF16);
+    g.reduce_row(x1, ReduceOp::SumSq, "x1_sumsq");
+    CHECK(to_text(g) == kOutProj);
+    CHECK(parse_graph(kOutProj) == g);
+    CHECK(to_text(parse_graph(kOutProj)) == kOutProj);
+}
+
+TEST_CASE("to_text prints every attribute of every op that has one", "[ir]") {
+    GemmSpec spec;
+    spec.input = DType::F16;
+    spec.a = Major::MN;
+    spec.b = Major::MN;
+    Graph g = Graph::gemm("attrs", spec);
+    Value acc = g.accumulator("a0");
+    Value t = g.tile_input("t", DType::I32, Width::Double);
+    Value r = g.row_input("r", DType::F16);
+    Value c = g.col_input("c", DType::F32, Width::Half);
+    Value k = g.constant(0.1f);
+    Value ci = g.col_index(Width::Half, "ci");
+    Value rd = g.round(acc, DType::F16, "rd");
+    g.store(rd, "st", DType::F32);
+    g.accumulate(rd, "ac", DType::BF16);
+    g.reduce_col(rd, ReduceOp::Lse, "rc");
+    Graph f = Graph::finalize("fin");
+    f.partials("p", ReduceOp::Max);
+    CHECK(to_text(g) ==
+          "graph attrs gemm in=f16 a=mn b=mn\n"
+          "%a0 = accumulator\n"
+          "%t = tile_input i32 double\n"
+          "%r = row_input f16\n"
+          "%c = col_input f32 half\n"
+          "%_4 = const 0.1\n"
+          "%ci = col_index half\n"
+          "%rd = round f16 %a0\n"
+          "%st = store f32 %rd\n"
+          "%ac = accumulate bf16 %rd\n"
+          "%rc = reduce_col lse %rd\n");
+    CHECK(to_text(f) == "graph fin finalize\n%p = partials max\n");
+    CHECK(node_to_text(g, 6) == "%rd = round f16 %a0");
+    CHECK(header_to_text(Graph::tile("t")) == "graph t tile");
+    (void)t, (void)r, (void)c, (void)k, (void)ci;
+}
+
+TEST_CASE("unnamed nodes print as %_<id> and read back unnamed", "[ir]") {
+    Graph g = Graph::tile("t");
+    Value x = g.tile_input("x", DType::F32);
+    g.store(g.exp(g.neg(x)), "y", DType::BF16);
+    const std::string text = to_text(g);
+    CHECK(text == "graph t tile\n%x = tile_input f32 full\n%_1 = neg %x\n%_2 = exp %_1\n%y = store bf16 %_2\n");
+    const Graph back = parse_graph(text);
+    CHECK(back.node(1).name.empty());
+    CHECK(back.node(2).name.empty());
+    CHECK(back == g);
+}
+
+TEST_CASE("constants round-trip bit for bit", "[ir]") {
+    const float values[] = {0.0f, -0.0f, 1.0f, -1.25f, 0.1f, 1.0f / 3.0f, 3.14159265f, 1e-45f, 1.17549435e-38f,
+                            std::numeric_limits<float>::max(), -std::numeric_limits<float>::max(), 16777217.0f,
+                            INFINITY, -INFINITY, 6.02214076e23f};
+    for (float v : values) {
+        Graph g = Graph::tile("c");
+        g.constant(v);
+        const std::string text = to_text(g);
+        const Graph back = parse_graph(text);
+        INFO(text);
+        const float got = back.node(0).value;
+        CHECK(std::memcmp(&got, &v, sizeof v) == 0);
+        CHECK(to_text(back) == text);
+    }
+    CHECK(const_to_text(INFINITY) == "inf");
+    CHECK(const_to_text(-INFINITY) == "-inf");
+    CHECK(const_to_text(std::numeric_limits<float>::quiet_NaN()) == "nan");
+    CHECK(const_to_text(0.5f) == "0.5");
+    CHECK(const_to_text(-0.0f) == "-0");
+}
+
+TEST_CASE("a file may hold several graphs, blank lines and comments", "[ir]") {
+    const std::string text = std::string("# epilogues of one block\n\n") + kOutProj +
+                             "\n"
+                             "graph rstd finalize   # combines the sum of squares\n"
+                             "%sumsq = partials sum\n"
+                             "  %inv_n = scalar\n"
+                             "%eps = const 1e-06\n"
+                             "%ms = mul %sumsq %inv_n # mean\n"
+                             "%r = rsqrt %ms\n"
+                             "%rstd = store f32 %r\n";
+    const std::vector<ParsedGraph> graphs = parse_graphs(text, "block.coda");
+    REQUIRE(graphs.size() == 2);
+    CHECK(to_text(graphs[0].graph) == kOutProj);
+    CHECK(graphs[0].where.source_name == "block.coda");
+    CHECK(graphs[0].where.header_line == 3);
+    CHECK(graphs[0].where.node_lines == std::vector<int>{4, 5, 6, 7, 8, 9, 10, 11});
+    const Graph& f = graphs[1].graph;
+    CHECK(f.name() == "rstd");
+    CHECK(f.domain() == Domain::Finalize);
+    CHECK(graphs[1].where.header_line == 13);
+    CHECK(graphs[1].where.node_lines == std::vector<int>{14, 15, 16, 17, 18, 19});
+    CHECK(f.node(2).value == 1e-6f);
+    CHECK(f.node(3).args == std::vector<int>{0, 1});
+    // Names are per graph: the second graph may reuse a name of the first.
+    CHECK(parse_graphs("graph a tile\n%x = tile_input f32 full\ngraph b tile\n%x = tile_input f32 full\n", "f")
+              .size() == 2);
+}
+
+TEST_CASE("gemm headers default a missing spec and reject bad ones", "[ir]") {
+    const Graph g = parse_graph("graph g gemm b=mn\n%acc = accumulator\n");
+    CHECK(g.spec().input == DType::BF16);
+    CHECK(g.spec().a == Major::K);
+    CHECK(g.spec().b == Major::MN);
+    CHECK(header_to_text(g) == "graph g gemm in=bf16 a=k b=mn");
+    CHECK_THAT(parse_error("graph g gemm in=f64\n"), Contains("f.coda:1:") && Contains("in=<bf16|f16>") &&
+                                                         Contains("'in=f64'"));
+    CHECK_THAT(parse_error("graph g gemm a=k a=mn\n"), Contains("'a=' is given twice"));
+    CHECK_THAT(parse_error("graph g tile in=bf16\n"), Contains("only gemm graphs take in=, a= and b="));
+    CHECK_THAT(parse_error("graph g\n"), Contains("f.coda:1: graph header: expected `graph NAME DOMAIN`"));
+    CHECK_THAT(parse_error("graph g gem\n"), Contains("unknown domain 'gem'"));
+}
+
+TEST_CASE("parse errors name the file, line and node, and what was expected", "[ir]") {
+    const std::string head = "graph g tile\n%x = tile_input f32 full\n";
+    SECTION("unknown op, with close names") {
+        CHECK_THAT(parse_error(head + "%y = sigmod %x\n"),
+                   Contains("f.coda:3: node '%y': unknown op 'sigmod'; did you mean sigmoid?"));
+        CHECK_THAT(parse_error(head + "%y = frobnicate %x\n"), Contains("f.coda:3: node '%y': unknown op 'frobnicate'"));
+    }
+    SECTION("wrong attribute") {
+        CHECK_THAT(parse_error(head + "%y = round b16 %x\n"),
+                   Contains("f.coda:3: node '%y': expected a dtype (bf16, f16, f32, i32), got 'b16'") &&
+                       Contains("usage: `round DTYPE %a`"));
+        CHECK_THAT(parse_error("graph g tile\n%x = tile_input f32 quarter\n"),
+                   Contains("f.coda:2: node '%x': expected a width (half, full, double), got 'quarter'"));
+        CHECK_THAT(parse_error(head + "%s = reduce_row mean %x\n"),
+                   Contains("node '%s': expected a reduce op (sum, max, min, sumsq, lse), got 'mean'"));
+        CHECK_THAT(parse_error("graph g tile\n%c = const one\n"),
+                   Contains("f.coda:2: node '%c': expected a number, inf or -inf, got 'one'"));
+        CHECK_THAT(parse_error("graph g tile\n%c = const 1e40\n"), Contains("out of the range of f32"));
+    }
+    SECTION("missing attribute") {
+        CHECK_THAT(parse_error(head + "%y = store %x\n"),
+                   Contains("f.coda:3: node '%y': missing attribute: expected a dtype") &&
+                       Contains("usage: `store DTYPE %a`"));
+    }
+    SECTION("unknown operand") {
+        CHECK_THAT(parse_error(head + "%y = add %x %z\n%z = exp %x\n"),
+                   Contains("f.coda:3: node '%y': unknown operand '%z': no node of that name is defined above"));
+    }
+    SECTION("wrong operand count") {
+        CHECK_THAT(parse_error(head + "%y = add %x\n"), Contains("f.coda:3: node '%y': add takes 2 operands, got 1"));
+        CHECK_THAT(parse_error(head + "%y = exp %x %x\n"), Contains("node '%y': exp takes 1 operand, got 2"));
+        CHECK_THAT(parse_error(head + "%y = exp %x extra\n"), Contains("node '%y': unexpected 'extra'"));
+    }
+    SECTION("duplicate node name") {
+        CHECK_THAT(parse_error(head + "%x = exp %x\n"),
+                   Contains("f.coda:3: node '%x': duplicate node name (first defined on line 2)"));
+    }
+    SECTION("missing header") {
+        CHECK_THAT(parse_error("# no header\n%x = tile_input f32 full\n"),
+                   Contains("f.coda:2: node '%x': comes before any `graph NAME DOMAIN` header"));
+    }
+    SECTION("reserved and malformed names") {
+        CHECK_THAT(parse_error(head + "%_7 = exp %x\n"),
+                   Contains("f.coda:3: node '%_7': names starting with '_' are reserved") &&
+                       Contains("this is node 1, so use %_1"));
+        CHECK_THAT(parse_error(head + "%9y = exp %x\n"), Contains("node '%9y': expected a node name"));
+        CHECK_THAT(parse_error(head + "%y exp %x\n"), Contains("node '%y': expected `%name = op"));
+        CHECK_THAT(parse_error(head + "y = exp %x\n"), Contains("f.coda:3: expected a node `%name = op ...`"));
+    }
+}
+
+TEST_CASE("parse_graph wants exactly one graph", "[ir]") {
+    CHECK_THROWS_WITH(parse_graph("# nothing\n"), Contains("expected exactly one graph in the text, found 0"));
+    CHECK_THROWS_WITH(parse_graph("graph a tile\ngraph b tile\n"), Contains("found 2"));
+    CHECK(parse_graph("graph a tile").name() == "a");  // no final newline needed
+}
+
+TEST_CASE("the parser leaves validation to check_graph", "[ir]") {
+    // Well-formed text of an invalid graph parses; the problems are check_graph's to report.
+    const Graph g = parse_graph("graph g tile\n%i = row_index\n%e = exp %i\n%c = const nan\n");
+    CHECK(g.nodes().size() == 3);
+    CHECK(std::isnan(g.node(2).value));
+}

@@ -1,0 +1,243 @@
+// Tests of the CPU reference interpreter on small hand-checked problems: GEMM + residual with row and column
+// partials cut by small tiles, RoPE, SwiGLU, a loss finalizer over lse partials, an i32 label compare,
+// accumulate and round; plus the errors for missing or misshapen inputs.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <limits>
+
+#include "coda/error.hpp"
+#include "ir/check_graph.hpp"
+#include "reference/reference.hpp"
+
+namespace coda {
+namespace {
+
+using Approx = Catch::Detail::Approx;
+
+HostTensor tensor(std::vector<long long> shape, std::vector<double> values, DType d = DType::F32) {
+    return HostTensor{d, std::move(shape), std::move(values)};
+}
+
+double at(const HostTensor& t, long long i, long long j) {
+    return t.values[static_cast<std::size_t>(i * t.shape[1] + j)];
+}
+
+TEST_CASE("3x4x5 GEMM + residual with sumsq row partials and sum column partials on 2x2 tiles", "[reference]") {
+    Graph g = Graph::gemm("out_proj", GemmSpec{DType::BF16, Major::K, Major::K});
+    Value acc = g.accumulator();
+    Value x1 = g.add(acc, g.tile_input("residual", DType::F32), "x1");
+    g.store(x1, "x1_out", DType::BF16);
+    g.reduce_row(x1, ReduceOp::SumSq, "ss");
+    g.reduce_col(x1, ReduceOp::Sum, "cs");
+
+    const long long M = 3, N = 4, K = 5;
+    HostTensor a = tensor({M, K}, {}), b = tensor({K, N}, {});
+    for (long long i = 0; i < M; ++i)
+        for (long long k = 0; k < K; ++k) a.values.push_back(static_cast<double>(i + 1 - k));
+    for (long long k = 0; k < K; ++k)
+        for (long long j = 0; j < N; ++j) b.values.push_back(0.5 * static_cast<double>(2 * k - j));
+    std::vector<double> residual;
+    for (long long i = 0; i < M; ++i)
+        for (long long j = 0; j < N; ++j) residual.push_back(static_cast<double>(10 * i + j));
+
+    ReferenceProblem p;
+    p.m = M, p.n = N, p.k = K, p.a = &a, p.b = &b, p.bm = 2, p.bn = 2;
+    p.inputs["residual"] = tensor({M, N}, residual);
+    const auto out = run_reference(check_graph(g), p);
+    REQUIRE(out.size() == 3);
+
+    double expect[3][4];
+    for (int i = 0; i < 3; ++i)
+        for (int j = 0; j < 4; ++j) {
+            double s = 10.0 * i + j;
+            for (int k = 0; k < 5; ++k) s += (i + 1 - k) * 0.5 * (2 * k - j);
+            expect[i][j] = s;
+        }
+    CHECK(expect[0][0] == -20.0);  // by hand: (1)(0) + (0)(1) + (-1)(2) + (-2)(3) + (-3)(4)
+
+    const HostTensor& x = out.at("x1_out");
+    CHECK(x.dtype == DType::BF16);
+    REQUIRE(x.shape == std::vector<long long>{3, 4});
+    for (int i = 0; i < 3; ++i)
+        for (int j = 0; j < 4; ++j) CHECK(at(x, i, j) == expect[i][j]);
+
+    const HostTensor& ss = out.at("ss");  // [ceil(4/2) x 3]: N-tile tn holds columns 2tn and 2tn+1
+    REQUIRE(ss.shape == std::vector<long long>{2, 3});
+    for (int tn = 0; tn < 2; ++tn)
+        for (int i = 0; i < 3; ++i) {
+            const double u = expect[i][2 * tn], v = expect[i][2 * tn + 1];
+            CHECK(at(ss, tn, i) == u * u + v * v);
+        }
+    const HostTensor& cs = out.at("cs");  // [ceil(3/2) x 4]: M-tile 0 holds rows 0-1, M-tile 1 row 2
+    REQUIRE(cs.shape == std::vector<long long>{2, 4});
+    for (int j = 0; j < 4; ++j) {
+        CHECK(at(cs, 0, j) == expect[0][j] + expect[1][j]);
+        CHECK(at(cs, 1, j) == expect[2][j]);
+    }
+}
+
+TEST_CASE("RoPE on a 2x4 tile: pairs rotated by pos_i * theta_j", "[reference]") {
+    Graph g = Graph::tile("rope");
+    Value x = g.tile_input("x", DType::F32);
+    Value angle = g.mul(g.row_input("pos", DType::F32), g.col_input("theta", DType::F32, Width::Half), "angle");
+    Value c = g.cos(angle, "c");
+    Value s = g.sin(angle, "s");
+    Value e = g.even(x, "e");
+    Value o = g.odd(x, "o");
+    Value re = g.sub(g.mul(e, c), g.mul(o, s), "re");
+    Value ro = g.add(g.mul(e, s), g.mul(o, c), "ro");
+    g.store(g.join(re, ro), "y", DType::F32);
+    g.reduce_row(angle, ReduceOp::Sum, "angle_sum");
+
+    ReferenceProblem p;
+    p.m = 2, p.n = 4, p.bn = 2;
+    p.inputs["x"] = tensor({2, 4}, {1, 2, 3, 4, 5, 6, 7, 8});
+    p.inputs["pos"] = tensor({2}, {1, 2});
+    p.inputs["theta"] = tensor({2}, {0.5, 0.25});
+    const auto out = run_reference(check_graph(g), p);
+
+    const double xs[2][4] = {{1, 2, 3, 4}, {5, 6, 7, 8}};
+    const double pos[2] = {1, 2}, theta[2] = {0.5, 0.25};
+    const HostTensor& y = out.at("y");
+    REQUIRE(y.shape == std::vector<long long>{2, 4});
+    for (int i = 0; i < 2; ++i)
+        for (int j = 0; j < 2; ++j) {
+            const double t = pos[i] * theta[j];
+            const double a = xs[i][2 * j], b = xs[i][2 * j + 1];
+            CHECK(at(y, i, 2 * j) == Approx(a * std::cos(t) - b * std::sin(t)).epsilon(1e-15));
+            CHECK(at(y, i, 2 * j + 1) == Approx(a * std::sin(t) + b * std::cos(t)).epsilon(1e-15));
+            CHECK(std::hypot(at(y, i, 2 * j), at(y, i, 2 * j + 1)) == Approx(std::hypot(a, b)).epsilon(1e-14));
+        }
+    // A half-width value has bn / 2 = 1 column per N-tile of bn = 2 full columns.
+    const HostTensor& sums = out.at("angle_sum");
+    REQUIRE(sums.shape == std::vector<long long>{2, 2});
+    for (int tn = 0; tn < 2; ++tn)
+        for (int i = 0; i < 2; ++i) CHECK(at(sums, tn, i) == pos[i] * theta[tn]);
+}
+
+TEST_CASE("SwiGLU over interleaved gate/up columns", "[reference]") {
+    Graph g = Graph::gemm("gate_up", GemmSpec{DType::F16, Major::K, Major::MN});
+    Value acc = g.accumulator();
+    g.store(g.mul(g.silu(g.even(acc, "gate")), g.odd(acc, "up"), "y"), "y_out", DType::BF16);
+
+    HostTensor a = tensor({2, 1}, {1, 2});
+    HostTensor b = tensor({1, 4}, {0.5, 2, -1, 3});  // (g0, u0, g1, u1)
+    ReferenceProblem p;
+    p.m = 2, p.n = 4, p.k = 1, p.a = &a, p.b = &b;
+    const auto out = run_reference(check_graph(g), p);
+    const HostTensor& y = out.at("y_out");
+    REQUIRE(y.shape == std::vector<long long>{2, 2});
+    const double gates[2] = {0.5, -1}, ups[2] = {2, 3};
+    for (int i = 0; i < 2; ++i)
+        for (int j = 0; j < 2; ++j) {
+            const double gate = (i + 1) * gates[j], up = (i + 1) * ups[j];
+            CHECK(at(y, i, j) == Approx(gate / (1 + std::exp(-gate)) * up).epsilon(1e-15));
+        }
+}
+
+TEST_CASE("finalize: lse and sum partials fold into a loss and an rstd", "[reference]") {
+    Graph g = Graph::finalize("loss");
+    Value lse = g.partials("lse_parts", ReduceOp::Lse);
+    Value sumsq = g.partials("sumsq_parts", ReduceOp::Sum);
+    g.store(lse, "lse", DType::F32);
+    g.store(g.sub(lse, g.row_input("target", DType::F32)), "loss", DType::F32);
+    g.store(g.rsqrt(g.add(g.div(sumsq, g.scalar("d")), g.constant(0.5f))), "rstd", DType::F32);
+
+    const double ninf = -std::numeric_limits<double>::infinity();
+    ReferenceProblem p;
+    p.m = 2, p.t = 3;
+    p.inputs["lse_parts"] = tensor({3, 2}, {1.0, ninf, 2.0, 0.5, 3.0, ninf});  // column 1 has two empty tiles
+    p.inputs["sumsq_parts"] = tensor({3, 2}, {1, 2, 3, 4, 5, 6});
+    p.inputs["target"] = tensor({2}, {0.25, -1});
+    p.scalars["d"] = 3;
+    const auto out = run_reference(check_graph(g), p);
+    const double lse0 = std::log(std::exp(1.0) + std::exp(2.0) + std::exp(3.0));
+    const double lse1 = 0.5;
+    REQUIRE(out.at("lse").shape == std::vector<long long>{2});
+    CHECK(out.at("lse").values[0] == Approx(lse0).epsilon(1e-15));
+    CHECK(out.at("lse").values[1] == Approx(lse1).epsilon(1e-15));
+    CHECK(out.at("loss").values[0] == Approx(lse0 - 0.25).epsilon(1e-15));
+    CHECK(out.at("loss").values[1] == Approx(lse1 + 1).epsilon(1e-15));
+    CHECK(out.at("rstd").values[0] == Approx(1 / std::sqrt(9.0 / 3 + 0.5)).epsilon(1e-15));
+    CHECK(out.at("rstd").values[1] == Approx(1 / std::sqrt(12.0 / 3 + 0.5)).epsilon(1e-15));
+
+    p.t = 0;  // no partials at all: every fold is its identity
+    p.inputs["lse_parts"] = tensor({0, 2}, {});
+    p.inputs["sumsq_parts"] = tensor({0, 2}, {});
+    const auto empty = run_reference(check_graph(g), p);
+    CHECK(empty.at("lse").values[0] == ninf);
+    CHECK(empty.at("rstd").values[1] == Approx(1 / std::sqrt(0.5)));
+}
+
+TEST_CASE("i32 labels compared with the column index pick the target logit", "[reference]") {
+    Graph g = Graph::tile("pick");
+    Value logits = g.tile_input("logits", DType::F32);
+    Value hit = g.eq(g.col_index(), g.row_input("labels", DType::I32), "hit");
+    g.store(hit, "mask", DType::F32);
+    g.reduce_row(g.mul(logits, hit), ReduceOp::Sum, "target");
+    g.reduce_row(logits, ReduceOp::Lse, "lse");
+
+    ReferenceProblem p;
+    p.m = 2, p.n = 4, p.bn = 4;
+    p.inputs["logits"] = tensor({2, 4}, {0.5, -1, 2, 7, 3, 0, -2, 1});
+    p.inputs["labels"] = tensor({2}, {3, 0}, DType::I32);
+    const auto out = run_reference(check_graph(g), p);
+    CHECK(out.at("mask").values == std::vector<double>{0, 0, 0, 1, 1, 0, 0, 0});
+    CHECK(out.at("target").shape == std::vector<long long>{1, 2});
+    CHECK(out.at("target").values == std::vector<double>{7, 3});
+    CHECK(out.at("lse").values[0] ==
+          Approx(std::log(std::exp(0.5) + std::exp(-1.0) + std::exp(2.0) + std::exp(7.0))).epsilon(1e-15));
+
+    p.inputs["labels"] = tensor({2}, {3, 0.5}, DType::I32);
+    CHECK_THROWS_WITH(run_reference(check_graph(g), p), Catch::Contains("labels") && Catch::Contains("non-integer"));
+}
+
+TEST_CASE("accumulate adds to the initial value as stored; round rounds once", "[reference]") {
+    Graph g = Graph::tile("acc");
+    Value x = g.tile_input("x", DType::F32);
+    g.accumulate(x, "sum", DType::BF16);
+    g.store(g.round(x, DType::BF16), "rounded", DType::F32);
+    g.reduce_col(g.join(x, x), ReduceOp::Max, "colmax");
+
+    const double tie = 1.0 + std::ldexp(1.0, -8);  // not a bf16: stored as 1.0 (tie to even)
+    const double above = 1.0 + std::ldexp(1.0, -8) + std::ldexp(1.0, -20);
+    ReferenceProblem p;
+    p.m = 3, p.n = 2, p.bm = 2;
+    p.inputs["x"] = tensor({3, 2}, {above, 2, -3, 4, 5, -6});
+    p.inputs["sum"] = tensor({3, 2}, {tie, 1, 1, 1, 1, 1}, DType::BF16);
+    const auto out = run_reference(check_graph(g), p);
+    CHECK(out.at("sum").dtype == DType::BF16);
+    CHECK(out.at("sum").values[0] == 1.0 + static_cast<double>(static_cast<float>(above)));
+    CHECK(out.at("sum").values[1] == 3.0);
+    CHECK(out.at("rounded").values[0] == 1.0 + std::ldexp(1.0, -7));
+    CHECK(out.at("rounded").values[2] == -3.0);
+    // Double width: columns 2c and 2c+1 of the joined value both hold x[:, c]; M-tiles are rows 0-1 and 2.
+    const HostTensor& colmax = out.at("colmax");
+    REQUIRE(colmax.shape == std::vector<long long>{2, 4});
+    CHECK(colmax.values == std::vector<double>{above, above, 4, 4, 5, 5, -6, -6});
+}
+
+TEST_CASE("missing or misshapen inputs are reported by name", "[reference]") {
+    Graph g = Graph::gemm("mm", GemmSpec{});
+    Value acc = g.accumulator();
+    Value bias = g.col_input("bias", DType::BF16);
+    g.store(g.add(acc, bias), "y", DType::F32);
+    const CheckedGraph checked = check_graph(g);
+    HostTensor a = tensor({2, 3}, std::vector<double>(6, 1.0)), b = tensor({3, 4}, std::vector<double>(12, 1.0));
+    ReferenceProblem p;
+    p.m = 2, p.n = 4, p.k = 3;
+    CHECK_THROWS_WITH(run_reference(checked, p), Catch::Contains("'mm'") && Catch::Contains("GEMM operands"));
+    p.a = &a, p.b = &b;
+    CHECK_THROWS_WITH(run_reference(checked, p), Catch::Contains("'bias'") && Catch::Contains("[4]"));
+    p.inputs["bias"] = tensor({2, 2}, {1, 2, 3, 4});
+    CHECK_THROWS_WITH(run_reference(checked, p), Catch::Contains("'bias'") && Catch::Contains("[2 x 2]"));
+    p.inputs["bias"] = tensor({4}, {1, 2, 3, 4});
+    const auto out = run_reference(checked, p);
+    CHECK(out.at("y").values == std::vector<double>{4, 5, 6, 7, 4, 5, 6, 7});
+    p.n = 3;
+    CHECK_THROWS_AS(run_reference(checked, p), Error);
+}
+
+}  // namespace
+}  // namespace coda

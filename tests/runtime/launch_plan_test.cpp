@@ -1,0 +1,170 @@
+// Launch-argument checks run on the host, so each error message is tested here without a GPU.
+#include <catch2/catch.hpp>
+
+#include "coda/blocks.hpp"
+#include "coda/error.hpp"
+#include "ir/check_graph.hpp"
+#include "runtime/launch_plan.hpp"
+
+using namespace coda;
+
+namespace {
+
+const void* fake(std::uintptr_t address) { return reinterpret_cast<const void*>(address); }
+
+constexpr std::int64_t M = 300, N = 512, K = 256;
+const TileShape kTile{128, 128};
+
+// A complete, valid argument set for blocks::out_proj at M x N x K.
+Args out_proj_args() {
+    Args a;
+    a.bind("A", matrix(fake(0x100000), DType::BF16, M, K));
+    a.bind("B", matrix_col_major(fake(0x200000), DType::BF16, K, N));
+    a.bind("residual", matrix(fake(0x300000), DType::BF16, M, N));
+    a.bind("gamma", vector(fake(0x400000), DType::BF16, N));
+    a.bind("x1", matrix(fake(0x500000), DType::BF16, M, N));
+    a.bind("h", matrix(fake(0x600000), DType::BF16, M, N));
+    a.bind("x1_sumsq", matrix(fake(0x700000), DType::F32, (N + 127) / 128, M));
+    return a;
+}
+
+std::string error_of(const Args& args, const CheckedGraph& g) {
+    try {
+        plan_launch(g, kTile, args, "out_proj");
+    } catch (const Error& e) {
+        return e.what();
+    }
+    return "";
+}
+
+}  // namespace
+
+TEST_CASE("a valid launch fills the problem, the slots and the grid", "[runtime]") {
+    const CheckedGraph g = check_graph(blocks::out_proj());
+    const LaunchPlan plan = plan_launch(g, kTile, out_proj_args(), "out_proj");
+    CHECK(plan.gemm.m == M);
+    CHECK(plan.gemm.n == N);
+    CHECK(plan.gemm.k == K);
+    CHECK(plan.gemm.lda == K);
+    CHECK(plan.gemm.ldb == K);
+    CHECK(plan.gemm.flags == (abi::kGemmVectorA | abi::kGemmVectorB));
+    CHECK(plan.grid_x == 3);
+    CHECK(plan.grid_y == 4);
+    // residual (ptr, ld), gamma, x1 (ptr, ld), h (ptr, ld), x1_sumsq
+    REQUIRE(plan.slots.size() == 8);
+    CHECK(plan.slots[0] == 0x300000);
+    CHECK(plan.slots[1] == N);
+    CHECK(plan.slots[2] == 0x400000);
+    CHECK(plan.slots[7] == 0x700000);
+}
+
+TEST_CASE("an unaligned leading dimension turns off 16-byte operand loads but still launches", "[runtime]") {
+    const CheckedGraph g = check_graph(blocks::out_proj());
+    Args a = out_proj_args();
+    a.bind("A", matrix(fake(0x100000), DType::BF16, M, K, K + 2));
+    const LaunchPlan plan = plan_launch(g, kTile, a, "out_proj");
+    CHECK(plan.gemm.lda == K + 2);
+    CHECK(plan.gemm.flags == abi::kGemmVectorB);
+}
+
+TEST_CASE("launch errors name the argument, the expectation and what was given", "[runtime]") {
+    const CheckedGraph g = check_graph(blocks::out_proj());
+    struct Case {
+        const char* what;
+        std::function<void(Args&)> mutate;
+        std::vector<std::string> expected;
+    };
+    const std::vector<Case> cases = {
+        {"missing binding", [](Args& a) { a = Args(); a.bind("A", matrix(fake(0x100000), DType::BF16, M, K));
+                                           a.bind("B", matrix_col_major(fake(0x200000), DType::BF16, K, N)); },
+         {"'residual'", "is not bound"}},
+        {"unknown name", [](Args& a) { a.bind("resid", matrix(fake(0x300000), DType::BF16, M, N)); },
+         {"'resid'", "no such binding", "residual"}},
+        {"wrong dtype", [](Args& a) { a.bind("residual", matrix(fake(0x300000), DType::F16, M, N)); },
+         {"'residual'", "expected dtype bf16", "f16"}},
+        {"wrong shape", [](Args& a) { a.bind("residual", matrix(fake(0x300000), DType::BF16, M, N - 2)); },
+         {"'residual'", "expected shape [300 x 512]", "[300 x 510]"}},
+        {"misaligned tile", [](Args& a) { a.bind("x1", matrix(fake(0x500002), DType::BF16, M, N)); },
+         {"'x1'", "not aligned to 4 bytes"}},
+        {"column-major tile", [](Args& a) { a.bind("h", matrix_col_major(fake(0x600000), DType::BF16, M, N)); },
+         {"'h'", "row-major"}},
+        {"odd row stride", [](Args& a) { a.bind("h", matrix(fake(0x600000), DType::BF16, M, N, N + 1)); },
+         {"'h'", "multiple of 2 elements"}},
+        {"wrong A layout", [](Args& a) { a.bind("A", matrix_col_major(fake(0x100000), DType::BF16, M, K)); },
+         {"'A'", "K-major A"}},
+        {"wrong B layout", [](Args& a) { a.bind("B", matrix(fake(0x200000), DType::BF16, K, N)); },
+         {"'B'", "K-major B"}},
+        {"K mismatch", [](Args& a) { a.bind("B", matrix_col_major(fake(0x200000), DType::BF16, K + 8, N)); },
+         {"'B'", "K = 256"}},
+        {"odd N", [](Args& a) { a.bind("B", matrix_col_major(fake(0x200000), DType::BF16, K, N - 1)); },
+         {"'B'", "odd"}},
+        {"operand dtype", [](Args& a) { a.bind("A", matrix(fake(0x100000), DType::F16, M, K)); },
+         {"'A'", "expected dtype bf16"}},
+        {"null pointer", [](Args& a) { a.bind("gamma", vector(nullptr, DType::BF16, N)); },
+         {"'gamma'", "null pointer"}},
+        {"partials shape", [](Args& a) { a.bind("x1_sumsq", matrix(fake(0x700000), DType::F32, M, 4)); },
+         {"'x1_sumsq'", "expected shape [4 x 300]", "one f32 partial per (N-tile, row)"}},
+        {"partials dtype", [](Args& a) { a.bind("x1_sumsq", matrix(fake(0x700000), DType::BF16, 4, M)); },
+         {"'x1_sumsq'", "expected dtype f32"}},
+        {"vector stride", [](Args& a) { a.bind("gamma", TensorRef{fake(0x400000), DType::BF16, {N}, {2}}); },
+         {"'gamma'", "contiguous vector"}},
+        {"scalar for tensor", [](Args& a) { Args b; for (auto& [n, t] : a.tensors()) if (n != "gamma") b.bind(n, t);
+                                             b.bind("gamma", 1.0f); a = b; },
+         {"'gamma'", "bound to a scalar"}},
+    };
+    for (const Case& c : cases) {
+        INFO(c.what);
+        Args a = out_proj_args();
+        c.mutate(a);
+        const std::string message = error_of(a, g);
+        REQUIRE_FALSE(message.empty());
+        CHECK_THAT(message, Catch::Contains("kernel 'out_proj'"));
+        for (const auto& piece : c.expected) CHECK_THAT(message, Catch::Contains(piece));
+    }
+}
+
+TEST_CASE("scalars are checked and passed as f32 bits", "[runtime]") {
+    const CheckedGraph g = check_graph(blocks::rms_finalize());
+    Args a;
+    a.bind("x1_sumsq", matrix(fake(0x1000), DType::F32, 4, 100));
+    a.bind("rstd", vector(fake(0x2000), DType::F32, 100));
+    a.bind("inv_d", 0.5f);
+    std::string message;
+    try {
+        plan_launch(g, {1, 1}, a, "rms_finalize");
+    } catch (const Error& e) {
+        message = e.what();
+    }
+    CHECK_THAT(message, Catch::Contains("'eps'") && Catch::Contains("Args::bind(\"eps\", value)"));
+
+    a.bind("eps", 1.0f);
+    const LaunchPlan plan = plan_launch(g, {1, 1}, a, "rms_finalize");
+    CHECK(plan.finalize.l == 100);
+    CHECK(plan.finalize.t == 4);
+    REQUIRE(plan.slots.size() == 4);
+    CHECK(plan.slots[1] == 0x3f000000u);  // 0.5f
+    CHECK(plan.slots[2] == 0x3f800000u);  // 1.0f
+
+    Args wrong = a;
+    wrong.bind("rstd", vector(fake(0x2000), DType::F32, 99));
+    CHECK_THROWS_WITH(plan_launch(g, {1, 1}, wrong, "rms_finalize"), Catch::Contains("expected shape [100]"));
+}
+
+TEST_CASE("tile programs take M and N from their first tile tensor", "[runtime]") {
+    const CheckedGraph g = check_graph(blocks::rope_backward());
+    Args a;
+    a.bind("dqkv", matrix(fake(0x1000), DType::BF16, 70, 64));
+    a.bind("z", matrix(fake(0x2000), DType::BF16, 70, 64));
+    a.bind("pos", vector(fake(0x3000), DType::I32, 70));
+    a.bind("theta", vector(fake(0x4000), DType::F32, 32));
+    a.bind("dz", matrix(fake(0x5000), DType::BF16, 70, 64));
+    a.bind("zdz_partials", matrix(fake(0x6000), DType::F32, 1, 70));
+    const LaunchPlan plan = plan_launch(g, {64, 128}, a, "rope_backward");
+    CHECK(plan.tile.m == 70);
+    CHECK(plan.tile.n == 64);
+    CHECK(plan.grid_x == 2);
+    CHECK(plan.grid_y == 1);
+    a.bind("theta", vector(fake(0x4000), DType::F32, 64));
+    CHECK_THROWS_WITH(plan_launch(g, {64, 128}, a, "rope_backward"),
+                      Catch::Contains("'theta'") && Catch::Contains("expected shape [32]"));
+}

@@ -1,0 +1,93 @@
+// The coda command line as a user runs it: warm (twice), cache list/clear, dump, demo --no-run, and
+// malformed graph files. Each run gets a private cache directory.
+#include <catch2/catch.hpp>
+
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include "support/temp_dir.hpp"
+
+namespace {
+
+struct Run {
+    int status = -1;
+    std::string output;  // stdout and stderr together
+};
+
+Run run(const std::string& arguments, const std::string& cache_dir) {
+    const std::string command = "cd '" CODA_SOURCE_DIR "' && CODA_CACHE_DIR='" + cache_dir + "' '" CODA_CLI_PATH "' " +
+                                arguments + " 2>&1";
+    Run r;
+    FILE* pipe = popen(command.c_str(), "r");
+    REQUIRE(pipe != nullptr);
+    char buffer[4096];
+    for (std::size_t n; (n = fread(buffer, 1, sizeof buffer, pipe)) > 0;) r.output.append(buffer, n);
+    const int raw = pclose(pipe);
+    r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+    return r;
+}
+
+}  // namespace
+
+TEST_CASE("coda warm fills the cache and a second run compiles nothing; cache list and clear", "[tools]") {
+    coda::test::TempDir cache("coda-cli-cache");
+    const Run first = run("warm --arch sm_90a -j 2 tools/graphs/*.coda", cache.path().string());
+    INFO(first.output);
+    REQUIRE(first.status == 0);
+    CHECK_THAT(first.output, Catch::Contains("11 kernels for sm_90a: 11 compiled, 0 already in the disk cache"));
+
+    const Run second = run("warm --arch sm_90a tools/graphs/*.coda", cache.path().string());
+    INFO(second.output);
+    REQUIRE(second.status == 0);
+    CHECK_THAT(second.output, Catch::Contains("11 kernels for sm_90a: 0 compiled, 11 already in the disk cache"));
+
+    const Run list = run("cache list", cache.path().string());
+    REQUIRE(list.status == 0);
+    CHECK_THAT(list.output, Catch::Contains("11 entries") && Catch::Contains("out_proj"));
+
+    const Run demo = run("demo --no-run", cache.path().string());
+    INFO(demo.output);
+    REQUIRE(demo.status == 0);
+    CHECK_THAT(demo.output, Catch::Contains("struct Epilogue") && Catch::Contains("disk cache") &&
+                                Catch::Contains("OK: all 11 kernels compiled"));
+
+    const Run clear = run("cache clear", cache.path().string());
+    REQUIRE(clear.status == 0);
+    CHECK_THAT(clear.output, Catch::Contains("removed 11 entries"));
+    CHECK_THAT(run("cache list", cache.path().string()).output, Catch::Contains("0 entries"));
+}
+
+TEST_CASE("coda dump prints readable generated CUDA", "[tools]") {
+    coda::test::TempDir cache("coda-cli-cache");
+    const Run dump = run("dump tools/graphs/out_proj.coda", cache.path().string());
+    INFO(dump.output);
+    REQUIRE(dump.status == 0);
+    CHECK_THAT(dump.output, Catch::Contains("coda generated kernel") && Catch::Contains("%x1_value = add %acc %residual") &&
+                                Catch::Contains("#include \"coda/portable_gemm.cuh\"") &&
+                                Catch::Contains("coda_kernel_info"));
+}
+
+TEST_CASE("a malformed graph file fails with the file, line and node", "[tools]") {
+    coda::test::TempDir dir("coda-cli-bad");
+    const std::string syntax = (dir.path() / "syntax.coda").string();
+    std::ofstream(syntax) << "graph bad gemm in=bf16 a=k b=k\n%acc = accumulator\n%y = frobnicate %acc\n"
+                             "%out = store bf16 %y\n";
+    const Run r1 = run("dump " + syntax, dir.path().string());
+    INFO(r1.output);
+    CHECK(r1.status == 1);
+    CHECK_THAT(r1.output, Catch::Contains("syntax.coda:3") && Catch::Contains("frobnicate"));
+
+    const std::string typing = (dir.path() / "typing.coda").string();
+    std::ofstream(typing) << "# a width mistake\ngraph bad gemm in=bf16 a=k b=k\n%acc = accumulator\n"
+                             "%g = even %acc\n%sum = add %g %acc\n%out = store bf16 %sum\n";
+    const Run r2 = run("warm --arch sm_90a " + typing, dir.path().string());
+    INFO(r2.output);
+    CHECK(r2.status == 1);
+    CHECK_THAT(r2.output, Catch::Contains("typing.coda:5") && Catch::Contains("%sum"));
+
+    const Run r3 = run("dump " + (dir.path() / "missing.coda").string(), dir.path().string());
+    CHECK(r3.status == 1);
+    CHECK_THAT(r3.output, Catch::Contains("cannot read graph file"));
+}

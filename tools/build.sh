@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Builds coda into ./build (or $CODA_BUILD_DIR), installing the Debian/Ubuntu packages it needs when they
+# are missing and we may install them (root, or sudo without a password). Used by the README's quick start
+# and by CI.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build_dir=${CODA_BUILD_DIR:-build}
+
+packages=(cmake g++ make libfmt-dev libspdlog-dev catch2)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  if [ "$(id -u)" -eq 0 ]; then sudo=(); elif sudo -n true 2>/dev/null; then sudo=(sudo -n); else
+    echo "coda: please install: ${missing[*]}" >&2; exit 1
+  fi
+  echo "coda: installing ${missing[*]}" >&2
+  "${sudo[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# The CUDA toolkit (NVRTC and headers) is expected under /usr/local/cuda unless CUDAToolkit_ROOT says otherwise.
+if [ -z "${CUDAToolkit_ROOT:-}" ] && ! command -v nvcc >/dev/null && [ -d /usr/local/cuda ]; then
+  export CUDAToolkit_ROOT=/usr/local/cuda
+fi
+
+cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build "$build_dir" -j "$(nproc)"

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# On a GPU machine with a build of coda: the whole test suite (GPU tests included), the demo, and the
+# benchmarks with their torch baselines measured in the same run. Logs go to $OUT (default ./device-logs).
+# Usage: bash tools/device_check.sh [BUILD_DIR]
+set -uo pipefail
+cd "$(dirname "$0")/.."
+build=${1:-build}
+out=${OUT:-device-logs}
+mkdir -p "$out"
+export CODA_CACHE_DIR=${CODA_CACHE_DIR:-$(mktemp -d)}
+status=0
+
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv 2>&1 | tee "$out/gpu.txt"
+
+echo "== tests (ctest, GPU tests included)"
+(cd "$build" && ctest --output-on-failure -j 4) > "$out/ctest.log" 2>&1 || status=1
+tail -n 25 "$out/ctest.log"
+
+echo "== coda demo"
+"$build/coda" demo > "$out/demo.log" 2>&1 || status=1
+grep -E "PASS|FAIL|OK|FAILED" "$out/demo.log" | grep -v "^  " | tail -n 14
+
+echo "== coda bench jit"
+"$build/coda" bench jit 2>&1 | tee "$out/bench_jit.log" || status=1
+
+echo "== coda bench gemm + torch baselines, 4096^3 bf16"
+"$build/coda" bench gemm --m 4096 --n 4096 --k 4096 2>&1 | tee "$out/bench_gemm.log" || status=1
+python3 tools/bench_torch.py --m 4096 --n 4096 --k 4096 --chain 2>&1 | tee -a "$out/bench_gemm.log" || status=1
+exit $status
