@@ -3,6 +3,27 @@
 #include "coda/blocks.hpp"
 
 namespace coda::blocks {
+namespace {
+
+enum class Rotation { Forward, Inverse };
+
+// RoPE: rotates each (even, odd) column pair of x by pos_i * theta_j (Inverse: by its negative, which is the
+// backward pass). The angle comes from a row vector of positions and a column vector of frequencies, so no
+// cos/sin table is streamed; theta_j = 0 leaves a pair as it is (V columns).
+Value rotate_pairs(Graph& g, Value x, Rotation rotation) {
+    Value pos = g.to_f32(g.row_input("pos", DType::I32), "position");
+    Value angle = g.mul(pos, g.col_input("theta", DType::F32, Width::Half), "angle");
+    Value c = g.cos(angle, "cos_angle");
+    Value s = g.sin(angle, "sin_angle");
+    if (rotation == Rotation::Inverse) s = g.neg(s, "minus_sin_angle");
+    Value e = g.even(x, "x_even");
+    Value o = g.odd(x, "x_odd");
+    Value re = g.sub(g.mul(e, c), g.mul(o, s), "rotated_even");
+    Value ro = g.add(g.mul(e, s), g.mul(o, c), "rotated_odd");
+    return g.join(re, ro, "rotated");
+}
+
+}  // namespace
 
 Graph out_proj(GemmSpec spec) {
     Graph g = Graph::gemm("out_proj", spec);
@@ -37,15 +58,7 @@ Graph gate_up_swiglu(GemmSpec spec) {
 Graph qkv_rope(GemmSpec spec) {
     Graph g = Graph::gemm("qkv_rope", spec);
     Value z = g.mul(g.accumulator(), g.row_input("rstd", DType::F32), "z_value");
-    Value pos = g.to_f32(g.row_input("pos", DType::I32), "position");
-    Value angle = g.mul(pos, g.col_input("theta", DType::F32, Width::Half), "angle");
-    Value c = g.cos(angle, "cos_angle");
-    Value s = g.sin(angle, "sin_angle");
-    Value e = g.even(z, "z_even");
-    Value o = g.odd(z, "z_odd");
-    Value re = g.sub(g.mul(e, c), g.mul(o, s), "rotated_even");
-    Value ro = g.add(g.mul(e, s), g.mul(o, c), "rotated_odd");
-    g.store(g.join(re, ro, "rotated"), "qkv", DType::BF16);
+    g.store(rotate_pairs(g, z, Rotation::Forward), "qkv", DType::BF16);
     return g;
 }
 
@@ -109,17 +122,7 @@ Graph rmsnorm_backward(GemmSpec spec) {
 
 Graph rope_backward() {
     Graph g = Graph::tile("rope_backward");
-    Value dq = g.tile_input("dqkv", DType::BF16);
-    Value pos = g.to_f32(g.row_input("pos", DType::I32), "position");
-    Value angle = g.mul(pos, g.col_input("theta", DType::F32, Width::Half), "angle");
-    Value c = g.cos(angle, "cos_angle");
-    Value s = g.sin(angle, "sin_angle");
-    Value e = g.even(dq, "d_even");
-    Value o = g.odd(dq, "d_odd");
-    // The inverse rotation: by -angle.
-    Value re = g.add(g.mul(e, c), g.mul(o, s), "unrotated_even");
-    Value ro = g.sub(g.mul(o, c), g.mul(e, s), "unrotated_odd");
-    Value dz = g.join(re, ro, "dz_value");
+    Value dz = rotate_pairs(g, g.tile_input("dqkv", DType::BF16), Rotation::Inverse);
     g.store(dz, "dz", DType::BF16);
     g.reduce_row(g.mul(g.tile_input("z", DType::BF16), dz, "z_dz"), ReduceOp::Sum, "zdz_partials");
     return g;

@@ -13,6 +13,7 @@
 #include "driver/cuda_driver.hpp"
 #include "ir/check_graph.hpp"
 #include "reference/reference.hpp"
+#include "util/sha256.hpp"
 #include "verify/host_data.hpp"
 
 namespace coda::verify {
@@ -60,10 +61,10 @@ DeviceTensor poisoned(DType dtype, std::vector<std::int64_t> shape) {
     return t;
 }
 
-std::vector<double> download(const DeviceTensor& t) {
+std::vector<std::uint8_t> download(const DeviceTensor& t) {
     std::vector<std::uint8_t> bytes(t.buffer.bytes());
     Driver::instance().copy_to_host(bytes.data(), t.buffer.ptr(), bytes.size());
-    return decode(bytes, t.dtype);
+    return bytes;
 }
 
 TensorRef ref_of(const DeviceTensor& t) {
@@ -226,7 +227,10 @@ CheckReport check_on_device(const Kernel& kernel, const CheckProblem& p) {
         if (b.role == BindingRole::Input || b.role == BindingRole::Partials || b.role == BindingRole::ScalarArg) continue;
         auto it = expected.find(b.name);
         if (it == expected.end()) throw InternalError(fmt::format("reference produced no output '{}'", b.name));
-        report.outputs.push_back(compare(b.name, b.dtype, download(device[b.name]), it->second.values));
+        const auto bytes = download(device[b.name]);
+        report.outputs.push_back(compare(b.name, b.dtype, decode(bytes, b.dtype), it->second.values));
+        report.outputs.back().digest =
+            sha256_hex(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
         report.pass = report.pass && report.outputs.back().pass;
     }
     return report;

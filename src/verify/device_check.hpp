@@ -28,6 +28,7 @@ struct OutputReport {
     double max_error = 0;        // max |out - ref| / (|ref| + rms(ref))
     double rel_tolerance = 0;
     double max_tolerance = 0;
+    std::string digest;          // SHA-256 of the output's raw bytes: equal across runs of the same inputs
     bool pass = false;
 };
 
