@@ -1,5 +1,5 @@
 // The epilogue-graph builder: users assemble a graph at run time from the primitives of ops.def.
-// Building is cheap and local (no checks beyond handle ownership); coda::validate checks the whole graph.
+// Building is cheap and local (no checks beyond handle ownership); coda::check validates the whole graph.
 #pragma once
 
 #include <memory>
@@ -164,9 +164,11 @@ public:
 
     bool operator==(const Graph& o) const;
 
-    // Identity of the underlying node storage: copies of a Graph share it. Graphs only grow, so identity plus
-    // node count names one exact graph while a copy is held (the runtime's fast path relies on that).
-    const void* identity() const { return data_.get(); }
+    // Copies of a Graph share their nodes (building through one shows in all); a clone does not.
+    Graph clone() const;
+    // The node storage that copies share. Graphs only grow, so (storage, node count) names one exact graph
+    // for as long as the storage lives; the runtime's fast path keys on it.
+    std::weak_ptr<const void> storage() const { return data_; }
 
     // The graph a value belongs to (for the arithmetic operators).
     static Graph of(const Value& v);

@@ -49,6 +49,7 @@ public:
 
 private:
     friend class Runtime;
+    const LoadedKernel& loaded() const;  // throws coda::Error for an empty Kernel
     std::shared_ptr<const LoadedKernel> impl_;
 };
 
@@ -58,7 +59,8 @@ public:
 
     // Builds (or finds in the cache) and loads the kernel for the current device. Needs a GPU.
     Kernel compile(const Graph& graph, const CompileOptions& options = {});
-    // Builds (or finds in the cache) without loading: works with no GPU (coda warm). arch is required.
+    // Builds (or finds in the cache) without loading: works with no GPU (coda warm). arch names the target,
+    // e.g. "sm_90a"; anything that is not sm_80 or newer is a coda::Error.
     BuildReport warm(const Graph& graph, const std::string& arch, const CompileOptions& options = {});
     // The CUDA source coda generates for the graph (no compile).
     std::string source(const Graph& graph, const std::string& arch, const CompileOptions& options = {});

@@ -46,5 +46,8 @@ std::size_t size_of(DType d);
 
 // Columns of a value of width w when the kernel has n full columns.
 long long columns(Width w, long long n);
+// Values a value of width w holds per column pair (2j, 2j+1) of the kernel: 1 (half), 2 (full) or 4 (double).
+// One epilogue visit loads and stores that many consecutive elements with one access.
+int values_per_pair(Width w);
 
 }  // namespace coda

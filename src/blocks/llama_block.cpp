@@ -10,17 +10,32 @@ enum class Rotation { Forward, Inverse };
 // RoPE: rotates each (even, odd) column pair of x by pos_i * theta_j (Inverse: by its negative, which is the
 // backward pass). The angle comes from a row vector of positions and a column vector of frequencies, so no
 // cos/sin table is streamed; theta_j = 0 leaves a pair as it is (V columns).
+// Here and below every node is created in a statement of its own: C++ leaves the order in which a call's
+// arguments are evaluated unspecified, and node order is part of the canonical text and the cache key.
 Value rotate_pairs(Graph& g, Value x, Rotation rotation) {
-    Value pos = g.to_f32(g.row_input("pos", DType::I32), "position");
-    Value angle = g.mul(pos, g.col_input("theta", DType::F32, Width::Half), "angle");
+    Value pos_i32 = g.row_input("pos", DType::I32);
+    Value pos = g.to_f32(pos_i32, "position");
+    Value theta = g.col_input("theta", DType::F32, Width::Half);
+    Value angle = g.mul(pos, theta, "angle");
     Value c = g.cos(angle, "cos_angle");
     Value s = g.sin(angle, "sin_angle");
     if (rotation == Rotation::Inverse) s = g.neg(s, "minus_sin_angle");
     Value e = g.even(x, "x_even");
     Value o = g.odd(x, "x_odd");
-    Value re = g.sub(g.mul(e, c), g.mul(o, s), "rotated_even");
-    Value ro = g.add(g.mul(e, s), g.mul(o, c), "rotated_odd");
+    Value ec = g.mul(e, c, "even_cos");
+    Value os = g.mul(o, s, "odd_sin");
+    Value es = g.mul(e, s, "even_sin");
+    Value oc = g.mul(o, c, "odd_cos");
+    Value re = g.sub(ec, os, "rotated_even");
+    Value ro = g.add(es, oc, "rotated_odd");
     return g.join(re, ro, "rotated");
+}
+
+// z = rstd * acc: the row scale that completes the previous RMSNorm (DESIGN.md section 3).
+Value rms_scaled_accumulator(Graph& g, const std::string& name) {
+    Value acc = g.accumulator();
+    Value rstd = g.row_input("rstd", DType::F32);
+    return g.mul(acc, rstd, name);
 }
 
 }  // namespace
@@ -32,7 +47,8 @@ Graph out_proj(GemmSpec spec) {
     Value gamma = g.col_input("gamma", DType::BF16);
     Value x1 = g.add(acc, residual, "x1_value");
     g.store(x1, "x1", DType::BF16);
-    g.store(g.mul(x1, gamma, "h_value"), "h", DType::BF16);
+    Value h = g.mul(x1, gamma, "h_value");
+    g.store(h, "h", DType::BF16);
     g.reduce_row(x1, ReduceOp::SumSq, "x1_sumsq");
     return g;
 }
@@ -40,34 +56,40 @@ Graph out_proj(GemmSpec spec) {
 Graph rms_finalize() {
     Graph g = Graph::finalize("rms_finalize");
     Value sum = g.partials("x1_sumsq", ReduceOp::Sum);
-    Value mean = g.mul(sum, g.scalar("inv_d"), "mean_square");
-    g.store(g.rsqrt(g.add(mean, g.scalar("eps")), "rstd_value"), "rstd", DType::F32);
+    Value inv_d = g.scalar("inv_d");
+    Value eps = g.scalar("eps");
+    Value mean = g.mul(sum, inv_d, "mean_square");
+    Value shifted = g.add(mean, eps, "mean_square_eps");
+    g.store(g.rsqrt(shifted, "rstd_value"), "rstd", DType::F32);
     return g;
 }
 
 Graph gate_up_swiglu(GemmSpec spec) {
     Graph g = Graph::gemm("gate_up_swiglu", spec);
-    Value z = g.mul(g.accumulator(), g.row_input("rstd", DType::F32), "z_value");
+    Value z = rms_scaled_accumulator(g, "z_value");
     g.store(z, "z", DType::BF16);
     Value gate = g.even(z, "gate");
     Value up = g.odd(z, "up");
-    g.store(g.mul(g.silu(gate), up, "y_value"), "y", DType::BF16);
+    Value silu_gate = g.silu(gate, "silu_gate");
+    g.store(g.mul(silu_gate, up, "y_value"), "y", DType::BF16);
     return g;
 }
 
 Graph qkv_rope(GemmSpec spec) {
     Graph g = Graph::gemm("qkv_rope", spec);
-    Value z = g.mul(g.accumulator(), g.row_input("rstd", DType::F32), "z_value");
+    Value z = rms_scaled_accumulator(g, "z_value");
     g.store(rotate_pairs(g, z, Rotation::Forward), "qkv", DType::BF16);
     return g;
 }
 
 Graph lm_head_ce(GemmSpec spec) {
     Graph g = Graph::gemm("lm_head_ce", spec);
-    Value logits = g.mul(g.accumulator(), g.row_input("rstd", DType::F32), "logit");
+    Value logits = rms_scaled_accumulator(g, "logit");
     g.store(logits, "logits", DType::BF16);
     g.reduce_row(logits, ReduceOp::Lse, "lse_partials");
-    Value is_label = g.eq(g.col_index(), g.row_input("labels", DType::I32), "is_label");
+    Value column = g.col_index();
+    Value labels = g.row_input("labels", DType::I32);
+    Value is_label = g.eq(column, labels, "is_label");
     g.reduce_row(g.mul(is_label, logits, "label_logit"), ReduceOp::Sum, "target_partials");
     return g;
 }
@@ -90,8 +112,12 @@ Graph swiglu_backward(GemmSpec spec) {
     Value sig = g.sigmoid(gate, "sig");
     Value silu_gate = g.mul(gate, sig, "silu_gate");
     // silu'(g) = sig * (1 + g * (1 - sig))
-    Value dsilu = g.mul(sig, 1.0f + gate * (1.0f - sig), "dsilu");
-    Value dgate = g.mul(g.mul(dy, up), dsilu, "dgate");
+    Value one = g.constant(1.0f, "one");
+    Value one_minus_sig = g.sub(one, sig, "one_minus_sig");
+    Value slope = g.add(one, g.mul(gate, one_minus_sig), "slope");
+    Value dsilu = g.mul(sig, slope, "dsilu");
+    Value dy_up = g.mul(dy, up, "dy_up");
+    Value dgate = g.mul(dy_up, dsilu, "dgate");
     Value dup = g.mul(dy, silu_gate, "dup");
     Value dz = g.join(dgate, dup, "dz_value");
     g.store(dz, "dz", DType::BF16);
@@ -103,7 +129,8 @@ Graph swiglu_backward(GemmSpec spec) {
 Graph rms_backward_finalize() {
     Graph g = Graph::finalize("rms_backward_finalize");
     Value sum = g.partials("zdz_partials", ReduceOp::Sum);
-    g.store(g.mul(sum, g.scalar("inv_d"), "s_value"), "s", DType::F32);
+    Value inv_d = g.scalar("inv_d");
+    g.store(g.mul(sum, inv_d, "s_value"), "s", DType::F32);
     return g;
 }
 
@@ -111,9 +138,14 @@ Graph rmsnorm_backward(GemmSpec spec) {
     Graph g = Graph::gemm("rmsnorm_backward", spec);
     Value d_out = g.accumulator("d_out");
     Value rstd = g.row_input("rstd", DType::F32);
-    Value n = g.mul(g.tile_input("x", DType::BF16), rstd, "normed");
+    Value x = g.tile_input("x", DType::BF16);
+    Value n = g.mul(x, rstd, "normed");
     Value gamma = g.col_input("gamma", DType::BF16);
-    Value dx = g.mul(rstd, g.sub(g.mul(d_out, gamma), g.mul(n, g.row_input("s", DType::F32))), "dx");
+    Value s = g.row_input("s", DType::F32);
+    // dx = rstd * (d_out * gamma - n * s)
+    Value dn = g.mul(d_out, gamma, "d_normed");
+    Value ns = g.mul(n, s, "normed_s");
+    Value dx = g.mul(rstd, g.sub(dn, ns, "d_centered"), "dx");
     g.accumulate(dx, "dx_residual", DType::F32);
     g.store(g.mul(n, gamma, "o_value"), "o", DType::BF16);
     g.reduce_col(g.mul(d_out, n, "dgamma_terms"), ReduceOp::Sum, "dgamma_partials");
@@ -122,18 +154,24 @@ Graph rmsnorm_backward(GemmSpec spec) {
 
 Graph rope_backward() {
     Graph g = Graph::tile("rope_backward");
-    Value dz = rotate_pairs(g, g.tile_input("dqkv", DType::BF16), Rotation::Inverse);
+    Value dqkv = g.tile_input("dqkv", DType::BF16);
+    Value dz = rotate_pairs(g, dqkv, Rotation::Inverse);
     g.store(dz, "dz", DType::BF16);
-    g.reduce_row(g.mul(g.tile_input("z", DType::BF16), dz, "z_dz"), ReduceOp::Sum, "zdz_partials");
+    Value z = g.tile_input("z", DType::BF16);
+    g.reduce_row(g.mul(z, dz, "z_dz"), ReduceOp::Sum, "zdz_partials");
     return g;
 }
 
 Graph cross_entropy_backward() {
     Graph g = Graph::tile("cross_entropy_backward");
     Value logits = g.tile_input("logits", DType::BF16);
-    Value p = g.exp(g.sub(logits, g.row_input("lse", DType::F32)), "probability");
-    Value onehot = g.eq(g.col_index(), g.row_input("labels", DType::I32), "onehot");
-    Value dlogits = g.mul(g.sub(p, onehot), g.scalar("scale"), "dlogits_value");
+    Value lse = g.row_input("lse", DType::F32);
+    Value p = g.exp(g.sub(logits, lse, "shifted_logit"), "probability");
+    Value column = g.col_index();
+    Value labels = g.row_input("labels", DType::I32);
+    Value onehot = g.eq(column, labels, "onehot");
+    Value scale = g.scalar("scale");
+    Value dlogits = g.mul(g.sub(p, onehot, "p_minus_onehot"), scale, "dlogits_value");
     g.store(dlogits, "dlogits", DType::BF16);
     g.reduce_row(g.mul(logits, dlogits, "z_dz"), ReduceOp::Sum, "zdz_partials");
     return g;

@@ -38,14 +38,7 @@ std::string float_literal(float x) {
     return fmt::format("{}0x1{}p{:+d}f", sign, fraction, power);
 }
 
-int lanes(Width w) {
-    switch (w) {
-        case Width::Half: return 1;
-        case Width::Full: return 2;
-        case Width::Double: return 4;
-    }
-    throw InternalError("unknown width");
-}
+int lanes(Width w) { return values_per_pair(w); }
 
 int lanes(const ValueType& t) {
     switch (t.kind) {

@@ -2,6 +2,7 @@
 // by the graph's domain, and GEMM template arguments come from the GemmSpec and the KernelConfig.
 #include "codegen/kernel_source.hpp"
 
+#include <cctype>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -29,6 +30,48 @@ void check_config(const Graph& g, const KernelConfig& cfg) {
             throw Error(fmt::format("graph '{}': kernel config '{}' has {}={}; every tile parameter must be positive "
                                     "(the default is '{}')",
                                     g.name(), cfg.to_text(), name, value, KernelConfig{}.to_text()));
+    // The portable mainloop's compile-time rules (templates/coda/portable_gemm.cuh, smem_tile.cuh), checked
+    // here so that a bad config is the user's error, not a failed NVRTC compile.
+    const auto power_of_two = [](int v) { return v > 0 && (v & (v - 1)) == 0; };
+    const int threads = 32 * cfg.warps_m * cfg.warps_n;
+    const int pipeline_bytes = cfg.stages * (cfg.bm + cfg.bn) * cfg.bk * 2;
+    constexpr int kMaxSharedBytes = 227 * 1024;  // the largest dynamic shared memory of a CTA (sm_90)
+    const std::pair<bool, const char*> rules[] = {
+        {cfg.bm % (16 * cfg.warps_m) == 0, "bm must be a multiple of 16 * wm"},
+        {cfg.bn % (16 * cfg.warps_n) == 0, "bn must be a multiple of 16 * wn"},
+        {cfg.bk % 16 == 0, "bk must be a multiple of 16 (the mma depth)"},
+        {cfg.stages >= 2, "stages must be at least 2"},
+        {power_of_two(cfg.bk / 8) && power_of_two(cfg.bm / 8) && power_of_two(cfg.bn / 8) && cfg.bk >= 16 &&
+             cfg.bm >= 16 && cfg.bn >= 16,
+         "bm, bn and bk must be powers of two of at least 16 (the shared-memory swizzle works on 16-byte chunks)"},
+        {(cfg.bm * cfg.bk / 8) % threads == 0 && (cfg.bn * cfg.bk / 8) % threads == 0,
+         "each operand tile (bm x bk, bn x bk) must split evenly into 16-byte chunks over 32 * wm * wn threads"},
+        {threads <= 1024, "32 * wm * wn threads must not exceed 1024"},
+        {pipeline_bytes <= kMaxSharedBytes, "stages * (bm + bn) * bk * 2 bytes of pipeline exceed 227 KiB"},
+    };
+    for (const auto& [ok, rule] : rules)
+        if (!ok)
+            throw Error(fmt::format("graph '{}': kernel config '{}' is not valid for the portable mainloop: {} "
+                                    "(the default is '{}')",
+                                    g.name(), cfg.to_text(), rule, KernelConfig{}.to_text()));
+}
+
+// The templates need mma.sync with bf16 and cp.async: sm_80 or newer, named as real SASS (sm_, not compute_)
+// so that NVRTC produces a cubin.
+void check_arch(const Graph& g, const std::string& arch) {
+    std::size_t digits = 0;
+    if (arch.rfind("sm_", 0) == 0)
+        while (3 + digits < arch.size() && std::isdigit(static_cast<unsigned char>(arch[3 + digits]))) ++digits;
+    const std::string suffix = arch.size() >= 3 + digits ? arch.substr(3 + digits) : "?";
+    const bool well_formed = digits >= 2 && digits <= 3 && (suffix.empty() || suffix == "a" || suffix == "f");
+    if (!well_formed)
+        throw Error(fmt::format("graph '{}': '{}' is not a GPU architecture; expected sm_<major><minor> with an "
+                                "optional 'a' or 'f' suffix, e.g. sm_80 or sm_90a",
+                                g.name(), arch));
+    if (std::stoi(arch.substr(3, digits)) < 80)
+        throw Error(fmt::format("graph '{}': {} is not supported: coda's kernels need sm_80 or newer (mma.sync "
+                                "with bf16, cp.async)",
+                                g.name(), arch));
 }
 
 KernelChoice choose_kernel(const Graph& g, const KernelConfig& cfg) {
@@ -70,6 +113,7 @@ std::string banner(const Graph& g, const KernelConfig& cfg, const std::string& a
 }  // namespace
 
 KernelSource generate_kernel_source(const CheckedGraph& g, const KernelConfig& cfg, const std::string& arch) {
+    check_arch(g.graph, arch);
     const KernelChoice k = choose_kernel(g.graph, cfg);
     std::string src = banner(g.graph, cfg, arch, k);
     src += fmt::format("#include \"{}\"\n", k.header);
@@ -79,9 +123,12 @@ KernelSource generate_kernel_source(const CheckedGraph& g, const KernelConfig& c
     src += "namespace coda_gen {\n\n";
     src += generate_epilogue(g);
     src += fmt::format("\nusing Traits = {};\n\n}}  // namespace coda_gen\n\n", k.traits);
-    src += "// Read by the host after loading the module: block size and dynamic shared memory of the kernel.\n";
-    src += "extern \"C\" __constant__ int coda_kernel_info[2] = {coda_gen::Traits::kThreads, "
-           "coda_gen::Traits::kSmemBytes};\n";
+    src += "// Read by the host after loading the module: block size, dynamic shared memory and CTA tile.\n";
+    src += g.graph.domain() == Domain::Finalize
+               ? "extern \"C\" __constant__ int coda_kernel_info[4] = {coda_gen::Traits::kThreads, "
+                 "coda_gen::Traits::kSmemBytes, 0, 0};\n"
+               : "extern \"C\" __constant__ int coda_kernel_info[4] = {coda_gen::Traits::kThreads, "
+                 "coda_gen::Traits::kSmemBytes, coda_gen::Traits::Layout::kBM, coda_gen::Traits::Layout::kBN};\n";
     return {src, k.kernel};
 }
 

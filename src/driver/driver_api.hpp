@@ -11,7 +11,7 @@ namespace coda {
 // cuda.h #defines many of these names to versioned symbols (cuMemAlloc -> cuMemAlloc_v2, ...). Each name
 // below is macro-expanded before use, so the member, its type and the dlsym name all follow that mapping.
 #define CODA_CUDA_DRIVER_FUNCTIONS(X)                                                                      \
-    X(cuInit) X(cuDriverGetVersion) X(cuGetErrorName) X(cuGetErrorString) X(cuDeviceGetCount) X(cuDeviceGet) \
+    X(cuInit) X(cuGetErrorName) X(cuGetErrorString) X(cuDeviceGetCount) X(cuDeviceGet) \
     X(cuDeviceGetName) X(cuDeviceGetAttribute) X(cuDevicePrimaryCtxRetain) X(cuCtxGetCurrent)               \
     X(cuCtxSetCurrent) X(cuCtxGetDevice) X(cuCtxSynchronize) X(cuModuleLoadData) X(cuModuleUnload)          \
     X(cuModuleGetFunction) X(cuModuleGetGlobal) X(cuFuncSetAttribute) X(cuLaunchKernel) X(cuMemAlloc)       \

@@ -475,7 +475,8 @@ std::string format_problems(const Graph& g, const std::vector<Problem>& problems
 CheckedGraph check_graph(const Graph& g, const SourceMap* where) {
     Typing t = type_graph(g);
     if (!t.problems.empty()) throw Error(format_problems(g, t.problems, where));
-    return CheckedGraph{g, std::move(t.types), std::move(t.bindings)};
+    // A clone: the user may keep adding nodes to g, which must not change what was checked.
+    return CheckedGraph{g.clone(), std::move(t.types), std::move(t.bindings)};
 }
 
 }  // namespace coda

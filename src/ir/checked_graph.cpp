@@ -27,11 +27,14 @@ std::string_view to_string(BindingRole r) {
     return "?";
 }
 
+bool is_tile_tensor(const Binding& b) {
+    return b.kind == Kind::Tile &&
+           (b.role == BindingRole::Input || b.role == BindingRole::Output || b.role == BindingRole::InOut);
+}
+
 int slot_count(const Binding& b) {
     // A tile tensor travels as (pointer, leading dimension); everything else as one word.
-    const bool tile = (b.role == BindingRole::Input || b.role == BindingRole::Output || b.role == BindingRole::InOut) &&
-                      b.kind == Kind::Tile;
-    return tile ? 2 : 1;
+    return is_tile_tensor(b) ? 2 : 1;
 }
 
 int first_slot(const CheckedGraph& g, std::size_t binding_index) {

@@ -57,6 +57,7 @@ struct CheckedGraph {
 
 // Kernel parameter slots (64-bit words, coda::EpilogueArgs): a tile tensor takes two (pointer, leading
 // dimension in elements), a vector or partials tensor one (pointer), a scalar one (f32 bits in the low word).
+bool is_tile_tensor(const Binding& b);  // an M x columns(width, N) input, output or accumulate tensor
 int slot_count(const Binding& b);
 int first_slot(const CheckedGraph& g, std::size_t binding_index);
 int total_slots(const CheckedGraph& g);  // at least 0; the kernel declares max(1, total) slots

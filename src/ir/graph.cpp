@@ -1,5 +1,5 @@
 // The graph builder: appends nodes and checks only what cannot wait for validation (that a handle
-// belongs to this graph). Everything else is checked by coda::validate, all at once.
+// belongs to this graph). Everything else is checked by coda::check (src/ir/check_graph.cpp), all at once.
 #include "coda/graph.hpp"
 
 #include <array>
@@ -75,6 +75,8 @@ Graph Graph::finalize(std::string name) {
     data->domain = Domain::Finalize;
     return Graph(std::move(data));
 }
+
+Graph Graph::clone() const { return Graph(std::make_shared<detail::GraphData>(*data_)); }
 
 Graph Graph::of(const Value& v) {
     if (!v.valid()) throw Error("an empty coda::Value (default-constructed) was used as an operand");

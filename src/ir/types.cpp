@@ -58,6 +58,15 @@ std::size_t size_of(DType d) {
     return 0;
 }
 
+int values_per_pair(Width w) {
+    switch (w) {
+        case Width::Half: return 1;
+        case Width::Full: return 2;
+        case Width::Double: return 4;
+    }
+    return 2;
+}
+
 long long columns(Width w, long long n) {
     switch (w) {
         case Width::Half: return n / 2;

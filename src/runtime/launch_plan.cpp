@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <climits>
 #include <cstring>
-#include <set>
 
 #include <fmt/format.h>
 
@@ -99,11 +98,15 @@ public:
     }
 
     void reject_unknown_names() const {
-        std::set<std::string> known;
-        if (g_.graph.domain() == Domain::Gemm) known = {"A", "B"};
-        for (const Binding& b : g_.bindings) known.insert(b.name);
-        auto check = [&](const std::string& name) {
-            if (!known.count(name))
+        // A linear search: graphs have a handful of bindings, and this runs on every launch.
+        const auto known = [&](const std::string& name) {
+            if (g_.graph.domain() == Domain::Gemm && (name == "A" || name == "B")) return true;
+            for (const Binding& b : g_.bindings)
+                if (b.name == name) return true;
+            return false;
+        };
+        const auto check = [&](const std::string& name) {
+            if (!known(name))
                 throw Error(fmt::format("kernel '{}': argument '{}' is bound but the kernel has no such binding; "
                                         "its bindings are: {}", kernel_, name, list_bindings(g_)));
         };
@@ -112,6 +115,7 @@ public:
     }
 
     const CheckedGraph& graph() const { return g_; }
+    const std::string& kernel() const { return kernel_; }
 
 private:
     const CheckedGraph& g_;
@@ -179,11 +183,6 @@ void plan_gemm_operands(const Checker& c, const GemmSpec& spec, LaunchPlan& plan
     plan.gemm.flags = (vectorizable(a, lda) ? abi::kGemmVectorA : 0) | (vectorizable(b, ldb) ? abi::kGemmVectorB : 0);
 }
 
-bool is_tile_tensor(const Binding& b) {
-    return b.kind == Kind::Tile &&
-           (b.role == BindingRole::Input || b.role == BindingRole::Output || b.role == BindingRole::InOut);
-}
-
 // Tile programs take M and N from their first tile tensor; every other binding must then agree.
 void plan_tile_extent(const Checker& c, std::int64_t& m, std::int64_t& n) {
     for (const Binding& b : c.graph().bindings) {
@@ -206,7 +205,8 @@ void plan_tile_extent(const Checker& c, std::int64_t& m, std::int64_t& n) {
             c.fail(b.name, fmt::format("N = {} is odd; coda tile programs work on column pairs and need an even N", n));
         return;
     }
-    throw Error("tile program has no tile tensor to take M and N from; add a tile_input or a store");
+    throw Error(fmt::format("kernel '{}': a tile program needs a tile tensor to take M and N from; add a tile_input "
+                            "or a store", c.kernel()));
 }
 
 // Finalizers take L from their first vector and T from their partials.
@@ -225,26 +225,20 @@ void plan_finalize_extent(const Checker& c, std::int64_t& l, std::int64_t& t) {
             l = ref.shape[0];
         }
     }
-    if (l < 0) throw Error("finalize program has no vector or partials tensor to take its length from");
+    if (l < 0)
+        throw Error(fmt::format("kernel '{}': a finalize program needs a vector or partials tensor to take its length "
+                                "from", c.kernel()));
     if (t < 0) t = 0;
     check_extent(c, "length", l);
 }
 
 }  // namespace
 
-int values_per_pair(Width w) {
-    switch (w) {
-        case Width::Half: return 1;
-        case Width::Full: return 2;
-        case Width::Double: return 4;
-    }
-    return 2;
-}
-
 std::vector<std::int64_t> partials_shape(const Binding& b, TileShape tile, std::int64_t m, std::int64_t n) {
     if (b.role == BindingRole::RowPartials) return {ceil_div(n, tile.bn), m};
     if (b.role == BindingRole::ColPartials) return {ceil_div(m, tile.bm), columns(b.width, n)};
-    throw Error(fmt::format("'{}' is not a reduction; only reduce_row and reduce_col write partials", b.name));
+    throw Error(fmt::format("'{}' is not a reduction; only reduce_row and reduce_col bindings have a partials shape",
+                            b.name));
 }
 
 LaunchPlan plan_launch(const CheckedGraph& g, TileShape tile, const Args& args, const std::string& kernel_name) {

@@ -33,7 +33,4 @@ LaunchPlan plan_launch(const CheckedGraph& g, TileShape tile, const Args& args, 
 // Shape of the partials tensor a reduce_row / reduce_col binding writes for an m x n problem.
 std::vector<std::int64_t> partials_shape(const Binding& b, TileShape tile, std::int64_t m, std::int64_t n);
 
-// Values one visit touches per column pair at width w: 1 (half), 2 (full) or 4 (double).
-int values_per_pair(Width w);
-
 }  // namespace coda

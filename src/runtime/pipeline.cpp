@@ -17,6 +17,7 @@
 namespace coda {
 namespace {
 
+// CODA_DUMP_DIR: every source that is compiled, for reading (coda dump prints any source without compiling).
 void dump_source(const std::string& file_name, const std::string& source) {
     const auto& dir = settings().dump_dir;
     if (dir.empty()) return;
@@ -43,7 +44,8 @@ BuiltKernel build_kernel(const Graph& graph, const KernelConfig& config, const s
     BuiltKernel built{check_graph(graph), config, arch, "", "", {}, {}, 0};
     built.name = fmt::format("{}-{}", graph.name(), graph_hash(graph));
     built.source = generate_kernel_source(built.checked, config, arch);
-    dump_source(built.name + "-" + arch + ".cu", built.source.source);
+    // One file name for both dumps: CODA_DUMP_DIR's copy below, and the compiler's copy of a failed compile.
+    const std::string source_name = built.name + "-" + arch + ".cu";
 
     CacheKeyParts parts;
     parts.graph_text = to_text(graph);
@@ -55,9 +57,10 @@ BuiltKernel build_kernel(const Graph& graph, const KernelConfig& config, const s
     built.key = cache_key(parts);
 
     built.cached = cache.get_or_build(built.key, [&] {
+        dump_source(source_name, built.source.source);
         CompileRequest request;
         request.source = built.source.source;
-        request.source_name = built.name + ".cu";
+        request.source_name = source_name;
         request.name_expressions = {built.source.kernel_expression};
         request.arch = arch;
         CompiledModule module = compile_cuda(request);

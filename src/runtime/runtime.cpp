@@ -24,25 +24,34 @@ struct LoadedKernel {
     TileShape tile;
     BuildReport report;
     std::string source;
+    CUcontext context = nullptr;  // the context the module was loaded in; launches must come from it
     ModuleHandle module;
     CUfunction function = nullptr;
     int threads = 0;
     int smem_bytes = 0;
 };
 
-// The fast path of Runtime::compile: the same graph object (same node count), options and context as an
-// earlier call. The Graph copy held in the key keeps its storage alive, so its address cannot be reused.
+// The fast path of Runtime::compile: the same graph storage with the same node count, options and context
+// as an earlier call. The entry holds the storage weakly: once the user's graph is gone the entry is stale
+// (its address may be reused) and is dropped.
 struct FastKey {
-    Graph graph;
+    const void* storage;
     std::size_t nodes;
     std::string arch;
-    std::string config;
+    KernelConfig config;
     CUcontext context;
     bool operator<(const FastKey& o) const {
-        return std::forward_as_tuple(graph_id(), nodes, arch, config, context) <
-               std::forward_as_tuple(o.graph_id(), o.nodes, o.arch, o.config, o.context);
+        const auto tie = [](const FastKey& k) {
+            const KernelConfig& c = k.config;
+            return std::tie(k.storage, k.nodes, k.arch, c.bm, c.bn, c.bk, c.warps_m, c.warps_n, c.stages, k.context);
+        };
+        return tie(*this) < tie(o);
     }
-    const void* graph_id() const { return graph.identity(); }
+};
+
+struct FastEntry {
+    std::weak_ptr<const void> storage;
+    std::shared_ptr<const LoadedKernel> kernel;
 };
 
 struct Runtime::State {
@@ -50,7 +59,7 @@ struct Runtime::State {
     std::unique_ptr<KernelCache> cache;
     // Loaded modules by (cache key, context): a module belongs to the context it was loaded in.
     std::map<std::pair<std::string, CUcontext>, std::shared_ptr<const LoadedKernel>> loaded;
-    std::map<FastKey, std::shared_ptr<const LoadedKernel>> fast;
+    std::map<FastKey, FastEntry> fast;
     // The arch of each context's device, looked up once.
     std::map<CUcontext, std::string> arch_of_context;
 
@@ -91,6 +100,32 @@ BuildReport make_report(const BuiltKernel& built) {
     return r;
 }
 
+// Loads a built kernel's module in the current context and reads back what the kernel says about itself.
+std::shared_ptr<const LoadedKernel> load(const BuiltKernel& built, const KernelConfig& config, CUcontext context) {
+    Driver& driver = Driver::instance();
+    const Domain domain = built.checked.graph.domain();
+    auto loaded = std::make_shared<LoadedKernel>(built.checked);
+    loaded->config = config;
+    loaded->tile = tile_shape(domain, config);
+    loaded->report = make_report(built);
+    loaded->source = built.cached.entry->source;
+    loaded->context = context;
+    loaded->module = ModuleHandle(built.cached.entry->cubin);
+    loaded->function = driver.function(loaded->module.get(), built.cached.entry->kernel_name);
+    int info[4] = {0, 0, 0, 0};  // threads, dynamic smem bytes, tile rows, tile columns
+    driver.read_global(loaded->module.get(), "coda_kernel_info", info, sizeof info);
+    loaded->threads = info[0];
+    loaded->smem_bytes = info[1];
+    // The host cuts partials and sizes grids with its own copy of the tile; it must be the kernel's.
+    if (info[0] <= 0 || (domain != Domain::Finalize && (info[2] != loaded->tile.bm || info[3] != loaded->tile.bn)))
+        throw InternalError(fmt::format("kernel '{}' reports {} threads and a {}x{} tile; the host expected a {}x{} "
+                                        "tile", built.name, info[0], info[2], info[3], loaded->tile.bm,
+                                        loaded->tile.bn));
+    constexpr int kDefaultSmemLimit = 48 * 1024;  // beyond this a kernel must opt in to more dynamic smem
+    if (loaded->smem_bytes > kDefaultSmemLimit) driver.set_dynamic_smem(loaded->function, loaded->smem_bytes);
+    return loaded;
+}
+
 KernelConfig resolve_config(const Runtime& rt, const Graph& graph, const std::string& arch, const CompileOptions& o) {
     return o.use_default_config ? rt.default_config(graph, arch) : o.config;
 }
@@ -127,6 +162,8 @@ BuildReport Runtime::warm(const Graph& graph, const std::string& arch, const Com
 
 Kernel Runtime::compile(const Graph& graph, const CompileOptions& options) {
     Driver& driver = Driver::instance();
+    // Graph mistakes come first, also on a machine without a GPU (the fast path below needs a context).
+    if (!driver.available()) check_graph(graph);
     driver.ensure_context();
     const CUcontext context = driver.current_context();
     std::string arch = options.arch.empty() ? settings().arch : options.arch;
@@ -138,11 +175,15 @@ Kernel Runtime::compile(const Graph& graph, const CompileOptions& options) {
         arch = known;
     }
     const KernelConfig config = resolve_config(*this, graph, arch, options);
-    FastKey fast_key{graph, graph.nodes().size(), arch, config.to_text(), context};
+    const std::weak_ptr<const void> storage = graph.storage();
+    const FastKey fast_key{storage.lock().get(), graph.nodes().size(), arch, config, context};
     if (auto it = state_->fast.find(fast_key); it != state_->fast.end()) {
-        Kernel kernel;
-        kernel.impl_ = it->second;
-        return kernel;
+        if (!it->second.storage.expired()) {
+            Kernel kernel;
+            kernel.impl_ = it->second.kernel;
+            return kernel;
+        }
+        state_->fast.erase(it);
     }
     KernelCache& cache = state_->kernel_cache();
     lock.unlock();  // compiles of different kernels may run in parallel
@@ -150,31 +191,30 @@ Kernel Runtime::compile(const Graph& graph, const CompileOptions& options) {
 
     lock.lock();
     auto& slot = state_->loaded[{built.key, context}];
-    if (!slot) {
-        auto loaded = std::make_shared<LoadedKernel>(built.checked);
-        loaded->config = config;
-        loaded->tile = tile_shape(graph.domain(), config);
-        loaded->report = make_report(built);
-        loaded->source = built.cached.entry->source;
-        loaded->module = ModuleHandle(built.cached.entry->cubin);
-        loaded->function = driver.function(loaded->module.get(), built.cached.entry->kernel_name);
-        int info[2] = {0, 0};
-        driver.read_global(loaded->module.get(), "coda_kernel_info", info, sizeof info);
-        loaded->threads = info[0];
-        loaded->smem_bytes = info[1];
-        if (loaded->smem_bytes > 48 * 1024) driver.set_dynamic_smem(loaded->function, loaded->smem_bytes);
-        slot = std::move(loaded);
-    }
-    state_->fast[fast_key] = slot;
+    if (!slot) slot = load(built, config, context);
+    for (auto it = state_->fast.begin(); it != state_->fast.end();)
+        it = it->second.storage.expired() ? state_->fast.erase(it) : std::next(it);
+    state_->fast[fast_key] = FastEntry{storage, slot};
     Kernel kernel;
     kernel.impl_ = slot;
     return kernel;
 }
 
+const LoadedKernel& Kernel::loaded() const {
+    if (!impl_) throw Error("this coda::Kernel is empty (default-constructed); get one from Runtime::compile");
+    return *impl_;
+}
+
 void Kernel::launch(const Args& args, CUstream_st* stream) const {
-    if (!impl_) throw Error("launch of an empty coda::Kernel; get one from Runtime::compile");
-    const LoadedKernel& k = *impl_;
+    const LoadedKernel& k = loaded();
     LaunchPlan plan = plan_launch(k.checked, k.tile, args, k.report.kernel_name);
+    Driver& driver = Driver::instance();
+    CUcontext current = nullptr;
+    driver.check(driver.api().cuCtxGetCurrent(&current), "cuCtxGetCurrent");
+    if (current != k.context)
+        throw Error(fmt::format("kernel '{}' was loaded in another CUDA context (another device or context) than the "
+                                "calling thread's; call Runtime::compile with that context current to get its kernel",
+                                k.report.kernel_name));
     void* problem = nullptr;
     switch (k.checked.graph.domain()) {
         case Domain::Gemm: problem = &plan.gemm; break;
@@ -182,19 +222,24 @@ void Kernel::launch(const Args& args, CUstream_st* stream) const {
         case Domain::Finalize: problem = &plan.finalize; break;
     }
     void* params[2] = {problem, plan.slots.data()};
-    Driver::instance().launch(k.function, plan.grid_x, plan.grid_y, 1, static_cast<unsigned>(k.threads),
-                              static_cast<unsigned>(k.smem_bytes), stream, params);
+    try {
+        driver.launch(k.function, plan.grid_x, plan.grid_y, 1, static_cast<unsigned>(k.threads),
+                      static_cast<unsigned>(k.smem_bytes), stream, params);
+    } catch (const Error& e) {
+        throw Error(fmt::format("kernel '{}' ({}): {}", k.report.kernel_name, k.report.arch, e.what()));
+    }
 }
 
-const Graph& Kernel::graph() const { return impl_->checked.graph; }
-const KernelConfig& Kernel::config() const { return impl_->config; }
-const BuildReport& Kernel::report() const { return impl_->report; }
-const std::string& Kernel::source() const { return impl_->source; }
+const Graph& Kernel::graph() const { return loaded().checked.graph; }
+const KernelConfig& Kernel::config() const { return loaded().config; }
+const BuildReport& Kernel::report() const { return loaded().report; }
+const std::string& Kernel::source() const { return loaded().source; }
 
 std::vector<std::int64_t> Kernel::partials_shape(const std::string& name, std::int64_t m, std::int64_t n) const {
-    for (const Binding& b : impl_->checked.bindings)
-        if (b.name == name) return coda::partials_shape(b, impl_->tile, m, n);
-    throw Error(fmt::format("kernel '{}' has no binding named '{}'", impl_->report.kernel_name, name));
+    const LoadedKernel& k = loaded();
+    for (const Binding& b : k.checked.bindings)
+        if (b.name == name) return coda::partials_shape(b, k.tile, m, n);
+    throw Error(fmt::format("kernel '{}' has no binding named '{}'", k.report.kernel_name, name));
 }
 
 }  // namespace coda

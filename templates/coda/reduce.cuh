@@ -63,10 +63,11 @@ struct Reducer<RedOp::Max> {
         float v;
     };
     __device__ static State init() { return State{detail::neg_inf()}; }
-    __device__ static void add(State& s, float x) { s.v = fmaxf(s.v, x); }
+    // Not fmaxf, which drops NaN: a NaN element makes the partial NaN, as it does for Sum.
+    __device__ static void add(State& s, float x) { s.v = (x > s.v || x != x) ? x : s.v; }
     __device__ static float partial(const State& s) { return s.v; }
     __device__ static float identity() { return detail::neg_inf(); }
-    __device__ static float combine(float a, float b) { return fmaxf(a, b); }
+    __device__ static float combine(float a, float b) { return (b > a || b != b) ? b : a; }
 };
 
 template <>
@@ -75,15 +76,15 @@ struct Reducer<RedOp::Min> {
         float v;
     };
     __device__ static State init() { return State{detail::pos_inf()}; }
-    __device__ static void add(State& s, float x) { s.v = fminf(s.v, x); }
+    __device__ static void add(State& s, float x) { s.v = (x < s.v || x != x) ? x : s.v; }  // NaN propagates
     __device__ static float partial(const State& s) { return s.v; }
     __device__ static float identity() { return detail::pos_inf(); }
-    __device__ static float combine(float a, float b) { return fminf(a, b); }
+    __device__ static float combine(float a, float b) { return (b < a || b != b) ? b : a; }
 };
 
 // Online log-sum-exp: the state is (running max m, sum of exp(x - m)). One expf per element: the smaller of
 // (m, x) is exponentiated relative to the larger. Infinite operands are handled without NaN; a NaN element
-// is dropped by fmaxf/fminf like in Max and Min.
+// makes m NaN for good (the partial is then NaN), as Sum, Max and Min do.
 template <>
 struct Reducer<RedOp::Lse> {
     struct State {
@@ -92,6 +93,11 @@ struct Reducer<RedOp::Lse> {
     };
     __device__ static State init() { return State{detail::neg_inf(), 0.0f}; }
     __device__ static void add(State& st, float x) {
+        if (x != x || st.m != st.m) {
+            st.m = x + st.m;  // NaN
+            st.s = 1.0f;
+            return;
+        }
         const float hi = fmaxf(st.m, x);
         const float lo = fminf(st.m, x);
         const float e = (lo == detail::neg_inf()) ? 0.0f : (lo == hi ? 1.0f : expf(lo - hi));
@@ -103,6 +109,7 @@ struct Reducer<RedOp::Lse> {
     }
     __device__ static float identity() { return detail::neg_inf(); }
     __device__ static float combine(float a, float b) {
+        if (a != a || b != b) return a + b;  // NaN
         const float hi = fmaxf(a, b);
         const float lo = fminf(a, b);
         if (lo == detail::neg_inf() || hi == detail::pos_inf()) return hi;

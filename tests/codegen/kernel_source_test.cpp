@@ -70,8 +70,9 @@ TEST_CASE("the banner carries the graph text, hash, arch, config and kernel", "[
           "coda::portable_gemm<coda::bf16, true, true, 128, 128, 32, 2, 4, 4, coda_gen::Epilogue>");
     CHECK(contains(k.source, "using Traits = coda::PortableGemmTraits<coda::bf16, true, true, 128, 128, 32, 2, 4, 4, "
                              "coda_gen::Epilogue>;"));
-    CHECK(contains(k.source, "extern \"C\" __constant__ int coda_kernel_info[2] = {coda_gen::Traits::kThreads, "
-                             "coda_gen::Traits::kSmemBytes};"));
+    CHECK(contains(k.source, "extern \"C\" __constant__ int coda_kernel_info[4] = {coda_gen::Traits::kThreads, "
+                             "coda_gen::Traits::kSmemBytes, coda_gen::Traits::Layout::kBM, "
+                             "coda_gen::Traits::Layout::kBN};"));
 }
 
 TEST_CASE("the kernel template follows the domain and the GemmSpec", "[codegen]") {
@@ -110,6 +111,26 @@ TEST_CASE("a gemm kernel with a non-positive tile parameter is a user error", "[
         CHECK(contains(what, "stages=0"));
         CHECK(contains(what, "positive"));
     }
+}
+
+TEST_CASE("a gemm config the portable mainloop cannot build is a user error naming the rule", "[codegen]") {
+    struct Case {
+        KernelConfig cfg;
+        const char* rule;
+    };
+    const Case cases[] = {
+        {{64, 128, 32, 8, 1, 4}, "multiple of 16 * wm"},     {{128, 128, 24, 2, 2, 4}, "multiple of 16"},
+        {{128, 128, 32, 2, 2, 1}, "at least 2"},             {{192, 128, 32, 2, 2, 3}, "powers of two"},
+        {{128, 128, 32, 2, 16, 4}, "multiple of 16 * wn"},    {{256, 256, 128, 2, 2, 4}, "227 KiB"},
+        {{32, 32, 16, 2, 2, 2}, "split evenly"},
+    };
+    for (const Case& c : cases) {
+        INFO(c.cfg.to_text());
+        CHECK_THROWS_WITH(generate_kernel_source(check_graph(test::out_proj_graph()), c.cfg, "sm_90a"),
+                          Catch::Contains("not valid for the portable mainloop") && Catch::Contains(c.rule));
+    }
+    const KernelConfig wide{128, 128, 32, 2, 4, 4};
+    CHECK_NOTHROW(generate_kernel_source(check_graph(test::out_proj_graph()), wide, "sm_90a"));
 }
 
 TEST_CASE("KernelConfig::to_text", "[codegen]") {

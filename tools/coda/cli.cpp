@@ -10,6 +10,8 @@
 #include <fmt/format.h>
 
 #include "coda/error.hpp"
+#include "config/settings.hpp"
+#include "driver/cuda_driver.hpp"
 
 namespace coda::cli {
 
@@ -69,6 +71,13 @@ std::vector<std::string> Arguments::positional() {
     for (const auto& a : args_)
         if (a.size() > 1 && a[0] == '-') throw Error(fmt::format("unknown option '{}'", a));
     return args_;
+}
+
+std::string target_arch(Arguments& args) {
+    std::string arch = args.option("--arch");
+    if (arch.empty()) arch = settings().arch;
+    if (arch.empty() && Driver::instance().available()) arch = Driver::instance().current_device().arch;
+    return arch.empty() ? "sm_90a" : arch;
 }
 
 std::vector<ParsedGraph> read_graph_file(const std::string& path) {

@@ -25,6 +25,9 @@ private:
     std::vector<std::string> args_;
 };
 
+// The arch to compile for: --arch, else CODA_ARCH, else the current GPU's, else sm_90a (no GPU needed).
+std::string target_arch(Arguments& args);
+
 // Reads and parses every graph of a .coda file; errors name the file and line.
 std::vector<ParsedGraph> read_graph_file(const std::string& path);
 

@@ -15,7 +15,6 @@
 #include "coda/cli.hpp"
 #include "coda/error.hpp"
 #include "coda/runtime.hpp"
-#include "config/settings.hpp"
 #include "driver/cuda_driver.hpp"
 #include "runtime/pipeline.hpp"
 #include "verify/host_data.hpp"
@@ -60,7 +59,10 @@ double median_ms(const Kernel& kernel, const Args& args, int warmup, int iterati
 
 int bench_gemm(Arguments& args) {
     const long long m = args.number("--m", 4096), n = args.number("--n", 4096), k = args.number("--k", 4096);
-    const int iterations = static_cast<int>(args.number("--iters", 50));
+    const long long iterations = args.number("--iters", 50);
+    if (m < 1 || n < 2 || n % 2 != 0 || k < 1 || iterations < 1 || iterations > 100000)
+        throw Error(fmt::format("bench gemm: need M >= 1, an even N >= 2, K >= 1 and 1 <= --iters <= 100000; got "
+                                "M={} N={} K={} --iters {}", m, n, k, iterations));
     args.positional();
     Driver& d = Driver::instance();
     if (!d.available()) throw Error("bench gemm needs a GPU: " + d.unavailable_reason());
@@ -80,7 +82,7 @@ int bench_gemm(Arguments& args) {
     Args ia;
     ia.bind("A", matrix(ptr(a), DType::BF16, m, k)).bind("B", matrix_col_major(ptr(b), DType::BF16, k, n));
     ia.bind("D", matrix(ptr(d_out), DType::BF16, m, n));
-    const double t_id = median_ms(identity, ia, 5, iterations);
+    const double t_id = median_ms(identity, ia, 5, static_cast<int>(iterations));
     std::printf("%-10s %6lld %6lld %6lld %10.4f %9.1f %s\n", "identity", m, n, k, t_id, flops / t_id / 1e9,
                 identity.config().to_text().c_str());
 
@@ -92,7 +94,7 @@ int bench_gemm(Arguments& args) {
     oa.bind("residual", matrix(ptr(residual), DType::BF16, m, n)).bind("gamma", vector(ptr(gamma), DType::BF16, n));
     oa.bind("x1", matrix(ptr(x1), DType::BF16, m, n)).bind("h", matrix(ptr(h), DType::BF16, m, n));
     oa.bind("x1_sumsq", matrix(ptr(partials), DType::F32, pshape[0], pshape[1]));
-    const double t_op = median_ms(out_proj, oa, 5, iterations);
+    const double t_op = median_ms(out_proj, oa, 5, static_cast<int>(iterations));
     std::printf("%-10s %6lld %6lld %6lld %10.4f %9.1f %s\n", "out_proj", m, n, k, t_op, flops / t_op / 1e9,
                 out_proj.config().to_text().c_str());
     std::printf("out_proj / identity time: %.3f\n", t_op / t_id);
@@ -111,10 +113,9 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 }
 
 int bench_jit(Arguments& args) {
-    std::string arch = args.option("--arch");
+    const std::string arch = target_arch(args);
     args.positional();
     Driver& d = Driver::instance();
-    if (arch.empty()) arch = d.available() ? d.current_device().arch : "sm_90a";
     const std::filesystem::path dir = make_temp_directory();
     // cold: validate + codegen + NVRTC + publish; disk: the same graph in a fresh process-level cache, read back
     // from disk; warm: the whole pipeline again with the entry in memory (what `coda warm` pays per cached kernel).

@@ -8,7 +8,6 @@
 #include "coda/blocks.hpp"
 #include "coda/cli.hpp"
 #include "coda/runtime.hpp"
-#include "config/settings.hpp"
 #include "driver/cuda_driver.hpp"
 #include "ir/check_graph.hpp"
 #include "ir/text.hpp"
@@ -41,17 +40,21 @@ verify::CheckProblem demo_problem(Domain domain, std::uint64_t seed) {
 
 int cmd_demo(Arguments args) {
     const bool no_run = args.flag("--no-run");
-    std::string arch = args.option("--arch");
+    const std::string arch = target_arch(args);
     args.positional();
     Driver& driver = Driver::instance();
     const bool gpu = !no_run && driver.available();
-    if (arch.empty()) arch = !settings().arch.empty() ? settings().arch : gpu ? driver.current_device().arch : "sm_90a";
 
     const std::vector<Graph> graphs = blocks::llama_block();
+    std::string gpu_text = "not used (--no-run)";
+    if (gpu) {
+        const Driver::DeviceInfo device = driver.current_device();
+        gpu_text = fmt::format("{} ({} SMs, {})", device.name, device.sm_count, device.arch);
+    } else if (!no_run) {
+        gpu_text = "none (" + driver.unavailable_reason() + "): compile only";
+    }
     std::printf("coda demo: %zu epilogues of a LLaMA-style block, compiled for %s; GPU: %s\n\n", graphs.size(),
-                arch.c_str(),
-                gpu ? driver.current_device().name.c_str()
-                    : (no_run ? "not used (--no-run)" : ("none (" + driver.unavailable_reason() + "): compile only").c_str()));
+                arch.c_str(), gpu_text.c_str());
 
     for (const Graph& g : graphs) {
         std::printf("==== %s ====\n%s\n", g.name().c_str(), to_text(g).c_str());

@@ -9,7 +9,7 @@
 namespace coda::cli {
 
 int cmd_dump(Arguments args) {
-    const std::string arch = args.option("--arch", "sm_90a");
+    const std::string arch = target_arch(args);
     const auto files = args.positional();
     if (files.empty()) throw Error("dump needs at least one .coda file");
     for (const auto& file : files)

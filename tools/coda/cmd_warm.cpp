@@ -14,7 +14,7 @@
 namespace coda::cli {
 
 int cmd_warm(Arguments args) {
-    const std::string arch = args.option("--arch", "sm_90a");
+    const std::string arch = target_arch(args);
     const long long jobs = std::max(1LL, args.number("-j", 1));
     const auto files = args.positional();
     if (files.empty()) throw Error("warm needs at least one .coda file");
@@ -43,7 +43,7 @@ int cmd_warm(Arguments args) {
                 progress.step(fmt::format("{} ({})", g.name(),
                                           r.from == BuildReport::From::Compiled ? fmt::format("compiled {:.2f} s", r.seconds)
                                                                                 : "cached"));
-            } catch (const Error& e) {
+            } catch (const std::exception& e) {  // anything escaping a std::thread would end the process
                 std::lock_guard<std::mutex> lock(mutex);
                 failures.push_back(fmt::format("{}: {}", g.name(), e.what()));
                 progress.step(g.name() + " (FAILED)");

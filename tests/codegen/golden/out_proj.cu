@@ -87,5 +87,5 @@ using Traits = coda::PortableGemmTraits<coda::bf16, true, true, 128, 128, 32, 2,
 
 }  // namespace coda_gen
 
-// Read by the host after loading the module: block size and dynamic shared memory of the kernel.
-extern "C" __constant__ int coda_kernel_info[2] = {coda_gen::Traits::kThreads, coda_gen::Traits::kSmemBytes};
+// Read by the host after loading the module: block size, dynamic shared memory and CTA tile.
+extern "C" __constant__ int coda_kernel_info[4] = {coda_gen::Traits::kThreads, coda_gen::Traits::kSmemBytes, coda_gen::Traits::Layout::kBM, coda_gen::Traits::Layout::kBN};
