@@ -20,6 +20,15 @@ echo "== coda demo"
 "$build/coda" demo > "$out/demo.log" 2>&1 || status=1
 grep -E "PASS|FAIL|OK|FAILED" "$out/demo.log" | grep -v "^  " | tail -n 14
 
+if [ "${CODA_SANITIZE:-0}" = 1 ] && command -v compute-sanitizer >/dev/null; then
+  echo "== compute-sanitizer memcheck and racecheck over coda demo"
+  for tool in memcheck racecheck; do
+    timeout 240 compute-sanitizer --tool "$tool" --error-exitcode 9 "$build/coda" demo > "$out/sanitizer_$tool.log" 2>&1 \
+      || status=1
+    grep -E "ERROR SUMMARY|RACECHECK SUMMARY|^OK|FAILED" "$out/sanitizer_$tool.log" | tail -n 3
+  done
+fi
+
 echo "== coda bench jit"
 "$build/coda" bench jit 2>&1 | tee "$out/bench_jit.log" || status=1
 
