@@ -36,6 +36,7 @@ def main():
     parser.add_argument("--n", type=int, default=4096)
     parser.add_argument("--k", type=int, default=4096)
     parser.add_argument("--chain", action="store_true", help="also time the unfused out-proj chain")
+    parser.add_argument("--copy", action="store_true", help="also time a device-to-device copy of an M x N bf16 tile")
     args = parser.parse_args()
     m, n, k = args.m, args.n, args.k
     torch.manual_seed(0)
@@ -52,6 +53,15 @@ def main():
         compiled = torch.compile(out_proj_chain)
         t = median_ms(lambda: compiled(a, w, residual, gamma))
         print(f"compiled_out_proj_chain {m} {n} {k} {t:.4f} {flops / t / 1e9:.1f}")
+    if args.copy:
+        copy_bandwidth(16384, 4096)
+
+
+def copy_bandwidth(m, n):
+    x = torch.randn(m, n, device="cuda", dtype=torch.bfloat16)
+    y = torch.empty_like(x)
+    t = median_ms(lambda: y.copy_(x))
+    print(f"torch_copy {m} {n} {t:.4f} {2 * x.numel() * 2 / t / 1e6:.1f} GB/s")
 
 
 if __name__ == "__main__":

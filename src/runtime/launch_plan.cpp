@@ -3,6 +3,8 @@
 #include "runtime/launch_plan.hpp"
 
 #include <algorithm>
+#include <initializer_list>
+#include <string_view>
 #include <climits>
 #include <cstring>
 
@@ -17,6 +19,19 @@ namespace {
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
 std::uintptr_t address(const TensorRef& t) { return reinterpret_cast<std::uintptr_t>(t.data); }
+
+std::string_view tensor_role(BindingRole r) {
+    switch (r) {
+        case BindingRole::Input: return "input tensor";
+        case BindingRole::Output: return "output tensor";
+        case BindingRole::InOut: return "accumulate (in/out) tensor";
+        case BindingRole::Partials: return "partials tensor";
+        case BindingRole::RowPartials: return "row partials tensor";
+        case BindingRole::ColPartials: return "column partials tensor";
+        case BindingRole::ScalarArg: return "scalar";
+    }
+    return "tensor";
+}
 
 std::string list_bindings(const CheckedGraph& g) {
     std::string out;
@@ -35,7 +50,7 @@ public:
         throw Error(fmt::format("kernel '{}': argument '{}': {}", kernel_, argument, what));
     }
 
-    const TensorRef& tensor(const std::string& name, const std::string& role) const {
+    const TensorRef& tensor(const std::string& name, std::string_view role) const {
         auto it = args_.tensors().find(name);
         if (it != args_.tensors().end()) {
             if (it->second.data == nullptr) fail(name, fmt::format("{} is a null pointer", role));
@@ -50,12 +65,14 @@ public:
             fail(name, fmt::format("expected dtype {}, got {}", to_string(want), t.describe()));
     }
 
-    void expect_shape(const std::string& name, const TensorRef& t, const std::vector<std::int64_t>& want,
-                      const std::string& what) const {
-        if (t.shape != want) {
-            std::string w = want.size() == 2 ? fmt::format("[{} x {}]", want[0], want[1])
-                                             : fmt::format("[{}]", want.empty() ? 0 : want[0]);
-            fail(name, fmt::format("expected shape {} ({}), got {}", w, what, t.describe()));
+    // `describe()` says what the shape means; it is only called to phrase an error (launches stay cheap).
+    template <class Describe>
+    void expect_shape(const std::string& name, const TensorRef& t, std::initializer_list<std::int64_t> want,
+                      Describe&& describe) const {
+        if (!std::equal(t.shape.begin(), t.shape.end(), want.begin(), want.end())) {
+            const std::int64_t* w = want.begin();
+            const std::string shape = want.size() == 2 ? fmt::format("[{} x {}]", w[0], w[1]) : fmt::format("[{}]", w[0]);
+            fail(name, fmt::format("expected shape {} ({}), got {}", shape, describe(), t.describe()));
         }
         if (t.strides.size() != t.shape.size())
             fail(name, fmt::format("has {} strides for {} dimensions", t.strides.size(), t.shape.size()));
@@ -262,24 +279,28 @@ LaunchPlan plan_launch(const CheckedGraph& g, TileShape tile, const Args& args, 
             plan.slots[slot++] = bits;
             continue;
         }
-        const TensorRef& ref = c.tensor(b.name, std::string(to_string(b.role)) + " tensor");
+        const TensorRef& ref = c.tensor(b.name, tensor_role(b.role));
         if (b.role == BindingRole::RowPartials || b.role == BindingRole::ColPartials) {
             c.expect_dtype(b.name, ref, DType::F32);
-            c.expect_shape(b.name, ref, partials_shape(b, tile, m, n),
-                           b.role == BindingRole::RowPartials ? "one f32 partial per (N-tile, row)"
-                                                              : "one f32 partial per (M-tile, column)");
+            const bool rows = b.role == BindingRole::RowPartials;
+            const std::int64_t outer = rows ? ceil_div(n, tile.bn) : ceil_div(m, tile.bm);
+            const std::int64_t inner = rows ? m : columns(b.width, n);
+            c.expect_shape(b.name, ref, {outer, inner}, [rows] {
+                return rows ? "one f32 partial per (N-tile, row)" : "one f32 partial per (M-tile, column)";
+            });
             c.expect_contiguous_matrix(b.name, ref);
             c.expect_alignment(b.name, ref, 4);
         } else if (b.role == BindingRole::Partials) {
             c.expect_dtype(b.name, ref, DType::F32);
-            c.expect_shape(b.name, ref, {t, m}, "f32 partials [T x L]");
+            c.expect_shape(b.name, ref, {t, m}, [] { return "f32 partials [T x L]"; });
             c.expect_contiguous_matrix(b.name, ref);
             c.expect_alignment(b.name, ref, 4);
         } else if (b.kind == Kind::Tile) {
             const int v = values_per_pair(b.width);
             c.expect_dtype(b.name, ref, b.dtype);
-            c.expect_shape(b.name, ref, {m, columns(b.width, n)},
-                           fmt::format("M x {} columns of a {}-width tile", columns(b.width, n), to_string(b.width)));
+            c.expect_shape(b.name, ref, {m, columns(b.width, n)}, [&] {
+                return fmt::format("M x {} columns of a {}-width tile", columns(b.width, n), to_string(b.width));
+            });
             c.expect_alignment(b.name, ref, size_of(b.dtype) * static_cast<std::size_t>(v));
             const long long ld = c.row_major_ld(b.name, ref, v);
             plan.slots[slot++] = reinterpret_cast<std::uintptr_t>(ref.data);
@@ -287,13 +308,16 @@ LaunchPlan plan_launch(const CheckedGraph& g, TileShape tile, const Args& args, 
             continue;
         } else if (b.kind == Kind::Row) {
             c.expect_dtype(b.name, ref, b.dtype);
-            c.expect_shape(b.name, ref, {m}, domain == Domain::Finalize ? "one value per element" : "one value per row (M)");
+            c.expect_shape(b.name, ref, {m}, [domain] {
+                return domain == Domain::Finalize ? "one value per element" : "one value per row (M)";
+            });
             c.expect_contiguous_vector(b.name, ref);
             c.expect_alignment(b.name, ref, size_of(b.dtype));
         } else if (b.kind == Kind::Col) {
             const int v = values_per_pair(b.width);
             c.expect_dtype(b.name, ref, b.dtype);
-            c.expect_shape(b.name, ref, {columns(b.width, n)}, fmt::format("one value per {}-width column", to_string(b.width)));
+            c.expect_shape(b.name, ref, {columns(b.width, n)},
+                           [&] { return fmt::format("one value per {}-width column", to_string(b.width)); });
             c.expect_contiguous_vector(b.name, ref);
             c.expect_alignment(b.name, ref, size_of(b.dtype) * static_cast<std::size_t>(v));
         }

@@ -170,13 +170,54 @@ int bench_jit(Arguments& args) {
     return 0;
 }
 
+// Tile programs are memory-bound: report GB/s (bytes read + written) of a pure copy and of RoPE backward.
+int bench_tile(Arguments& args) {
+    const long long m = args.number("--m", 16384), n = args.number("--n", 4096);
+    args.positional();
+    if (m < 1 || n < 2 || n % 2 != 0) throw Error(fmt::format("bench tile: need M >= 1 and an even N >= 2, got {} x {}", m, n));
+    Driver& d = Driver::instance();
+    if (!d.available()) throw Error("bench tile needs a GPU: " + d.unavailable_reason());
+    d.ensure_context();
+    std::mt19937_64 rng(5);
+    const std::size_t elems = static_cast<std::size_t>(m * n);
+    const auto x = random_buffer(rng, elems, DType::BF16, verify::Distribution::Normal);
+    const auto z = random_buffer(rng, elems, DType::BF16, verify::Distribution::Normal);
+    const auto pos = random_buffer(rng, static_cast<std::size_t>(m), DType::I32, verify::Distribution::Index);
+    const auto theta = random_buffer(rng, static_cast<std::size_t>(n / 2), DType::F32, verify::Distribution::Positive);
+    DeviceBuffer y(elems * 2);
+    std::printf("%-16s %6s %6s %10s %9s\n", "tile program", "M", "N", "ms", "GB/s");
+
+    Graph copy = Graph::tile("copy");
+    Value input = copy.tile_input("x", DType::BF16);
+    copy.store(input, "y", DType::BF16);
+    const Kernel copy_kernel = Runtime::instance().compile(copy);
+    Args ca;
+    ca.bind("x", matrix(ptr(x), DType::BF16, m, n)).bind("y", matrix(ptr(y), DType::BF16, m, n));
+    const double t_copy = median_ms(copy_kernel, ca, 5, 50);
+    std::printf("%-16s %6lld %6lld %10.4f %9.1f\n", "copy", m, n, t_copy, 2.0 * 2 * elems / t_copy / 1e6);
+
+    const Kernel rope = Runtime::instance().compile(blocks::rope_backward());
+    const auto pshape = rope.partials_shape("zdz_partials", m, n);
+    DeviceBuffer partials(static_cast<std::size_t>(pshape[0] * pshape[1]) * 4);
+    Args ra;
+    ra.bind("dqkv", matrix(ptr(x), DType::BF16, m, n)).bind("z", matrix(ptr(z), DType::BF16, m, n));
+    ra.bind("pos", vector(ptr(pos), DType::I32, m)).bind("theta", vector(ptr(theta), DType::F32, n / 2));
+    ra.bind("dz", matrix(ptr(y), DType::BF16, m, n));
+    ra.bind("zdz_partials", matrix(ptr(partials), DType::F32, pshape[0], pshape[1]));
+    const double t_rope = median_ms(rope, ra, 5, 50);
+    // Bytes that must move: dqkv and z read, dz written (the vectors and partials are negligible).
+    std::printf("%-16s %6lld %6lld %10.4f %9.1f\n", "rope_backward", m, n, t_rope, 3.0 * 2 * elems / t_rope / 1e6);
+    return 0;
+}
+
 }  // namespace
 
 int cmd_bench(Arguments args) {
     const std::string what = args.next_word();
     if (what == "gemm") return bench_gemm(args);
     if (what == "jit") return bench_jit(args);
-    throw Error(fmt::format("bench: expected 'gemm' or 'jit', got '{}'", what));
+    if (what == "tile") return bench_tile(args);
+    throw Error(fmt::format("bench: expected 'gemm', 'jit' or 'tile', got '{}'", what));
 }
 
 }  // namespace coda::cli

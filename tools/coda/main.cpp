@@ -18,6 +18,7 @@ commands:
   cache list | cache clear             show or empty the on-disk kernel cache
   bench gemm [--m M --n N --k K]       time the GEMM (identity and out-proj epilogues) on the GPU
   bench jit                            time a cold compile, a disk-cache hit and a memory hit + launch
+  bench tile [--m M --n N]             GB/s of tile programs (a copy, RoPE backward) on the GPU
   help                                 this text
 
 ARCH defaults to the current GPU's (sm_90a on Hopper), or sm_90a without a GPU.
