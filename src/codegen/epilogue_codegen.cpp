@@ -141,11 +141,18 @@ std::string end_tile(const CheckedGraph& g, const codegen::LoweringContext& cx) 
     return out + fmt::format("{}}}\n", kMember);
 }
 
+// Sources first (they depend on nothing), then every other node in graph order. Reading every input before
+// the first store gives a graph the meaning "inputs as they were before the kernel" even when an output
+// aliases an input (in-place updates), and lets the loads be in flight together: the compiler may not move
+// a load above a store to a pointer that might alias it.
 std::string node_statements(const CheckedGraph& g, const codegen::LoweringContext& cx,
                             const std::vector<std::string>& lines) {
     std::string out;
-    for (int id = 0; id < static_cast<int>(g.graph.nodes().size()); ++id)
-        codegen::lower_node(cx, id, lines[static_cast<std::size_t>(id)], kBody, out);
+    const int count = static_cast<int>(g.graph.nodes().size());
+    for (const bool sources : {true, false})
+        for (int id = 0; id < count; ++id)
+            if ((op_info(g.graph.node(id).op).category == OpCategory::Source) == sources)
+                codegen::lower_node(cx, id, lines[static_cast<std::size_t>(id)], kBody, out);
     return out;
 }
 

@@ -9,6 +9,7 @@
 #include "codegen/codegen_test_graphs.hpp"
 #include "codegen/cuda_spelling.hpp"
 #include "codegen/epilogue_codegen.hpp"
+#include "coda/blocks.hpp"
 #include "ir/check_graph.hpp"
 #include "ir/text.hpp"
 
@@ -260,6 +261,16 @@ TEST_CASE("round lowers to the dtype's rounding helper", "[codegen]") {
     CHECK(contains(src, "v1_b[v] = coda::round_to_bf16(v0_x[v]);"));
     CHECK(contains(src, "v2_h[v] = coda::round_to_f16(v0_x[v]);"));
     CHECK(contains(src, "v3_f[v] = (v0_x[v]);"));
+}
+
+TEST_CASE("every input is read before the first store, whatever the node order", "[codegen]") {
+    // rope_backward creates its input z after the store of dz: an aliasing output must not change what z reads.
+    const std::string src = generate_epilogue(check_graph(blocks::rope_backward()));
+    const std::size_t z_load = src.find("// %z = tile_input bf16 full");
+    const std::size_t first_store = src.find("coda::store<");
+    REQUIRE(z_load != std::string::npos);
+    REQUIRE(first_store != std::string::npos);
+    CHECK(z_load < first_store);
 }
 
 }  // namespace

@@ -56,13 +56,13 @@ struct Epilogue {
         // %residual = tile_input bf16 full
         float v1_residual[2];
         coda::load<2>(reinterpret_cast<const coda::bf16*>(args.slot[0]) + m * static_cast<long long>(args.slot[1]) + pair * 2, v1_residual);
+        // %gamma = col_input bf16 full
+        float v3_gamma[2];
+        coda::load<2>(reinterpret_cast<const coda::bf16*>(args.slot[2]) + pair * 2, v3_gamma);
         // %x1 = add %acc %residual
         float v2_x1[2];
         #pragma unroll
         for (int v = 0; v < 2; ++v) v2_x1[v] = (v0_acc[v] + v1_residual[v]);
-        // %gamma = col_input bf16 full
-        float v3_gamma[2];
-        coda::load<2>(reinterpret_cast<const coda::bf16*>(args.slot[2]) + pair * 2, v3_gamma);
         // %h = mul %x1 %gamma
         float v4_h[2];
         #pragma unroll
