@@ -1,10 +1,11 @@
-// Every primitive, every operand layout and both dtypes compile under NVRTC for sm_80 and sm_90a (no GPU
-// needed), and ptxas reports no register spills for any of the kernels.
+// Every primitive, every operand layout, both dtypes and every built-in epilogue compile under NVRTC for sm_80
+// and sm_90a (no GPU needed), and ptxas reports no register spills for any of the kernels.
 #include <catch2/catch.hpp>
 
 #include <fmt/format.h>
 
 #include "cache/kernel_cache.hpp"
+#include "coda/blocks.hpp"
 #include "runtime/pipeline.hpp"
 #include "support/temp_dir.hpp"
 
@@ -149,4 +150,11 @@ TEST_CASE("all four operand layouts in bf16 and f16 compile for sm_80 and sm_90a
         for (DType input : {DType::BF16, DType::F16})
             for (Major a : {Major::K, Major::MN})
                 for (Major b : {Major::K, Major::MN}) require_compiles_without_spills(identity_graph({input, a, b}), arch, cache);
+}
+
+TEST_CASE("every built-in block epilogue compiles for sm_80 and sm_90a without spills", "[compile]") {
+    test::TempDir dir("coda-blocks");
+    KernelCache cache(dir.path(), false);
+    for (const std::string arch : {"sm_80", "sm_90a"})
+        for (const Graph& g : blocks::llama_block()) require_compiles_without_spills(g, arch, cache);
 }
