@@ -28,9 +28,11 @@ struct BuildReport {
     std::string cache_key;
     enum class From { Memory, Disk, Compiled } from = From::Compiled;
     double seconds = 0;        // wall time of this request (compile, disk read or memory lookup)
-    int registers = 0;
-    int spill_bytes = 0;       // spill stores + loads reported by ptxas
-    int stack_frame_bytes = 0;
+    // From the ptxas report. -1: no report, which happens when the CUDA driver's compute cache served NVRTC's
+    // ptxas step (set CUDA_CACHE_DISABLE=1 to always get one).
+    int registers = -1;
+    int spill_bytes = -1;      // spill stores + loads
+    int stack_frame_bytes = -1;
 };
 
 struct LoadedKernel;

@@ -119,6 +119,10 @@ void require_compiles_without_spills(const Graph& g, const std::string& arch, Ke
     REQUIRE(entry.cubin.size() > 4);
     CHECK(entry.cubin.compare(0, 4, "\x7f" "ELF") == 0);
     bool found = false;
+    std::string reported;  // for the failure message: which functions ptxas reported
+    for (const ResourceUsage& u : entry.resources) reported += " " + u.function;
+    INFO("kernel " << entry.kernel_name << "; ptxas reported:" << reported << "; cache hit "
+                   << static_cast<int>(built.cached.hit));
     for (const ResourceUsage& u : entry.resources) {
         if (u.function != entry.kernel_name) continue;
         found = true;
