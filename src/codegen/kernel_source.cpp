@@ -2,7 +2,7 @@
 // by the graph's domain, and GEMM template arguments come from the GemmSpec and the KernelConfig.
 #include "codegen/kernel_source.hpp"
 
-#include <cctype>
+#include <optional>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -11,6 +11,7 @@
 #include "coda/error.hpp"
 #include "ir/hash.hpp"
 #include "ir/text.hpp"
+#include "util/arch.hpp"
 
 namespace coda {
 namespace {
@@ -59,16 +60,12 @@ void check_config(const Graph& g, const KernelConfig& cfg) {
 // The templates need mma.sync with bf16 and cp.async: sm_80 or newer, named as real SASS (sm_, not compute_)
 // so that NVRTC produces a cubin.
 void check_arch(const Graph& g, const std::string& arch) {
-    std::size_t digits = 0;
-    if (arch.rfind("sm_", 0) == 0)
-        while (3 + digits < arch.size() && std::isdigit(static_cast<unsigned char>(arch[3 + digits]))) ++digits;
-    const std::string suffix = arch.size() >= 3 + digits ? arch.substr(3 + digits) : "?";
-    const bool well_formed = digits >= 2 && digits <= 3 && (suffix.empty() || suffix == "a" || suffix == "f");
-    if (!well_formed)
+    const std::optional<int> number = sm_number(arch);
+    if (!number)
         throw Error(fmt::format("graph '{}': '{}' is not a GPU architecture; expected sm_<major><minor> with an "
                                 "optional 'a' or 'f' suffix, e.g. sm_80 or sm_90a",
                                 g.name(), arch));
-    if (std::stoi(arch.substr(3, digits)) < 80)
+    if (*number < 80)
         throw Error(fmt::format("graph '{}': {} is not supported: coda's kernels need sm_80 or newer (mma.sync "
                                 "with bf16, cp.async)",
                                 g.name(), arch));

@@ -3,6 +3,7 @@
 #include "config/settings.hpp"
 
 #include "coda/error.hpp"
+#include "util/arch.hpp"
 
 #include <fmt/format.h>
 
@@ -47,12 +48,7 @@ std::string parse_log_level(const char* name, const std::string& value) {
 // The arch goes into --gpu-architecture and must name real SASS (sm_, not compute_) so that NVRTC yields a
 // cubin: "sm_" then two or three digits, then optionally the 'a' (arch-specific) or 'f' (family) suffix.
 std::string parse_arch(const char* name, const std::string& value) {
-    const std::string_view v = value;
-    std::size_t digits = 0;
-    if (v.substr(0, 3) == "sm_")
-        while (3 + digits < v.size() && std::isdigit(static_cast<unsigned char>(v[3 + digits]))) ++digits;
-    const std::string_view rest = v.size() >= 3 + digits ? v.substr(3 + digits) : std::string_view("?");
-    if (digits >= 2 && digits <= 3 && (rest.empty() || rest == "a" || rest == "f")) return value;
+    if (sm_number(value)) return value;
     throw Error(fmt::format("{}='{}' is not a GPU architecture: expected sm_<major><minor> with an optional "
                             "'a' or 'f' suffix, e.g. sm_80, sm_90a or sm_100a",
                             name, value));

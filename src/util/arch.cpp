@@ -1,0 +1,19 @@
+// Parses "sm_<digits>[a|f]"; compute_* names are rejected since they give PTX, not a cubin.
+#include "util/arch.hpp"
+
+#include <cctype>
+
+namespace coda {
+
+std::optional<int> sm_number(std::string_view arch) {
+    if (arch.substr(0, 3) != "sm_") return std::nullopt;
+    std::size_t digits = 0;
+    while (3 + digits < arch.size() && std::isdigit(static_cast<unsigned char>(arch[3 + digits]))) ++digits;
+    const std::string_view suffix = arch.substr(3 + digits);
+    if (digits < 2 || digits > 3 || !(suffix.empty() || suffix == "a" || suffix == "f")) return std::nullopt;
+    int number = 0;
+    for (std::size_t i = 3; i < 3 + digits; ++i) number = number * 10 + (arch[i] - '0');
+    return number;
+}
+
+}  // namespace coda
