@@ -1,10 +1,21 @@
 #!/usr/bin/env python3
 """Baselines for `coda bench gemm`, measured on the same GPU in the same device call: cuBLAS through
 torch.matmul, and the unfused out-proj chain (matmul + residual add + RMSNorm statistics) in eager mode and
-under torch.compile. Prints one line per measurement: `name M N K ms TFLOP/s`."""
+under torch.compile. Prints one line per measurement: `name M N K ms TFLOP/s` (TFLOP/s counts the GEMM's
+2*M*N*K flops, also for the chains); --csv FILE also writes them as CSV rows `name,m,n,k,ms,tflops`.
+
+--shapes one (default) times the --m/--n/--k shape; --shapes set times the shape set of `coda bench gemm`
+(keep the two lists equal: tools/coda/cmd_bench.cpp, gemm_shape_set); --shapes none times no GEMM (with
+--copy: only the copy bandwidth that `coda bench tile` compares against)."""
 import argparse
+import sys
+import time
 
 import torch
+
+# `coda bench gemm`'s shape set: M in {4096, 16384} x these (N, K).
+SET_NK = [(4096, 4096), (6144, 4096), (14336, 4096), (4096, 14336), (2048, 2048), (8192, 8192)]
+SET_M = [4096, 16384]
 
 
 def median_ms(fn, warmup=5, iters=50):
@@ -30,31 +41,54 @@ def out_proj_chain(a, w, residual, gamma):
     return x1, h, sumsq
 
 
-def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--m", type=int, default=4096)
-    parser.add_argument("--n", type=int, default=4096)
-    parser.add_argument("--k", type=int, default=4096)
-    parser.add_argument("--chain", action="store_true", help="also time the unfused out-proj chain")
-    parser.add_argument("--copy", action="store_true", help="also time a device-to-device copy of an M x N bf16 tile")
-    args = parser.parse_args()
-    m, n, k = args.m, args.n, args.k
+class Report:
+    """Prints each measurement and, with a CSV path, appends it there (flushed: a crash keeps earlier rows)."""
+
+    def __init__(self, csv_path):
+        self.csv = open(csv_path, "w") if csv_path else None
+        if self.csv:
+            self.csv.write("name,m,n,k,ms,tflops\n")
+
+    def row(self, name, m, n, k, ms):
+        tflops = 2.0 * m * n * k / ms / 1e9
+        print(f"{name} {m} {n} {k} {ms:.4f} {tflops:.1f}", flush=True)
+        if self.csv:
+            self.csv.write(f"{name},{m},{n},{k},{ms:.5f},{tflops:.2f}\n")
+            self.csv.flush()
+
+
+# [use one dynamic-shape compile for every shape, the compiled function once made]
+DYNAMIC_COMPILE = [False, None]
+
+
+def bench_shape(report, m, n, k, chain, chain_iters):
     torch.manual_seed(0)
     a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
     w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16) / k**0.5
-    flops = 2.0 * m * n * k
-    t = median_ms(lambda: a @ w.t())
-    print(f"torch.matmul {m} {n} {k} {t:.4f} {flops / t / 1e9:.1f}")
-    if args.chain:
-        residual = torch.randn(m, n, device="cuda", dtype=torch.bfloat16)
-        gamma = torch.rand(n, device="cuda", dtype=torch.bfloat16) + 0.5
-        t = median_ms(lambda: out_proj_chain(a, w, residual, gamma))
-        print(f"eager_out_proj_chain {m} {n} {k} {t:.4f} {flops / t / 1e9:.1f}")
-        compiled = torch.compile(out_proj_chain)
-        t = median_ms(lambda: compiled(a, w, residual, gamma))
-        print(f"compiled_out_proj_chain {m} {n} {k} {t:.4f} {flops / t / 1e9:.1f}")
-    if args.copy:
-        copy_bandwidth(16384, 4096)
+    report.row("torch.matmul", m, n, k, median_ms(lambda: a @ w.t()))
+    if not chain:
+        return
+    residual = torch.randn(m, n, device="cuda", dtype=torch.bfloat16)
+    gamma = torch.rand(n, device="cuda", dtype=torch.bfloat16) + 0.5
+    report.row("eager_out_proj_chain", m, n, k,
+               median_ms(lambda: out_proj_chain(a, w, residual, gamma), iters=chain_iters))
+    if DYNAMIC_COMPILE[0]:
+        # One compile with symbolic shapes, reused by every shape: a set costs one compile, not twelve.
+        if DYNAMIC_COMPILE[1] is None:
+            DYNAMIC_COMPILE[1] = torch.compile(out_proj_chain, dynamic=True)
+        compiled = DYNAMIC_COMPILE[1]
+    else:
+        # A fresh compile per shape, specialized to it (dynamic=False: the fastest code torch.compile makes for
+        # one shape). reset() drops the previous shapes' entries, which would otherwise count against dynamo's
+        # recompile limit and, past it, silently fall back to eager.
+        torch._dynamo.reset()
+        compiled = torch.compile(out_proj_chain, dynamic=False)
+    start = time.perf_counter()
+    compiled(a, w, residual, gamma)
+    torch.cuda.synchronize()
+    print(f"  (torch.compile for {m}x{n}x{k}: {time.perf_counter() - start:.1f} s)", file=sys.stderr, flush=True)
+    report.row("compiled_out_proj_chain", m, n, k,
+               median_ms(lambda: compiled(a, w, residual, gamma), iters=chain_iters))
 
 
 def copy_bandwidth(m, n):
@@ -62,6 +96,39 @@ def copy_bandwidth(m, n):
     y = torch.empty_like(x)
     t = median_ms(lambda: y.copy_(x))
     print(f"torch_copy {m} {n} {t:.4f} {2 * x.numel() * 2 / t / 1e6:.1f} GB/s")
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--shapes", choices=["one", "set", "none"], default="one",
+                        help="one: the --m/--n/--k shape; set: coda bench gemm's shape set (chains included); "
+                             "none: no GEMM")
+    parser.add_argument("--m", type=int, default=4096)
+    parser.add_argument("--n", type=int, default=4096)
+    parser.add_argument("--k", type=int, default=4096)
+    parser.add_argument("--chain", action="store_true", help="also time the unfused out-proj chain (--shapes one)")
+    parser.add_argument("--chain-iters", type=int,
+                        help="timed runs of each chain; default 50 (as the matmul), 20 for --shapes set, whose "
+                             "largest chains are slow")
+    parser.add_argument("--csv", help="also write the measurements to this CSV file")
+    parser.add_argument("--copy", action="store_true", help="also time a device-to-device copy of a 16384 x 4096 bf16 tile")
+    parser.add_argument("--dynamic-compile", action="store_true",
+                        help="torch.compile the chain once with dynamic shapes instead of once per shape")
+    args = parser.parse_args()
+    DYNAMIC_COMPILE[0] = args.dynamic_compile
+    chain_iters = args.chain_iters if args.chain_iters is not None else (20 if args.shapes == "set" else 50)
+    if chain_iters < 1:
+        parser.error(f"--chain-iters must be at least 1, got {chain_iters}")
+    report = Report(args.csv)
+    if args.shapes == "one":
+        bench_shape(report, args.m, args.n, args.k, args.chain, chain_iters)
+    elif args.shapes == "set":
+        for m in SET_M:
+            for n, k in SET_NK:
+                bench_shape(report, m, n, k, True, chain_iters)
+                torch.cuda.empty_cache()
+    if args.copy:
+        copy_bandwidth(16384, 4096)
 
 
 if __name__ == "__main__":

@@ -24,11 +24,16 @@ echo "== coda demo"
 grep -E "PASS|FAIL|OK|FAILED" "$out/demo.log" | grep -v "^  " | tail -n 14
 
 if [ "${CODA_SANITIZE:-0}" = 1 ] && command -v compute-sanitizer >/dev/null; then
-  echo "== compute-sanitizer memcheck and racecheck over coda demo"
-  for tool in memcheck racecheck; do
-    timeout 240 compute-sanitizer --tool "$tool" --error-exitcode 9 "$build/coda" demo > "$out/sanitizer_$tool.log" 2>&1 \
-      || status=1
-    grep -E "ERROR SUMMARY|RACECHECK SUMMARY|^OK|FAILED" "$out/sanitizer_$tool.log" | tail -n 3
+  # One kernel per operand layout (and dtype), for each Hopper schedule: `coda demo --layouts`.
+  echo "== compute-sanitizer memcheck and racecheck over coda demo --layouts (cooperative and ping-pong)"
+  for config in "hopper bm=128 bn=256 bk=64 stages=4 cooperative cluster=1" \
+                "hopper bm=128 bn=128 bk=64 stages=6 pingpong cluster=1"; do
+    tag=$(echo "$config" | awk '{print $6}')
+    for tool in memcheck racecheck; do
+      timeout 240 compute-sanitizer --tool "$tool" --error-exitcode 9 "$build/coda" demo --layouts --config "$config" \
+        > "$out/sanitizer_${tool}_$tag.log" 2>&1 || status=1
+      echo "$tool $tag: $(grep -E "ERROR SUMMARY|RACECHECK SUMMARY|^OK|FAILED" "$out/sanitizer_${tool}_$tag.log" | tail -n 2 | tr '\n' ' ')"
+    done
   done
 fi
 
@@ -36,10 +41,10 @@ echo "== coda bench jit"
 # CUDA_CACHE_DISABLE=1: a cold compile must not be served by the driver's compute cache.
 CUDA_CACHE_DISABLE=1 "$build/coda" bench jit 2>&1 | tee "$out/bench_jit.log" || status=1
 
-echo "== coda bench gemm + torch baselines, 4096^3 bf16"
-"$build/coda" bench gemm --m 4096 --n 4096 --k 4096 2>&1 | tee "$out/bench_gemm.log" || status=1
-python3 tools/bench_torch.py --m 4096 --n 4096 --k 4096 --chain --copy 2>&1 | tee -a "$out/bench_gemm.log" || status=1
+# The GEMM shape set with its torch baselines; the table lands in $out/gemm_table.md.
+OUT=$out bash tools/bench_gemm.sh "$build" || status=1
 
-echo "== coda bench tile (16384 x 4096 bf16; the torch_copy line above is its baseline)"
+echo "== coda bench tile, 16384 x 4096 bf16, and its baseline (torch_copy)"
 "$build/coda" bench tile --m 16384 --n 4096 2>&1 | tee "$out/bench_tile.log" || status=1
+python3 tools/bench_torch.py --shapes none --copy 2>&1 | tee -a "$out/bench_tile.log" || status=1
 exit $status

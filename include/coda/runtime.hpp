@@ -15,10 +15,17 @@ struct CUstream_st;
 
 namespace coda {
 
+// The problem a kernel is meant for. Any field 0: unknown. The default config and the tuning database
+// (coda tune) use it to pick a tile; the kernel still runs on any shape.
+struct ProblemShape {
+    std::int64_t m = 0, n = 0, k = 0;
+};
+
 struct CompileOptions {
     std::string arch;                  // empty: the current device's (or CODA_ARCH)
     bool use_default_config = true;    // false: use `config`
     KernelConfig config;
+    ProblemShape shape;                // helps choose the default config
 };
 
 // What building a kernel did: where it came from and what it cost.
@@ -66,8 +73,10 @@ public:
     BuildReport warm(const Graph& graph, const std::string& arch, const CompileOptions& options = {});
     // The CUDA source coda generates for the graph (no compile).
     std::string source(const Graph& graph, const std::string& arch, const CompileOptions& options = {});
-    // The configuration coda would use for the graph on arch.
-    KernelConfig default_config(const Graph& graph, const std::string& arch) const;
+    // The configuration coda would use for the graph on arch (for a problem of `shape` when known): a tuned
+    // config from `coda tune` when one is recorded for this GPU, graph and shape class, else a heuristic
+    // (Hopper mainloop on sm_90a, portable elsewhere).
+    KernelConfig default_config(const Graph& graph, const std::string& arch, const ProblemShape& shape = {}) const;
 
     Runtime(const Runtime&) = delete;
     Runtime& operator=(const Runtime&) = delete;

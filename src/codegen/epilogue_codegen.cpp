@@ -156,21 +156,83 @@ std::string node_statements(const CheckedGraph& g, const codegen::LoweringContex
     return out;
 }
 
+// The locals `m` and `pair` for the statements of the nodes `keep` selects.
+template <class Keep>
+std::string visit_locals(const CheckedGraph& g, Keep keep) {
+    bool row = false;
+    bool pair = false;
+    for (const Node& n : g.graph.nodes()) {
+        if (!keep(n.op)) continue;
+        row = row || codegen::uses_row(n.op);
+        pair = pair || codegen::uses_pair(n.op);
+    }
+    std::string out;
+    if (row) out += fmt::format("{}const long long m = c.m;  // 64-bit: m * leading dimension can pass 2^31\n", kBody);
+    if (pair) out += fmt::format("{}const int pair = c.n / 2;  // lane v of V lanes is element pair * V + v\n", kBody);
+    return out;
+}
+
+// Inputs + load + visit(..., in): a visit split in two, so that a mainloop can issue the loads of several visits
+// before the first of them stores (the compiler may not move a load above a store that might alias it).
+std::string inputs_and_load(const CheckedGraph& g, const codegen::LoweringContext& cx) {
+    std::string members;
+    std::string loads;
+    for (int id = 0; id < static_cast<int>(g.graph.nodes().size()); ++id) {
+        if (!codegen::reads_input(g.graph.node(id).op)) continue;
+        codegen::input_member(cx, id, kBody, members);
+        codegen::load_input(cx, id, kBody, loads);
+    }
+    std::string out = fmt::format("{}// What a visit reads from input tensors, loaded by load().\n{}struct Inputs {{\n",
+                                  kMember, kMember);
+    out += members.empty() ? fmt::format("{}int unused;  // no input tensors\n", kBody) : members;
+    out += fmt::format("{}}};\n\n", kMember);
+    out += fmt::format("{0}template <class L>\n{0}__device__ static void load(const Args& args, const coda::Coord& c, "
+                       "Inputs& in) {{\n", kMember);
+    if (loads.empty())
+        out += fmt::format("{0}(void)args;\n{0}(void)c;\n{0}(void)in;\n", kBody);
+    else
+        out += visit_locals(g, codegen::reads_input) + loads;
+    return out + fmt::format("{}}}\n", kMember);
+}
+
 std::string visit(const CheckedGraph& g, const codegen::LoweringContext& cx, const std::vector<std::string>& lines) {
     std::string out = fmt::format(
         "{0}template <class L>\n"
         "{0}__device__ static void visit(const Args& args, State<L>& st, const coda::Coord& c, int row_slot,\n"
-        "{0}                             int col_slot, float acc0, float acc1) {{\n",
+        "{0}                             int col_slot, float acc0, float acc1, const Inputs& in) {{\n",
         kMember);
-    bool row = false;
-    bool pair = false;
-    for (const Node& n : g.graph.nodes()) {
-        row = row || codegen::uses_row(n.op);
-        pair = pair || codegen::uses_pair(n.op);
+    out += fmt::format("{}(void)in;\n", kBody);
+    out += visit_locals(g, [](Op op) { return !codegen::reads_input(op); });
+    codegen::LoweringContext from_inputs = cx;
+    from_inputs.sources_from_inputs = true;
+    out += node_statements(g, from_inputs, lines);
+    out += fmt::format("{}}}\n\n", kMember);
+    out += fmt::format(
+        "{0}template <class L>\n"
+        "{0}__device__ static void visit(const Args& args, State<L>& st, const coda::Coord& c, int row_slot,\n"
+        "{0}                             int col_slot, float acc0, float acc1) {{\n"
+        "{1}Inputs in;\n"
+        "{1}load<L>(args, c, in);\n"
+        "{1}visit<L>(args, st, c, row_slot, col_slot, acc0, acc1, in);\n"
+        "{0}}}\n",
+        kMember, kBody);
+    return out;
+}
+
+// A hint a mainloop may give well before the visits (the Hopper one does, a few k-tiles before the epilogue):
+// bring the tile tensors the visit at `c` will read into L2, so the visits wait on L2, not on DRAM.
+std::string prefetch(const CheckedGraph& g, const codegen::LoweringContext& cx) {
+    std::string out = fmt::format("{0}template <class L>\n{0}__device__ static void prefetch(const Args& args, const "
+                                  "coda::Coord& c) {{\n", kMember);
+    std::string body;
+    for (int id = 0; id < static_cast<int>(g.graph.nodes().size()); ++id)
+        if (codegen::reads_tile(g.graph.node(id).op)) codegen::prefetch_node(cx, id, kBody, body);
+    if (body.empty()) {
+        out += fmt::format("{}(void)args;\n{}(void)c;  // no tile tensor is read\n", kBody, kBody);
+    } else {
+        out += fmt::format("{}const long long m = c.m;\n{}const int pair = c.n / 2;\n", kBody, kBody);
+        out += body;
     }
-    if (row) out += fmt::format("{}const long long m = c.m;  // 64-bit: m * leading dimension can pass 2^31\n", kBody);
-    if (pair) out += fmt::format("{}const int pair = c.n / 2;  // lane v of V lanes is element pair * V + v\n", kBody);
-    out += node_statements(g, cx, lines);
     return out + fmt::format("{}}}\n", kMember);
 }
 
@@ -181,6 +243,8 @@ std::string epilogue_struct(const CheckedGraph& g, const std::vector<std::string
     out += state_struct(g, lines) + "\n";
     out += scratch_function(g) + "\n";
     out += begin_tile(g) + "\n";
+    out += prefetch(g, cx) + "\n";
+    out += inputs_and_load(g, cx) + "\n";
     out += visit(g, cx, lines) + "\n";
     out += end_tile(g, cx);
     return out + "};\n";

@@ -22,6 +22,33 @@ struct KernelChoice {
     std::string traits;  // the matching traits instantiation
 };
 
+// The Hopper mainloop's compile-time rules (templates/coda/hopper_gemm.cuh).
+void check_hopper_config(const Graph& g, const KernelConfig& cfg, const std::string& arch) {
+    const auto fail = [&](const std::string& rule) {
+        return Error(fmt::format("graph '{}': kernel config '{}' is not valid for the Hopper mainloop: {} (the "
+                                 "default is '{}')",
+                                 g.name(), cfg.to_text(), rule, hopper_config(128, 256, 4, Schedule::Cooperative).to_text()));
+    };
+    if (arch != "sm_90a")
+        throw fail(fmt::format("it needs sm_90a (wgmma, setmaxnreg), not {}; use a portable config (KernelConfig{{}}) "
+                               "for other targets", arch));
+    const bool pingpong = cfg.schedule == Schedule::PingPong;
+    const int wg_rows = pingpong ? cfg.bm : cfg.bm / 2;
+    const std::pair<bool, const char*> rules[] = {
+        {cfg.bk == 64, "bk must be 64 (one 128-byte swizzle row of 16-bit elements)"},
+        {cfg.bn == 128 || cfg.bn == 256, "bn must be 128 or 256 (one wgmma instruction covers the tile's columns)"},
+        {cfg.bm % 64 == 0 && cfg.bm >= 64 && cfg.bm <= 256, "bm must be 64, 128, 192 or 256"},
+        {wg_rows == 64 || wg_rows == 128,
+         "each consumer warpgroup must hold 64 or 128 rows (bm for ping-pong, bm / 2 for cooperative)"},
+        {wg_rows * cfg.bn <= 128 * 128,
+         "a consumer warpgroup's accumulator (rows x bn) must not exceed 128 x 128 (128 registers a thread)"},
+        {cfg.stages >= 2 && cfg.stages <= 16, "stages must be between 2 and 16"},
+        {cfg.cluster_m == 1, "cluster must be 1 (2-CTA clusters with TMA multicast are not implemented yet)"},
+    };
+    for (const auto& [ok, rule] : rules)
+        if (!ok) throw fail(rule);
+}
+
 void check_config(const Graph& g, const KernelConfig& cfg) {
     const std::pair<const char*, int> fields[] = {{"bm", cfg.bm},           {"bn", cfg.bn},
                                                   {"bk", cfg.bk},           {"wm", cfg.warps_m},
@@ -71,14 +98,24 @@ void check_arch(const Graph& g, const std::string& arch) {
                                 g.name(), arch));
 }
 
-KernelChoice choose_kernel(const Graph& g, const KernelConfig& cfg) {
+KernelChoice choose_kernel(const Graph& g, const KernelConfig& cfg, const std::string& arch) {
     switch (g.domain()) {
         case Domain::Gemm: {
-            check_config(g, cfg);
             const GemmSpec& spec = g.spec();
             if (spec.input != DType::BF16 && spec.input != DType::F16)
                 throw InternalError(fmt::format("gemm graph '{}' has input dtype {}; validation should reject it",
                                                 g.name(), to_string(spec.input)));
+            if (cfg.mainloop == Mainloop::Hopper) {
+                check_hopper_config(g, cfg, arch);
+                const std::string args = fmt::format(
+                    "{}, {}, {}, {}, {}, {}, {}, coda_gen::Epilogue",
+                    spec.input == DType::BF16 ? "coda::bf16" : "coda::f16", spec.a == Major::K ? "true" : "false",
+                    spec.b == Major::K ? "true" : "false", cfg.bm, cfg.bn, cfg.stages,
+                    cfg.schedule == Schedule::PingPong ? "true" : "false");
+                return {"coda/hopper_gemm.cuh", fmt::format("coda::hopper_gemm<{}>", args),
+                        fmt::format("coda::HopperGemmTraits<{}>", args)};
+            }
+            check_config(g, cfg);
             const std::string args = fmt::format(
                 "{}, {}, {}, {}, {}, {}, {}, {}, {}, coda_gen::Epilogue",
                 spec.input == DType::BF16 ? "coda::bf16" : "coda::f16", spec.a == Major::K ? "true" : "false",
@@ -111,7 +148,7 @@ std::string banner(const Graph& g, const KernelConfig& cfg, const std::string& a
 
 KernelSource generate_kernel_source(const CheckedGraph& g, const KernelConfig& cfg, const std::string& arch) {
     check_arch(g.graph, arch);
-    const KernelChoice k = choose_kernel(g.graph, cfg);
+    const KernelChoice k = choose_kernel(g.graph, cfg, arch);
     std::string src = banner(g.graph, cfg, arch, k);
     src += fmt::format("#include \"{}\"\n", k.header);
     // The functor names coda::load/store, the math helpers and coda::Reducer itself, so it includes their
@@ -120,12 +157,16 @@ KernelSource generate_kernel_source(const CheckedGraph& g, const KernelConfig& c
     src += "namespace coda_gen {\n\n";
     src += generate_epilogue(g);
     src += fmt::format("\nusing Traits = {};\n\n}}  // namespace coda_gen\n\n", k.traits);
-    src += "// Read by the host after loading the module: block size, dynamic shared memory and CTA tile.\n";
+    src += "// Read by the host after loading the module: block size, dynamic shared memory, CTA tile, mainloop\n"
+           "// (1: Hopper, persistent with TMA operands) and pipeline stages (Hopper: after fitting the scratch).\n";
+    const bool hopper = g.graph.domain() == Domain::Gemm && cfg.mainloop == Mainloop::Hopper;
     src += g.graph.domain() == Domain::Finalize
-               ? "extern \"C\" __constant__ int coda_kernel_info[4] = {coda_gen::Traits::kThreads, "
-                 "coda_gen::Traits::kSmemBytes, 0, 0};\n"
-               : "extern \"C\" __constant__ int coda_kernel_info[4] = {coda_gen::Traits::kThreads, "
-                 "coda_gen::Traits::kSmemBytes, coda_gen::Traits::Layout::kBM, coda_gen::Traits::Layout::kBN};\n";
+               ? "extern \"C\" __constant__ int coda_kernel_info[6] = {coda_gen::Traits::kThreads, "
+                 "coda_gen::Traits::kSmemBytes, 0, 0, 0, 0};\n"
+               : fmt::format("extern \"C\" __constant__ int coda_kernel_info[6] = {{coda_gen::Traits::kThreads, "
+                             "coda_gen::Traits::kSmemBytes, coda_gen::Traits::Layout::kBM, "
+                             "coda_gen::Traits::Layout::kBN, {}, {}}};\n",
+                             hopper ? 1 : 0, hopper ? "coda_gen::Traits::kStages" : "0");
     return {src, k.kernel};
 }
 

@@ -56,6 +56,16 @@ public:
         }
     }
 
+    // The Inputs member that holds this input node's value, and the load that fills it.
+    void input_member() { line(fmt::format("{} {}[{}];", register_type(type()), name(), lanes_out())); }
+    void load_input() { line(fmt::format("coda::load<{}>({}, in.{});", lanes_out(), source_address(), name())); }
+
+    // A tile tensor this node reads at the visit (tile_input, accumulate's old value): an L2 prefetch of it.
+    void prefetch() {
+        if (node_.op == Op::TileInput) line(fmt::format("coda::prefetch_l2({});", pointer(false) + tile_offset(lanes_out())));
+        if (node_.op == Op::Accumulate) line(fmt::format("coda::prefetch_l2({});", sink_address(lanes(arg_type(0)))));
+    }
+
 private:
     std::string name() const { return value_identifier(g_.graph, id_); }
     std::string arg_name(std::size_t k) const { return value_identifier(g_.graph, node_.args.at(k)); }
@@ -112,9 +122,23 @@ private:
         line(fmt::format("coda::load<{}>({}, {});", v, address, name()));
     }
 
-    void tile_input() { declare_and_load(pointer(false) + tile_offset(lanes_out())); }
-    void row_input() { declare_and_load(pointer(false) + (cx_.site == Site::Visit ? " + m" : " + l")); }
-    void col_input() { declare_and_load(pointer(false) + " + " + pair_offset(lanes_out())); }
+    // Where a tile, row or column input is read.
+    std::string source_address() const {
+        switch (node_.op) {
+            case Op::TileInput: return pointer(false) + tile_offset(lanes_out());
+            case Op::RowInput: return pointer(false) + (cx_.site == Site::Visit ? " + m" : " + l");
+            case Op::ColInput: return pointer(false) + " + " + pair_offset(lanes_out());
+            default: throw InternalError(fmt::format("node {} reads no input tensor", id_));
+        }
+    }
+    // Inputs come either loaded here, or from the Inputs struct Epilogue::load filled (cx_.sources_from_inputs).
+    void input() {
+        if (!cx_.sources_from_inputs) return declare_and_load(source_address());
+        line(fmt::format("const {} (&{})[{}] = in.{};", register_type(type()), name(), lanes_out(), name()));
+    }
+    void tile_input() { input(); }
+    void row_input() { input(); }
+    void col_input() { input(); }
 
     void col_index() {
         const int v = lanes_out();
@@ -252,6 +276,22 @@ void lower_node(const LoweringContext& cx, int id, const std::string& canonical_
                 std::string& out) {
     out += indent + "// " + canonical_line + "\n";
     NodeWriter(cx, id, indent, out).write();
+}
+
+bool reads_tile(Op op) { return op == Op::TileInput || op == Op::Accumulate; }
+
+bool reads_input(Op op) { return op == Op::TileInput || op == Op::RowInput || op == Op::ColInput; }
+
+void input_member(const LoweringContext& cx, int id, const std::string& indent, std::string& out) {
+    NodeWriter(cx, id, indent, out).input_member();
+}
+
+void load_input(const LoweringContext& cx, int id, const std::string& indent, std::string& out) {
+    NodeWriter(cx, id, indent, out).load_input();
+}
+
+void prefetch_node(const LoweringContext& cx, int id, const std::string& indent, std::string& out) {
+    NodeWriter(cx, id, indent, out).prefetch();
 }
 
 }  // namespace coda::codegen

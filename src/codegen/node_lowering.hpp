@@ -17,6 +17,9 @@ struct LoweringContext {
     const CheckedGraph* graph = nullptr;
     Site site = Site::Visit;
     std::vector<int> slot;  // first parameter slot of each node's binding; -1 for nodes without a binding
+    // Visit site: tile, row and column inputs are read from `in` (an Epilogue::Inputs that Epilogue::load
+    // filled) instead of being loaded where they are lowered.
+    bool sources_from_inputs = false;
 };
 
 LoweringContext make_lowering_context(const CheckedGraph& g);
@@ -32,5 +35,15 @@ std::string state_field(const CheckedGraph& g, int id);
 // node's canonical text line.
 void lower_node(const LoweringContext& cx, int id, const std::string& canonical_line, const std::string& indent,
                 std::string& out);
+
+// Whether node `op` reads a tile tensor at the visit (tile_input, accumulate), and the L2 prefetch of that
+// read for Epilogue::prefetch (nothing for other nodes).
+bool reads_tile(Op op);
+// Whether `op` loads an input tensor at the visit (tile, row, column input); its Inputs member declaration and
+// the load into `in.<member>` that Epilogue::load emits.
+bool reads_input(Op op);
+void input_member(const LoweringContext& cx, int id, const std::string& indent, std::string& out);
+void load_input(const LoweringContext& cx, int id, const std::string& indent, std::string& out);
+void prefetch_node(const LoweringContext& cx, int id, const std::string& indent, std::string& out);
 
 }  // namespace coda::codegen

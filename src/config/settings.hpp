@@ -13,6 +13,7 @@ struct Settings {
     std::string log_level = "warn";   // CODA_LOG_LEVEL: trace|debug|info|warn|error|off
     std::filesystem::path dump_dir;   // CODA_DUMP_DIR: if set, every generated source is also written here
     std::string arch;                 // CODA_ARCH: compile for this arch instead of the current device's
+    std::filesystem::path tuning_file;  // CODA_TUNING_FILE: `coda tune`'s records; default <cache_dir>/tuning.tsv
 
     // Reads the environment now. An invalid value throws coda::Error naming the variable, the value given
     // and the values accepted.

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <initializer_list>
 #include <string_view>
+#include <tuple>
 #include <climits>
 #include <cstring>
 
@@ -146,7 +147,8 @@ void check_extent(const Checker& c, const std::string& what, std::int64_t value)
 }
 
 // Derives M, N, K from A and B and fills the GEMM problem.
-void plan_gemm_operands(const Checker& c, const GemmSpec& spec, LaunchPlan& plan, std::int64_t& m, std::int64_t& n) {
+void plan_gemm_operands(const Checker& c, const GemmSpec& spec, LaunchPlan& plan, std::int64_t& m, std::int64_t& n,
+                        bool tma_operands) {
     const TensorRef& a = c.tensor("A", "GEMM operand A (M x K)");
     const TensorRef& b = c.tensor("B", "GEMM operand B (K x N)");
     for (const auto& [name, t] : {std::pair<const char*, const TensorRef*>{"A", &a}, {"B", &b}}) {
@@ -190,6 +192,19 @@ void plan_gemm_operands(const Checker& c, const GemmSpec& spec, LaunchPlan& plan
         ldb = b.strides[0];
     }
     const auto vectorizable = [](const TensorRef& t, long long ld) { return address(t) % 16 == 0 && ld % 8 == 0; };
+    if (tma_operands) {
+        for (const auto& [name, t, ld] : {std::tuple<const char*, const TensorRef*, long long>{"A", &a, lda},
+                                          {"B", &b, ldb}}) {
+            if (address(*t) % 16 != 0)
+                c.fail(name, fmt::format("pointer {} is not 16-byte aligned; the Hopper mainloop loads operands with "
+                                         "TMA, which needs 16-byte aligned bases (compile with a portable config, "
+                                         "KernelConfig{{}}, to run on this tensor)", t->data));
+            if (ld % 8 != 0)
+                c.fail(name, fmt::format("leading dimension {} is not a multiple of 8 elements (16 bytes); the Hopper "
+                                         "mainloop loads operands with TMA, which needs 16-byte aligned rows (compile "
+                                         "with a portable config, KernelConfig{{}}, to run on this tensor)", ld));
+        }
+    }
     plan.gemm.a = a.data;
     plan.gemm.b = b.data;
     plan.gemm.lda = lda;
@@ -258,14 +273,15 @@ std::vector<std::int64_t> partials_shape(const Binding& b, TileShape tile, std::
                             b.name));
 }
 
-LaunchPlan plan_launch(const CheckedGraph& g, TileShape tile, const Args& args, const std::string& kernel_name) {
+LaunchPlan plan_launch(const CheckedGraph& g, TileShape tile, const Args& args, const std::string& kernel_name,
+                       bool tma_operands) {
     Checker c(g, args, kernel_name);
     c.reject_unknown_names();
 
     LaunchPlan plan;
     const Domain domain = g.graph.domain();
     std::int64_t m = 0, n = 0, t = 0;
-    if (domain == Domain::Gemm) plan_gemm_operands(c, g.graph.spec(), plan, m, n);
+    if (domain == Domain::Gemm) plan_gemm_operands(c, g.graph.spec(), plan, m, n, tma_operands);
     if (domain == Domain::Tile) plan_tile_extent(c, m, n);
     if (domain == Domain::Finalize) plan_finalize_extent(c, m, t);
 

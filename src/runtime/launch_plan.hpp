@@ -27,8 +27,10 @@ struct TileShape {
     int bn = 0;
 };
 
-// `kernel_name` is used in error messages only.
-LaunchPlan plan_launch(const CheckedGraph& g, TileShape tile, const Args& args, const std::string& kernel_name);
+// `kernel_name` is used in error messages only. `tma_operands`: the kernel reads A and B through TMA (the
+// Hopper mainloop), which needs 16-byte aligned bases and leading dimensions that are multiples of 8 elements.
+LaunchPlan plan_launch(const CheckedGraph& g, TileShape tile, const Args& args, const std::string& kernel_name,
+                       bool tma_operands = false);
 
 // Shape of the partials tensor a reduce_row / reduce_col binding writes for an m x n problem.
 std::vector<std::int64_t> partials_shape(const Binding& b, TileShape tile, std::int64_t m, std::int64_t n);

@@ -32,7 +32,8 @@ void dump_source(const std::string& file_name, const std::string& source) {
 
 std::string config_text(Domain domain, const KernelConfig& config) {
     switch (domain) {
-        case Domain::Gemm: return "portable " + config.to_text();
+        case Domain::Gemm:
+            return config.mainloop == Mainloop::Hopper ? config.to_text() : "portable " + config.to_text();
         case Domain::Tile: return fmt::format("tile bm={} bn={}", kTileProgramBM, kTileProgramBN);
         case Domain::Finalize: return "finalize";
     }

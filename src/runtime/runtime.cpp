@@ -3,6 +3,8 @@
 #include "coda/runtime.hpp"
 
 #include <tuple>
+#include <algorithm>
+#include <cstring>
 #include <map>
 #include <mutex>
 
@@ -14,6 +16,7 @@
 #include "ir/check_graph.hpp"
 #include "runtime/launch_plan.hpp"
 #include "runtime/pipeline.hpp"
+#include "runtime/tma_operands.hpp"
 
 namespace coda {
 
@@ -29,6 +32,14 @@ struct LoadedKernel {
     CUfunction function = nullptr;
     int threads = 0;
     int smem_bytes = 0;
+    // The Hopper mainloop: persistent (at most one CTA per SM), operands through TMA tensor maps.
+    bool hopper = false;
+    int sm_count = 0;
+    // The tensor maps of the last launch: training steps launch a kernel on the same buffers again and again,
+    // and encoding costs more than the rest of the launch.
+    mutable std::mutex tma_mutex;
+    mutable abi::GemmProblem tma_problem{};
+    mutable TmaOperands tma{};
 };
 
 // The fast path of Runtime::compile: the same graph storage with the same node count, options and context
@@ -43,7 +54,8 @@ struct FastKey {
     bool operator<(const FastKey& o) const {
         const auto tie = [](const FastKey& k) {
             const KernelConfig& c = k.config;
-            return std::tie(k.storage, k.nodes, k.arch, c.bm, c.bn, c.bk, c.warps_m, c.warps_n, c.stages, k.context);
+            return std::tie(k.storage, k.nodes, k.arch, c.bm, c.bn, c.bk, c.warps_m, c.warps_n, c.stages, c.mainloop,
+                            c.schedule, c.cluster_m, k.context);
         };
         return tie(*this) < tie(o);
     }
@@ -112,10 +124,16 @@ std::shared_ptr<const LoadedKernel> load(const BuiltKernel& built, const KernelC
     loaded->context = context;
     loaded->module = ModuleHandle(built.cached.entry->cubin);
     loaded->function = driver.function(loaded->module.get(), built.cached.entry->kernel_name);
-    int info[4] = {0, 0, 0, 0};  // threads, dynamic smem bytes, tile rows, tile columns
+    // threads, dynamic smem bytes, tile rows, tile columns, mainloop (1: Hopper), pipeline stages
+    int info[6] = {0, 0, 0, 0, 0, 0};
     driver.read_global(loaded->module.get(), "coda_kernel_info", info, sizeof info);
     loaded->threads = info[0];
     loaded->smem_bytes = info[1];
+    loaded->hopper = info[4] == 1;
+    if (loaded->hopper != (domain == Domain::Gemm && config.mainloop == Mainloop::Hopper))
+        throw InternalError(fmt::format("kernel '{}' reports mainloop {}, the host expected config '{}'", built.name,
+                                        info[4], config.to_text()));
+    loaded->sm_count = driver.current_device().sm_count;
     // The host cuts partials and sizes grids with its own copy of the tile; it must be the kernel's.
     if (info[0] <= 0 || (domain != Domain::Finalize && (info[2] != loaded->tile.bm || info[3] != loaded->tile.bn)))
         throw InternalError(fmt::format("kernel '{}' reports {} threads and a {}x{} tile; the host expected a {}x{} "
@@ -127,7 +145,7 @@ std::shared_ptr<const LoadedKernel> load(const BuiltKernel& built, const KernelC
 }
 
 KernelConfig resolve_config(const Runtime& rt, const Graph& graph, const std::string& arch, const CompileOptions& o) {
-    return o.use_default_config ? rt.default_config(graph, arch) : o.config;
+    return o.use_default_config ? rt.default_config(graph, arch, o.shape) : o.config;
 }
 
 }  // namespace
@@ -138,11 +156,6 @@ Runtime::~Runtime() = default;
 Runtime& Runtime::instance() {
     static Runtime runtime;
     return runtime;
-}
-
-KernelConfig Runtime::default_config(const Graph&, const std::string&) const {
-    // The portable mainloop's all-round tile: 128 x 128 x 32, four warps of 64 x 64, four stages.
-    return KernelConfig{};
 }
 
 std::string Runtime::source(const Graph& graph, const std::string& arch, const CompileOptions& options) {
@@ -207,7 +220,7 @@ const LoadedKernel& Kernel::loaded() const {
 
 void Kernel::launch(const Args& args, CUstream_st* stream) const {
     const LoadedKernel& k = loaded();
-    LaunchPlan plan = plan_launch(k.checked, k.tile, args, k.report.kernel_name);
+    LaunchPlan plan = plan_launch(k.checked, k.tile, args, k.report.kernel_name, k.hopper);
     Driver& driver = Driver::instance();
     CUcontext current = nullptr;
     driver.check(driver.api().cuCtxGetCurrent(&current), "cuCtxGetCurrent");
@@ -221,7 +234,22 @@ void Kernel::launch(const Args& args, CUstream_st* stream) const {
         case Domain::Tile: problem = &plan.tile; break;
         case Domain::Finalize: problem = &plan.finalize; break;
     }
-    void* params[2] = {problem, plan.slots.data()};
+    TmaOperands tma;
+    void* params[4] = {problem, plan.slots.data(), &tma.a, &tma.b};
+    if (k.hopper) {
+        {
+            std::lock_guard<std::mutex> lock(k.tma_mutex);
+            if (std::memcmp(&k.tma_problem, &plan.gemm, sizeof plan.gemm) != 0) {
+                k.tma = encode_tma_operands(plan.gemm, k.checked.graph.spec(), k.tile);
+                k.tma_problem = plan.gemm;
+            }
+            tma = k.tma;
+        }
+        // Persistent: one CTA per SM (the pipeline fills most of shared memory), each walking its tiles.
+        const std::uint64_t tiles = static_cast<std::uint64_t>(plan.grid_x) * plan.grid_y;
+        plan.grid_x = static_cast<unsigned>(std::min<std::uint64_t>(tiles, static_cast<std::uint64_t>(k.sm_count)));
+        plan.grid_y = 1;
+    }
     try {
         driver.launch(k.function, plan.grid_x, plan.grid_y, 1, static_cast<unsigned>(k.threads),
                       static_cast<unsigned>(k.smem_bytes), stream, params);

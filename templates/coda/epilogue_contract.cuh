@@ -8,7 +8,7 @@
 //
 //   struct Layout {
 //     static constexpr int kBM, kBN;          // tile size in rows and full columns
-//     static constexpr int kThreads;          // threads that take part in the epilogue (whole CTA)
+//     static constexpr int kThreads;          // threads that take part in the epilogue of one tile
 //     static constexpr int kRowSlots;         // distinct rows one thread visits per tile
 //     static constexpr int kColSlots;         // distinct column pairs one thread visits per tile
 //     static constexpr int kRowSharers;       // threads that visit any one row
@@ -18,6 +18,7 @@
 //     __device__ static int row_sharer();            // this thread's index among a row's visitors
 //     __device__ static int col_sharer();            // this thread's index among a column pair's visitors
 //     __device__ static int thread_index();          // 0 .. kThreads-1
+//     __device__ static void sync();                 // barrier over exactly the kThreads threads of the tile
 //   };
 //
 // The map (thread, row_slot) -> (slot_row, row_sharer) must be a bijection onto [kBM] x [kRowSharers],
@@ -32,6 +33,12 @@
 //   template <class L> struct State;           // per-thread reduction partials (registers)
 //   template <class L> static constexpr int scratch_floats();   // shared memory end_tile needs, in floats
 //   template <class L> __device__ static void begin_tile(State<L>& st);
+//   template <class L> __device__ static void prefetch(const Args& args, const coda::Coord& c);  // optional
+//                                              // hint: L2 prefetch of the tile tensors visit(c) will read
+//   struct Inputs;                             // what one visit reads from input tensors
+//   template <class L> __device__ static void load(const Args& args, const coda::Coord& c, Inputs& in);
+//   template <class L> __device__ static void visit(..., float acc1, const Inputs& in);  // visit with `in` loaded
+//                                              // (a mainloop may load several visits' inputs before visiting)
 //   template <class L> __device__ static void visit(const Args& args, State<L>& st, const coda::Coord& c,
 //                                                   int row_slot, int col_slot, float acc0, float acc1);
 //   template <class L> __device__ static void end_tile(const Args& args, State<L>& st, float* scratch,
@@ -42,9 +49,10 @@
 //   2. calls visit once for every (row_slot, col_slot) of this thread whose global row m < M and whose
 //      global even column n < N (N is even; coda checks that at launch). acc0/acc1 are the accumulator
 //      values at columns n and n+1 (tile programs pass 0.0f: their graphs have no accumulator);
-//   3. calls end_tile from every thread of the CTA, with `scratch` pointing at scratch_floats<L>() floats
-//      of shared memory that nothing else uses during the call. end_tile synchronizes the CTA
-//      (__syncthreads) and writes the reduction partials of this tile.
+//   3. calls end_tile from every thread of the Layout, with `scratch` pointing at scratch_floats<L>() floats
+//      of shared memory that nothing else uses during the call. end_tile synchronizes those threads
+//      (L::sync(): the whole CTA on the portable path, a named barrier over one tile's warpgroups on the
+//      Hopper path, whose producer warp never joins) and writes the reduction partials of this tile.
 // ---------------------------------------------------------------------------------------------------------
 #pragma once
 

@@ -6,6 +6,11 @@
 //   - load<V>(p, out) / store<V>(p, in), V in {1, 2, 4}: ONE aligned access of V * sizeof(element) bytes, so
 //     p must be aligned to that size (codegen guarantees it: column pairs start at even element offsets and
 //     the host checks leading dimensions and base pointers).
+//   - Loads go through the read-only path (ld.global.nc): the compiler may then issue a tile's loads ahead of
+//     earlier visits' stores instead of one load latency per visit. That is safe because within a kernel no
+//     element is read after it is written: every visit reads its inputs before its stores, visits own disjoint
+//     elements, and in-place updates (an output bound to the same tensor as an input) touch the same element
+//     in the same visit. Partially overlapping inputs and outputs are unsupported (README).
 //   - Narrowing rounds to nearest even (PTX cvt.rn), keeps subnormals, infinities and NaN.
 //   - The activations use the accurate expf/erff/tanhf (no fast-math intrinsics): results match a double
 //     reference to a few float ulps.
@@ -67,13 +72,13 @@ template <int V, class Widen>
 __device__ __forceinline__ void load16(const unsigned short* p, float (&out)[V], Widen widen) {
     check_width<V>();
     if constexpr (V == 1) {
-        out[0] = widen(*p);
+        out[0] = widen(__ldg(p));
     } else if constexpr (V == 2) {
-        const unsigned w = *reinterpret_cast<const unsigned*>(p);
+        const unsigned w = __ldg(reinterpret_cast<const unsigned*>(p));
         out[0] = widen(static_cast<unsigned short>(w & 0xffffu));
         out[1] = widen(static_cast<unsigned short>(w >> 16));
     } else {
-        const uint2 w = *reinterpret_cast<const uint2*>(p);
+        const uint2 w = __ldg(reinterpret_cast<const uint2*>(p));
         out[0] = widen(static_cast<unsigned short>(w.x & 0xffffu));
         out[1] = widen(static_cast<unsigned short>(w.x >> 16));
         out[2] = widen(static_cast<unsigned short>(w.y & 0xffffu));
@@ -98,13 +103,13 @@ template <int V, class S, class S2, class S4>
 __device__ __forceinline__ void load32(const S* p, S (&out)[V]) {
     check_width<V>();
     if constexpr (V == 1) {
-        out[0] = *p;
+        out[0] = __ldg(p);
     } else if constexpr (V == 2) {
-        const S2 w = *reinterpret_cast<const S2*>(p);
+        const S2 w = __ldg(reinterpret_cast<const S2*>(p));
         out[0] = w.x;
         out[1] = w.y;
     } else {
-        const S4 w = *reinterpret_cast<const S4*>(p);
+        const S4 w = __ldg(reinterpret_cast<const S4*>(p));
         out[0] = w.x;
         out[1] = w.y;
         out[2] = w.z;
@@ -267,6 +272,12 @@ __device__ __forceinline__ float cos(float x) {
         case 2: return -c;
         default: return s;
     }
+}
+
+// A hint: fetch the line holding p into L2 (callers pass addresses inside their tensors). Changes no value.
+template <class T>
+__device__ __forceinline__ void prefetch_l2(const T* p) {
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
 }
 
 }  // namespace coda

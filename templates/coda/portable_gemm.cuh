@@ -68,6 +68,7 @@ struct MmaSyncLayout {
     __device__ static int row_sharer() { return warp_n() * 4 + lane() % 4; }
     // A column pair is visited by the 8 quads of each of the WARPS_M warps of its warp column.
     __device__ static int col_sharer() { return warp_m() * 8 + lane() / 4; }
+    __device__ static void sync() { __syncthreads(); }
 };
 
 template <class T, bool kAKMajor, bool kBKMajor, int BM, int BN, int BK, int WARPS_M, int WARPS_N, int STAGES,

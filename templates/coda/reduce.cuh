@@ -9,8 +9,8 @@
 //   - write_col_partials<L, Op, V>: V values per column pair; out is f32 [ceil(M / L::kBM)] x [C], C = (N/2) * V;
 //     value v of column slot s goes to column c = ((t.tile_n * L::kBN + L::slot_col(s)) / 2) * V + v at
 //     out[t.tile_m * C + c]; c >= C is skipped.
-//   - Both must be called by every thread of the CTA; they __syncthreads before writing `scratch` (whose
-//     previous users may still be reading it) and after reading it (so the next user may overwrite it).
+//   - Both must be called by every thread of the Layout (L::kThreads); they L::sync() before writing `scratch`
+//     (whose previous users may still be reading it) and after reading it (so the next user may overwrite it).
 //     Each thread's partial lands in its own cell (the Layout bijection of epilogue_contract.cuh), and the
 //     cells of one row / column are combined in sharer order 0, 1, ...: results are bitwise reproducible.
 #pragma once
@@ -131,11 +131,11 @@ template <class L, RedOp Op>
 __device__ void write_row_partials(const typename Reducer<Op>::State (&st)[L::kRowSlots], float* scratch,
                                    float* out, const TileCoord& t) {
     using R = Reducer<Op>;
-    __syncthreads();
+    L::sync();
     const int sharer = L::row_sharer();
 #pragma unroll
     for (int s = 0; s < L::kRowSlots; ++s) scratch[L::slot_row(s) * L::kRowSharers + sharer] = R::partial(st[s]);
-    __syncthreads();
+    L::sync();
     const long long row0 = static_cast<long long>(t.tile_m) * L::kBM;
     for (int r = L::thread_index(); r < L::kBM; r += L::kThreads) {
         if (row0 + r >= t.M) break;
@@ -144,7 +144,7 @@ __device__ void write_row_partials(const typename Reducer<Op>::State (&st)[L::kR
         for (int k = 1; k < L::kRowSharers; ++k) acc = R::combine(acc, cells[k]);
         out[static_cast<long long>(t.tile_n) * t.M + row0 + r] = acc;
     }
-    __syncthreads();
+    L::sync();
 }
 
 template <class L, RedOp Op, int V>
@@ -152,7 +152,7 @@ __device__ void write_col_partials(const typename Reducer<Op>::State (&st)[L::kC
                                    float* out, const TileCoord& t) {
     using R = Reducer<Op>;
     constexpr int kTileCols = (L::kBN / 2) * V;  // partial columns one tile covers
-    __syncthreads();
+    L::sync();
     const int sharer = L::col_sharer();
 #pragma unroll
     for (int s = 0; s < L::kColSlots; ++s) {
@@ -160,7 +160,7 @@ __device__ void write_col_partials(const typename Reducer<Op>::State (&st)[L::kC
         for (int v = 0; v < V; ++v)
             scratch[((L::slot_col(s) / 2) * V + v) * L::kColSharers + sharer] = R::partial(st[s][v]);
     }
-    __syncthreads();
+    L::sync();
     const long long C = static_cast<long long>(t.N / 2) * V;
     const long long col0 = static_cast<long long>(t.tile_n) * kTileCols;
     for (int c = L::thread_index(); c < kTileCols; c += L::kThreads) {
@@ -170,7 +170,7 @@ __device__ void write_col_partials(const typename Reducer<Op>::State (&st)[L::kC
         for (int k = 1; k < L::kColSharers; ++k) acc = R::combine(acc, cells[k]);
         out[static_cast<long long>(t.tile_m) * C + col0 + c] = acc;
     }
-    __syncthreads();
+    L::sync();
 }
 
 }  // namespace coda

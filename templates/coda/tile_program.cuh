@@ -33,6 +33,7 @@ struct TileProgramLayout {
     __device__ static int slot_col(int) { return 2 * pair(); }
     __device__ static int row_sharer() { return pair(); }
     __device__ static int col_sharer() { return row_group(); }
+    __device__ static void sync() { __syncthreads(); }
 };
 
 template <class Epilogue>

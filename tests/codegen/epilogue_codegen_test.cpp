@@ -75,7 +75,9 @@ void check_node_lowering(const std::string& source, const Graph& g, int id) {
     INFO("node " << node_to_text(g, id) << "\nits statements:\n" << body);
     REQUIRE_FALSE(body.empty());
     const OpCategory category = op_info(n.op).category;
-    if (category != OpCategory::Sink) CHECK(contains(body, codegen::value_identifier(g, id) + "["));
+    // A value is declared as an array, or (an input the visit takes from Epilogue::Inputs) a reference to one.
+    const std::string value = codegen::value_identifier(g, id);
+    if (category != OpCategory::Sink) CHECK((contains(body, value + "[") || contains(body, "(&" + value + ")[")));
     for (int arg : n.args) CHECK(mentions(body, codegen::value_identifier(g, arg)));
     if (category == OpCategory::Unary || category == OpCategory::Binary || category == OpCategory::Compare ||
         category == OpCategory::Select)
@@ -121,9 +123,9 @@ TEST_CASE("sources load through their binding slots at the contract's element of
     CHECK(contains(src, "using Args = coda::EpilogueArgs<8>;"));
     CHECK(contains(src, "float v0_acc[2] = {acc0, acc1};"));
     CHECK(contains(src, "coda::load<2>(reinterpret_cast<const coda::bf16*>(args.slot[0]) + m * "
-                        "static_cast<long long>(args.slot[1]) + pair * 2, v1_residual);"));
+                        "static_cast<long long>(args.slot[1]) + pair * 2, in.v1_residual);"));
     CHECK(contains(src, "for (int v = 0; v < 2; ++v) v2_x1[v] = (v0_acc[v] + v1_residual[v]);"));
-    CHECK(contains(src, "coda::load<2>(reinterpret_cast<const coda::bf16*>(args.slot[2]) + pair * 2, v3_gamma);"));
+    CHECK(contains(src, "coda::load<2>(reinterpret_cast<const coda::bf16*>(args.slot[2]) + pair * 2, in.v3_gamma);"));
     CHECK(contains(src, "coda::store<2>(reinterpret_cast<coda::bf16*>(args.slot[5]) + m * "
                         "static_cast<long long>(args.slot[6]) + pair * 2, v4_h);"));
     CHECK(contains(src, "typename coda::Reducer<coda::RedOp::SumSq>::State r7[L::kRowSlots];"));
@@ -155,8 +157,8 @@ TEST_CASE("row x column broadcast, scalars, constants and indices", "[codegen]")
     const std::string src = generate_epilogue(check_graph(g));
     CHECK(contains(src, "using Args = coda::EpilogueArgs<5>;"));
     CHECK(contains(src, "int v0_pos[1];"));
-    CHECK(contains(src, "coda::load<1>(reinterpret_cast<const int*>(args.slot[0]) + m, v0_pos);"));
-    CHECK(contains(src, "coda::load<1>(reinterpret_cast<const float*>(args.slot[1]) + pair, v1_theta);"));
+    CHECK(contains(src, "coda::load<1>(reinterpret_cast<const int*>(args.slot[0]) + m, in.v0_pos);"));
+    CHECK(contains(src, "coda::load<1>(reinterpret_cast<const float*>(args.slot[1]) + pair, in.v1_theta);"));
     CHECK(contains(src, "float v2_posf[1] = {static_cast<float>(v0_pos[0])};"));
     CHECK(contains(src, "float v3_angle[1] = {(v2_posf[0] * v1_theta[0])};"));
     CHECK(contains(src, "float v4_scale[1] = {__uint_as_float(static_cast<unsigned int>(args.slot[2]))};"));

@@ -70,9 +70,45 @@ TEST_CASE("the banner carries the graph text, hash, arch, config and kernel", "[
           "coda::portable_gemm<coda::bf16, true, true, 128, 128, 32, 2, 4, 4, coda_gen::Epilogue>");
     CHECK(contains(k.source, "using Traits = coda::PortableGemmTraits<coda::bf16, true, true, 128, 128, 32, 2, 4, 4, "
                              "coda_gen::Epilogue>;"));
-    CHECK(contains(k.source, "extern \"C\" __constant__ int coda_kernel_info[4] = {coda_gen::Traits::kThreads, "
+    CHECK(contains(k.source, "extern \"C\" __constant__ int coda_kernel_info[6] = {coda_gen::Traits::kThreads, "
                              "coda_gen::Traits::kSmemBytes, coda_gen::Traits::Layout::kBM, "
-                             "coda_gen::Traits::Layout::kBN};"));
+                             "coda_gen::Traits::Layout::kBN, 0, 0};"));
+}
+
+TEST_CASE("a Hopper config selects the TMA + wgmma mainloop on sm_90a", "[codegen]") {
+    Graph g = Graph::gemm("dw", GemmSpec{DType::F16, Major::MN, Major::K});
+    g.store(g.accumulator(), "D", DType::BF16);
+    const KernelSource k =
+        generate_kernel_source(check_graph(g), hopper_config(128, 128, 6, Schedule::PingPong), "sm_90a");
+    CHECK(contains(k.source, "// config: hopper bm=128 bn=128 bk=64 stages=6 pingpong cluster=1\n"));
+    CHECK(contains(k.source, "#include \"coda/hopper_gemm.cuh\"\n"));
+    CHECK(k.kernel_expression == "coda::hopper_gemm<coda::f16, false, true, 128, 128, 6, true, coda_gen::Epilogue>");
+    CHECK(contains(k.source, "coda_gen::Traits::Layout::kBN, 1, coda_gen::Traits::kStages};"));
+}
+
+TEST_CASE("Hopper configs are checked before NVRTC sees them", "[codegen]") {
+    const CheckedGraph g = check_graph(test::out_proj_graph());
+    const auto rejects = [&](const KernelConfig& cfg, const std::string& arch, const std::string& why) {
+        INFO(cfg.to_text() << " on " << arch);
+        CHECK_THROWS_WITH(generate_kernel_source(g, cfg, arch),
+                          Catch::Contains("not valid for the Hopper mainloop") && Catch::Contains(why));
+    };
+    const KernelConfig good = hopper_config(128, 256, 4, Schedule::Cooperative);
+    rejects(good, "sm_80", "needs sm_90a");
+    rejects(good, "sm_90", "needs sm_90a");
+    KernelConfig c = good;
+    c.bk = 32;
+    rejects(c, "sm_90a", "bk must be 64");
+    rejects(hopper_config(128, 192, 4, Schedule::Cooperative), "sm_90a", "bn must be 128 or 256");
+    rejects(hopper_config(64, 256, 4, Schedule::Cooperative), "sm_90a", "64 or 128 rows");
+    rejects(hopper_config(256, 256, 4, Schedule::Cooperative), "sm_90a", "must not exceed 128 x 128");
+    rejects(hopper_config(128, 256, 4, Schedule::PingPong), "sm_90a", "must not exceed 128 x 128");
+    rejects(hopper_config(128, 256, 1, Schedule::Cooperative), "sm_90a", "stages must be between 2 and 16");
+    rejects(hopper_config(128, 256, 4, Schedule::Cooperative, 2), "sm_90a", "cluster must be 1");
+    for (const NamedConfig& named : hopper_named_configs()) {
+        INFO(named.name);
+        CHECK_NOTHROW(generate_kernel_source(g, named.config, "sm_90a"));
+    }
 }
 
 TEST_CASE("the kernel template follows the domain and the GemmSpec", "[codegen]") {

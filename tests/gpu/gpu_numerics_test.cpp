@@ -1,16 +1,21 @@
 // GPU numerics against the CPU reference (fp64): the block's epilogues, and random graphs over every
-// primitive, every operand layout, both input dtypes and odd shapes. Inputs are fresh random values and
-// outputs are poisoned before each run (verify::check_on_device).
+// primitive, every operand layout, both input dtypes and odd shapes. Every GEMM check runs under each mainloop
+// config of gemm_configs_under_test(). Inputs are fresh random values and outputs are poisoned before each run
+// (verify::check_on_device).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <random>
+#include <set>
 #include <thread>
 
 #include <fmt/format.h>
 
 #include "coda/blocks.hpp"
 #include "coda/runtime.hpp"
+#include "driver/cuda_driver.hpp"
+#include "ir/text.hpp"
 #include "support/random_graph.hpp"
 #include "verify/device_check.hpp"
 
@@ -23,14 +28,20 @@ void require_pass(const verify::CheckReport& report) {
     CHECK(report.pass);
 }
 
+struct Build {
+    Graph graph;
+    CompileOptions options;
+};
+
 // Compiles graphs on all host cores first, so the checks below find them in the cache.
-void warm_in_parallel(const std::vector<Graph>& graphs) {
+void warm_in_parallel(const std::vector<Build>& builds) {
     std::vector<std::thread> threads;
     std::atomic<std::size_t> next{0};
-    const unsigned workers = std::max(1u, std::min(8u, std::thread::hardware_concurrency()));
+    const unsigned workers = std::max(1u, std::min(16u, std::thread::hardware_concurrency()));
     for (unsigned t = 0; t < workers; ++t)
         threads.emplace_back([&] {
-            for (std::size_t i = next++; i < graphs.size(); i = next++) Runtime::instance().compile(graphs[i]);
+            for (std::size_t i = next++; i < builds.size(); i = next++)
+                Runtime::instance().compile(builds[i].graph, builds[i].options);
         });
     for (auto& t : threads) t.join();
 }
@@ -40,56 +51,146 @@ struct Shape {
     int pad;  // extra leading-dimension elements on A and B: a pad of 2 forces the non-16-byte load path
 };
 
-}  // namespace
+CompileOptions options_for(const KernelConfig& config) {
+    CompileOptions options;
+    options.use_default_config = false;
+    options.config = config;
+    return options;
+}
 
-TEST_CASE("the block's epilogues match the reference at odd shapes", "[gpu]") {
-    const auto graphs = blocks::llama_block();
-    warm_in_parallel(graphs);
-    std::uint64_t seed = 100;
-    for (const Graph& g : graphs) {
-        for (const Shape& s : {Shape{1000, 1000, 1000, 0}, Shape{1, 512, 4096, 0}, Shape{257, 130, 72, 2}}) {
+// The main Hopper configs, one per schedule.
+KernelConfig hopper_cooperative() { return hopper_config(128, 256, 4, Schedule::Cooperative); }
+KernelConfig hopper_pingpong() { return hopper_config(128, 128, 6, Schedule::PingPong); }
+
+// The mainloop configs the GEMM checks run under: the portable mainloop always; on an sm_90a device also the
+// two main Hopper configs, then the other named Hopper configs. Those last run only a subset of the cases
+// (see runs_every_case), which keeps the compile count and the test time down.
+std::vector<KernelConfig> gemm_configs_under_test() {
+    std::vector<KernelConfig> configs = {KernelConfig{}};
+    Driver::instance().ensure_context();
+    if (Driver::instance().current_device().arch != "sm_90a") return configs;
+    configs.push_back(hopper_cooperative());
+    configs.push_back(hopper_pingpong());
+    for (const NamedConfig& named : hopper_named_configs())
+        if (std::find(configs.begin(), configs.end(), named.config) == configs.end()) configs.push_back(named.config);
+    return configs;
+}
+
+bool runs_every_case(const KernelConfig& config) {
+    return config == KernelConfig{} || config == hopper_cooperative() || config == hopper_pingpong();
+}
+
+// The Hopper mainloop loads A and B by TMA, which needs every row to start on a 16-byte boundary: a leading
+// dimension that is a multiple of 8 elements (inputs are 16-bit; check_on_device allocates each operand on its
+// own, so the base is aligned). Anything else must be a clear coda::Error at launch, not a wrong result.
+bool tma_can_load(const GemmSpec& spec, const Shape& s) {
+    // The leading dimensions check_on_device gives A and B (src/verify/device_check.cpp).
+    const std::int64_t lda = (spec.a == Major::MN ? s.m : s.k) + s.pad;
+    const std::int64_t ldb = (spec.b == Major::K ? s.k : s.n) + s.pad;
+    return lda % 8 == 0 && ldb % 8 == 0;
+}
+
+struct GemmCase {
+    Graph graph;
+    Shape shape;
+    std::uint64_t seed;
+    bool every_config;  // false: only the configs for which runs_every_case holds
+};
+
+bool takes(const GemmCase& c, const KernelConfig& config) { return c.every_config || runs_every_case(config); }
+
+// Checks every case under every config that takes it; all (graph, config) pairs are compiled in parallel first.
+// Each config of a case sees the same inputs (the case's seed).
+void check_gemm_cases(const std::vector<GemmCase>& cases) {
+    const std::vector<KernelConfig> configs = gemm_configs_under_test();
+    std::vector<Build> builds;
+    std::set<std::string> seen;
+    for (const GemmCase& c : cases)
+        for (const KernelConfig& config : configs)
+            if (takes(c, config) && seen.insert(to_text(c.graph) + "\n" + config.to_text()).second)
+                builds.push_back({c.graph, options_for(config)});
+    warm_in_parallel(builds);
+    for (const GemmCase& c : cases)
+        for (const KernelConfig& config : configs) {
+            if (!takes(c, config)) continue;
+            const Shape& s = c.shape;
+            INFO("config: " << config.to_text() << "\ngraph " << c.graph.name()
+                            << fmt::format(" M={} N={} K={} pad={}", s.m, s.n, s.k, s.pad));
             verify::CheckProblem p;
             p.m = s.m;
             p.n = s.n;
             p.k = s.k;
             p.operand_pad = s.pad;
+            p.seed = c.seed;
+            const Kernel kernel = Runtime::instance().compile(c.graph, options_for(config));
+            if (config.mainloop == Mainloop::Hopper && !tma_can_load(c.graph.spec(), s))
+                CHECK_THROWS_WITH(verify::check_on_device(kernel, p), Catch::Contains("16-byte"));
+            else
+                require_pass(verify::check_on_device(kernel, p));
+        }
+}
+
+}  // namespace
+
+TEST_CASE("the block's epilogues match the reference at odd shapes", "[gpu]") {
+    const auto graphs = blocks::llama_block();
+    const Shape shapes[] = {{1000, 1000, 1000, 0}, {1, 512, 4096, 0}, {257, 130, 72, 2}};
+    std::vector<GemmCase> gemm_cases;
+    std::vector<Build> others;
+    std::uint64_t seed = 100;
+    for (const Graph& g : graphs) {
+        if (g.domain() == Domain::Gemm) {
+            // The other configs take one GEMM of each B layout: out_proj (B K-major) and swiglu_backward (N-major).
+            const bool every_config = g.name() == "out_proj" || g.name() == "swiglu_backward";
+            for (const Shape& s : shapes) gemm_cases.push_back({g, s, seed++, every_config});
+        } else {
+            others.push_back({g, {}});
+        }
+    }
+    check_gemm_cases(gemm_cases);
+
+    // Finalizers and tile programs have no mainloop: one run each, with the shapes' M and N.
+    warm_in_parallel(others);
+    for (const Build& b : others) {
+        for (const Shape& s : shapes) {
+            verify::CheckProblem p;
+            p.m = s.m;
+            p.n = s.n;
+            p.k = s.k;
             p.seed = seed++;
-            require_pass(verify::check_on_device(Runtime::instance().compile(g), p));
+            require_pass(verify::check_on_device(Runtime::instance().compile(b.graph), p));
         }
     }
 }
 
 TEST_CASE("random GEMM epilogues over all layouts and both dtypes match the reference", "[gpu]") {
     std::mt19937_64 rng(20261202);
-    struct Case {
-        Graph graph;
-        Shape shape;
-    };
-    std::vector<Case> cases;
+    std::vector<GemmCase> cases;
+    std::uint64_t seed = 1;
     for (DType input : {DType::BF16, DType::F16})
         for (Major a : {Major::K, Major::MN})
             for (Major b : {Major::K, Major::MN}) {
                 const GemmSpec spec{input, a, b};
-                cases.push_back({test::random_graph(rng, Domain::Gemm, spec), {1, 4096, 4096, 0}});
-                cases.push_back({test::random_graph(rng, Domain::Gemm, spec), {129, 130, 70, 2}});
+                // The other configs take the bf16 cases with A K-major: both B layouts, every shape.
+                const bool every_config = input == DType::BF16 && a == Major::K;
+                const auto add = [&](Shape s) {
+                    cases.push_back({test::random_graph(rng, Domain::Gemm, spec), s, seed++, every_config});
+                };
+                add({1, 4096, 4096, 0});
+                add({129, 130, 70, 2});
                 if (input == DType::BF16) {
-                    cases.push_back({test::random_graph(rng, Domain::Gemm, spec), {1000, 1000, 1000, 0}});
-                    cases.push_back({test::random_graph(rng, Domain::Gemm, spec), {4097, 2050, 520, 0}});
+                    add({1000, 1000, 1000, 0});
+                    add({4097, 2050, 520, 0});
                 }
             }
-    std::vector<Graph> graphs;
-    for (const Case& c : cases) graphs.push_back(c.graph);
-    warm_in_parallel(graphs);
-    std::uint64_t seed = 1;
-    for (const Case& c : cases) {
-        verify::CheckProblem p;
-        p.m = c.shape.m;
-        p.n = c.shape.n;
-        p.k = c.shape.k;
-        p.operand_pad = c.shape.pad;
-        p.seed = seed++;
-        require_pass(verify::check_on_device(Runtime::instance().compile(c.graph), p));
-    }
+    // f16 with an MN-major operand at leading dimensions TMA can load (above, only A K-major, B N-major at M=1
+    // is), so that the Hopper mainloop's f16 transposed loads are checked for numbers, not only for the error.
+    for (Major a : {Major::K, Major::MN})
+        for (Major b : {Major::K, Major::MN})
+            if (a == Major::MN || b == Major::MN)
+                cases.push_back({test::random_graph(rng, Domain::Gemm, {DType::F16, a, b}), {1000, 1000, 1000, 0},
+                                 seed++, false});
+    check_gemm_cases(cases);
 }
 
 TEST_CASE("random tile programs and finalizers match the reference", "[gpu]") {
@@ -97,8 +198,9 @@ TEST_CASE("random tile programs and finalizers match the reference", "[gpu]") {
     std::vector<Graph> tiles, finals;
     for (int i = 0; i < 6; ++i) tiles.push_back(test::random_graph(rng, Domain::Tile, {}));
     for (int i = 0; i < 4; ++i) finals.push_back(test::random_graph(rng, Domain::Finalize, {}));
-    std::vector<Graph> all = tiles;
-    all.insert(all.end(), finals.begin(), finals.end());
+    std::vector<Build> all;
+    for (const Graph& g : tiles) all.push_back({g, {}});
+    for (const Graph& g : finals) all.push_back({g, {}});
     warm_in_parallel(all);
     std::uint64_t seed = 77;
     const Shape tile_shapes[] = {{1, 4096, 0, 0}, {1000, 1000, 0, 0}, {4097, 2050, 0, 0}};
@@ -120,13 +222,15 @@ TEST_CASE("random tile programs and finalizers match the reference", "[gpu]") {
 }
 
 TEST_CASE("reductions are bitwise deterministic: the same inputs give the same bytes", "[gpu]") {
-    for (const Graph& g : {blocks::lm_head_ce(), blocks::rmsnorm_backward(), blocks::rope_backward()}) {
+    const auto check = [](const Graph& g, const CompileOptions& options, const std::string& config_text,
+                          std::int64_t n) {
+        INFO("config: " << config_text << "\ngraph " << g.name());
         verify::CheckProblem p;
         p.m = 1023;
-        p.n = 2050;
+        p.n = n;
         p.k = 520;
         p.seed = 99;
-        const Kernel k = Runtime::instance().compile(g);
+        const Kernel k = Runtime::instance().compile(g, options);
         const verify::CheckReport first = verify::check_on_device(k, p);
         const verify::CheckReport second = verify::check_on_device(k, p);
         require_pass(first);
@@ -137,7 +241,20 @@ TEST_CASE("reductions are bitwise deterministic: the same inputs give the same b
         }
         p.seed = 100;  // and the digest does see the data
         CHECK(verify::check_on_device(k, p).outputs[0].digest != first.outputs[0].digest);
+    };
+    std::vector<Build> builds;
+    for (const Graph& g : {blocks::lm_head_ce(), blocks::rmsnorm_backward()})
+        for (const KernelConfig& config : gemm_configs_under_test())
+            if (runs_every_case(config)) builds.push_back({g, options_for(config)});
+    warm_in_parallel(builds);
+    for (const Build& b : builds) {
+        const Shape wanted{1023, 2050, 520, 0};
+        // rmsnorm_backward's N-major B has N as its leading dimension: 2050 is not TMA-loadable, 2056 is.
+        const bool hopper = b.options.config.mainloop == Mainloop::Hopper;
+        const std::int64_t n = hopper && !tma_can_load(b.graph.spec(), wanted) ? 2056 : wanted.n;
+        check(b.graph, b.options, b.options.config.to_text(), n);
     }
+    check(blocks::rope_backward(), {}, "none (tile program)", 2050);
 }
 
 TEST_CASE("launch errors reach the user before the GPU", "[gpu]") {

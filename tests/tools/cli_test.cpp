@@ -2,32 +2,17 @@
 // malformed graph files. Each run gets a private cache directory.
 #include <catch2/catch.hpp>
 
-#include <sys/wait.h>
-
 #include <cstdio>
 #include <fstream>
 
+#include "support/run_cli.hpp"
 #include "support/temp_dir.hpp"
 
 namespace {
 
-struct Run {
-    int status = -1;
-    std::string output;  // stdout and stderr together
-};
+using Run = coda::test::CliRun;
 
-Run run(const std::string& arguments, const std::string& cache_dir) {
-    const std::string command = "cd '" CODA_SOURCE_DIR "' && CODA_CACHE_DIR='" + cache_dir + "' '" CODA_CLI_PATH "' " +
-                                arguments + " 2>&1";
-    Run r;
-    FILE* pipe = popen(command.c_str(), "r");
-    REQUIRE(pipe != nullptr);
-    char buffer[4096];
-    for (std::size_t n; (n = fread(buffer, 1, sizeof buffer, pipe)) > 0;) r.output.append(buffer, n);
-    const int raw = pclose(pipe);
-    r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-    return r;
-}
+Run run(const std::string& arguments, const std::string& cache_dir) { return coda::test::run_cli(arguments, cache_dir); }
 
 }  // namespace
 
@@ -65,7 +50,7 @@ TEST_CASE("coda dump prints readable generated CUDA", "[tools]") {
     INFO(dump.output);
     REQUIRE(dump.status == 0);
     CHECK_THAT(dump.output, Catch::Contains("coda generated kernel") && Catch::Contains("%x1_value = add %acc %residual") &&
-                                Catch::Contains("#include \"coda/portable_gemm.cuh\"") &&
+                                Catch::Contains("#include \"coda/hopper_gemm.cuh\"") &&
                                 Catch::Contains("coda_kernel_info"));
 }
 

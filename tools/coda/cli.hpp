@@ -49,5 +49,6 @@ int cmd_warm(Arguments args);
 int cmd_cache(Arguments args);
 int cmd_demo(Arguments args);
 int cmd_bench(Arguments args);
+int cmd_tune(Arguments args);
 
 }  // namespace coda::cli

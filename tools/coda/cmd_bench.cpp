@@ -3,9 +3,13 @@
 #include <stdlib.h>
 
 #include <algorithm>
-#include <filesystem>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <memory>
 #include <random>
 
 #include <fmt/format.h>
@@ -14,6 +18,7 @@
 #include "coda/blocks.hpp"
 #include "coda/cli.hpp"
 #include "coda/error.hpp"
+#include "coda/kernel_timing.hpp"
 #include "coda/runtime.hpp"
 #include "driver/cuda_driver.hpp"
 #include "runtime/pipeline.hpp"
@@ -38,66 +43,137 @@ DeviceBuffer random_buffer(std::mt19937_64& rng, std::size_t count, DType dtype,
 
 const void* ptr(const DeviceBuffer& b) { return reinterpret_cast<const void*>(static_cast<std::uintptr_t>(b.ptr())); }
 
-// Median milliseconds of `iterations` launches, each timed with device events, after `warmup` launches.
-double median_ms(const Kernel& kernel, const Args& args, int warmup, int iterations) {
-    Driver& d = Driver::instance();
-    for (int i = 0; i < warmup; ++i) kernel.launch(args);
-    std::vector<double> times;
-    CUevent start = d.event_create(), stop = d.event_create();
-    for (int i = 0; i < iterations; ++i) {
-        d.event_record(start, nullptr);
-        kernel.launch(args);
-        d.event_record(stop, nullptr);
-        d.synchronize();
-        times.push_back(d.event_ms(start, stop));
-    }
-    d.event_destroy(start);
-    d.event_destroy(stop);
-    std::sort(times.begin(), times.end());
-    return times[times.size() / 2];
+// `coda bench gemm` without --m/--n/--k: M (tokens per step) in {4096, 16384} against the (N, K) of a
+// LLaMA-3-8B-sized block's projections (attention out / q 4096x4096, fused QKV with 8 KV heads 6144x4096,
+// gate/up 14336x4096, down 4096x14336) and two square sizes. tools/bench_torch.py (SET_M, SET_NK) times the
+// same set.
+std::vector<ProblemShape> gemm_shape_set() {
+    const std::pair<std::int64_t, std::int64_t> nk[] = {{4096, 4096},  {6144, 4096}, {14336, 4096},
+                                                        {4096, 14336}, {2048, 2048}, {8192, 8192}};
+    std::vector<ProblemShape> shapes;
+    for (std::int64_t m : {4096, 16384})
+        for (const auto& [n, k] : nk) shapes.push_back({m, n, k});
+    return shapes;
+}
+
+// Like random_buffer, for operands of hundreds of MB: one block of random values repeated over the buffer.
+// Every tile still sees random, non-zero bits (what the tensor cores' speed and power depend on), and the
+// host does not generate and encode a fresh value per element. The block's odd length keeps the repeats
+// out of step with rows.
+DeviceBuffer large_random_buffer(std::mt19937_64& rng, std::size_t count, DType dtype, verify::Distribution d) {
+    constexpr std::size_t kBlock = 3000017;
+    const auto block = verify::encode(verify::random_values(rng, std::min(count, kBlock), dtype, d), dtype);
+    const std::size_t bytes = count * size_of(dtype);
+    DeviceBuffer buffer(bytes);
+    for (std::size_t at = 0; at < bytes; at += block.size())
+        Driver::instance().copy_to_device(buffer.ptr() + at, block.data(), std::min(block.size(), bytes - at));
+    return buffer;
 }
 
 int bench_gemm(Arguments& args) {
-    const long long m = args.number("--m", 4096), n = args.number("--n", 4096), k = args.number("--k", 4096);
+    constexpr long long kAbsent = std::numeric_limits<long long>::min();
+    const long long m = args.number("--m", kAbsent), n = args.number("--n", kAbsent), k = args.number("--k", kAbsent);
     const long long iterations = args.number("--iters", 50);
-    if (m < 1 || n < 2 || n % 2 != 0 || k < 1 || iterations < 1 || iterations > 100000)
-        throw Error(fmt::format("bench gemm: need M >= 1, an even N >= 2, K >= 1 and 1 <= --iters <= 100000; got "
-                                "M={} N={} K={} --iters {}", m, n, k, iterations));
+    const std::string config_text = args.option("--config");
+    const std::string csv_path = args.option("--csv");
     args.positional();
+    if (iterations < 1 || iterations > 100000)
+        throw Error(fmt::format("bench gemm: need 1 <= --iters <= 100000, got {}", iterations));
+    std::vector<ProblemShape> shapes = gemm_shape_set();
+    if (m != kAbsent || n != kAbsent || k != kAbsent) {
+        // One shape (any of --m/--n/--k given); a dimension left out is 4096.
+        const ProblemShape s{m == kAbsent ? 4096 : m, n == kAbsent ? 4096 : n, k == kAbsent ? 4096 : k};
+        if (s.m < 1 || s.n < 2 || s.n % 2 != 0 || s.k < 1)
+            throw Error(fmt::format("bench gemm: need M >= 1, an even N >= 2 and K >= 1; got M={} N={} K={}", s.m,
+                                    s.n, s.k));
+        shapes = {s};
+    }
+    CompileOptions base;
+    if (!config_text.empty()) {
+        base.use_default_config = false;
+        base.config = KernelConfig::parse(config_text);
+    }
+    std::unique_ptr<std::ofstream> csv;
+    if (!csv_path.empty()) {
+        csv = std::make_unique<std::ofstream>(csv_path);
+        if (!*csv) throw Error(fmt::format("bench gemm: cannot write the --csv file '{}'", csv_path));
+        *csv << "epilogue,m,n,k,ms,tflops,config\n";
+    }
     Driver& d = Driver::instance();
     if (!d.available()) throw Error("bench gemm needs a GPU: " + d.unavailable_reason());
     d.ensure_context();
+
+    // Every kernel first (the default config may differ per shape: CompileOptions::shape lets the heuristic
+    // and the tuning database choose), so that no compile runs between timed launches.
+    const Graph identity_g = identity_graph(), out_proj_g = blocks::out_proj();
+    struct Kernels {
+        Kernel identity, out_proj;
+        std::vector<std::int64_t> partials;  // shape of x1_sumsq
+    };
+    std::vector<Kernels> kernels;
+    std::size_t max_mk = 0, max_nk = 0, max_mn = 0, max_n = 0, max_partials = 0;
+    for (const ProblemShape& s : shapes) {
+        CompileOptions options = base;
+        options.shape = s;
+        Kernels kk{Runtime::instance().compile(identity_g, options), Runtime::instance().compile(out_proj_g, options), {}};
+        kk.partials = kk.out_proj.partials_shape("x1_sumsq", s.m, s.n);
+        max_mk = std::max(max_mk, static_cast<std::size_t>(s.m * s.k));
+        max_nk = std::max(max_nk, static_cast<std::size_t>(s.n * s.k));
+        max_mn = std::max(max_mn, static_cast<std::size_t>(s.m * s.n));
+        max_n = std::max(max_n, static_cast<std::size_t>(s.n));
+        max_partials = std::max(max_partials, static_cast<std::size_t>(kk.partials[0] * kk.partials[1]));
+        kernels.push_back(std::move(kk));
+    }
+
+    // One set of buffers, sized for the largest shape, serves every shape. The operands are not rotated
+    // between launches (torch.matmul's baseline does not rotate either): the smallest shapes' operands fit in
+    // the 50 MB L2, but a GEMM is compute-bound and re-reads its operand tiles from L2 many times within one
+    // launch anyway, so starting with them in L2 changes little. Rotation matters for memory-bound kernels.
     std::mt19937_64 rng(7);
-    const auto a = random_buffer(rng, static_cast<std::size_t>(m * k), DType::BF16, verify::Distribution::Normal);
-    const auto b = random_buffer(rng, static_cast<std::size_t>(n * k), DType::BF16, verify::Distribution::Normal);
-    const auto residual = random_buffer(rng, static_cast<std::size_t>(m * n), DType::BF16, verify::Distribution::Normal);
-    const auto gamma = random_buffer(rng, static_cast<std::size_t>(n), DType::BF16, verify::Distribution::Positive);
-    DeviceBuffer d_out(static_cast<std::size_t>(m * n) * 2), x1(static_cast<std::size_t>(m * n) * 2),
-        h(static_cast<std::size_t>(m * n) * 2);
+    const auto a = large_random_buffer(rng, max_mk, DType::BF16, verify::Distribution::Normal);
+    const auto b = large_random_buffer(rng, max_nk, DType::BF16, verify::Distribution::Normal);
+    const auto residual = large_random_buffer(rng, max_mn, DType::BF16, verify::Distribution::Normal);
+    const auto gamma = random_buffer(rng, max_n, DType::BF16, verify::Distribution::Positive);
+    DeviceBuffer d_out(max_mn * 2), x1(max_mn * 2), h(max_mn * 2), partials(max_partials * 4);
 
-    const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
-    std::printf("%-10s %6s %6s %6s %10s %9s %s\n", "epilogue", "M", "N", "K", "ms", "TFLOP/s", "config");
+    std::printf("%-10s %6s %6s %6s %10s %9s %9s  %s\n", "epilogue", "M", "N", "K", "ms", "TFLOP/s", "/identity",
+                "config");
+    double log_ratio_sum = 0;
+    const auto report = [&](const char* epilogue, const ProblemShape& s, double ms, double vs_identity,
+                            const Kernel& kernel) {
+        const double tflops = 2.0 * static_cast<double>(s.m) * static_cast<double>(s.n) * static_cast<double>(s.k) /
+                              ms / 1e9;
+        const std::string config = kernel.config().to_text();
+        const std::string ratio = vs_identity > 0 ? fmt::format("{:.3f}", vs_identity) : "-";
+        fmt::print("{:<10} {:>6} {:>6} {:>6} {:>10.4f} {:>9.1f} {:>9}  {}\n", epilogue, s.m, s.n, s.k, ms, tflops,
+                   ratio, config);
+        std::fflush(stdout);
+        if (csv) *csv << fmt::format("{},{},{},{},{:.5f},{:.2f},{}\n", epilogue, s.m, s.n, s.k, ms, tflops, config)
+                      << std::flush;
+    };
+    for (std::size_t i = 0; i < shapes.size(); ++i) {
+        const ProblemShape& s = shapes[i];
+        Args ia;
+        ia.bind("A", matrix(ptr(a), DType::BF16, s.m, s.k)).bind("B", matrix_col_major(ptr(b), DType::BF16, s.k, s.n));
+        ia.bind("D", matrix(ptr(d_out), DType::BF16, s.m, s.n));
+        const double t_id = median_ms(kernels[i].identity, ia, 5, static_cast<int>(iterations));
+        report("identity", s, t_id, 0, kernels[i].identity);
 
-    const Kernel identity = Runtime::instance().compile(identity_graph());
-    Args ia;
-    ia.bind("A", matrix(ptr(a), DType::BF16, m, k)).bind("B", matrix_col_major(ptr(b), DType::BF16, k, n));
-    ia.bind("D", matrix(ptr(d_out), DType::BF16, m, n));
-    const double t_id = median_ms(identity, ia, 5, static_cast<int>(iterations));
-    std::printf("%-10s %6lld %6lld %6lld %10.4f %9.1f %s\n", "identity", m, n, k, t_id, flops / t_id / 1e9,
-                identity.config().to_text().c_str());
-
-    const Kernel out_proj = Runtime::instance().compile(blocks::out_proj());
-    const auto pshape = out_proj.partials_shape("x1_sumsq", m, n);
-    DeviceBuffer partials(static_cast<std::size_t>(pshape[0] * pshape[1]) * 4);
-    Args oa;
-    oa.bind("A", matrix(ptr(a), DType::BF16, m, k)).bind("B", matrix_col_major(ptr(b), DType::BF16, k, n));
-    oa.bind("residual", matrix(ptr(residual), DType::BF16, m, n)).bind("gamma", vector(ptr(gamma), DType::BF16, n));
-    oa.bind("x1", matrix(ptr(x1), DType::BF16, m, n)).bind("h", matrix(ptr(h), DType::BF16, m, n));
-    oa.bind("x1_sumsq", matrix(ptr(partials), DType::F32, pshape[0], pshape[1]));
-    const double t_op = median_ms(out_proj, oa, 5, static_cast<int>(iterations));
-    std::printf("%-10s %6lld %6lld %6lld %10.4f %9.1f %s\n", "out_proj", m, n, k, t_op, flops / t_op / 1e9,
-                out_proj.config().to_text().c_str());
-    std::printf("out_proj / identity time: %.3f\n", t_op / t_id);
+        const auto& pshape = kernels[i].partials;
+        Args oa;
+        oa.bind("A", matrix(ptr(a), DType::BF16, s.m, s.k)).bind("B", matrix_col_major(ptr(b), DType::BF16, s.k, s.n));
+        oa.bind("residual", matrix(ptr(residual), DType::BF16, s.m, s.n))
+            .bind("gamma", vector(ptr(gamma), DType::BF16, s.n));
+        oa.bind("x1", matrix(ptr(x1), DType::BF16, s.m, s.n)).bind("h", matrix(ptr(h), DType::BF16, s.m, s.n));
+        oa.bind("x1_sumsq", matrix(ptr(partials), DType::F32, pshape[0], pshape[1]));
+        const double t_op = median_ms(kernels[i].out_proj, oa, 5, static_cast<int>(iterations));
+        report("out_proj", s, t_op, t_op / t_id, kernels[i].out_proj);
+        log_ratio_sum += std::log(t_op / t_id);
+    }
+    if (shapes.size() > 1)
+        std::printf("out_proj / identity time, geometric mean over %zu shapes: %.3f\n", shapes.size(),
+                    std::exp(log_ratio_sum / static_cast<double>(shapes.size())));
+    if (csv && !*csv) throw Error(fmt::format("bench gemm: writing the --csv file '{}' failed", csv_path));
     return 0;
 }
 

@@ -2,12 +2,14 @@
 // code, compiles it, and with a GPU runs each kernel on random inputs checked against the CPU reference.
 #include <cstdio>
 #include <string>
+#include <tuple>
 
 #include <fmt/format.h>
 
 #include "codegen/epilogue_codegen.hpp"
 #include "coda/blocks.hpp"
 #include "coda/cli.hpp"
+#include "coda/error.hpp"
 #include "coda/runtime.hpp"
 #include "driver/cuda_driver.hpp"
 #include "ir/check_graph.hpp"
@@ -37,12 +39,55 @@ verify::CheckProblem demo_problem(Domain domain, std::uint64_t seed) {
     return p;
 }
 
+// coda demo --layouts: the plain GEMM (identity epilogue) in all four operand layouts and both 16-bit types,
+// each checked at a shape with partial tiles and at one with several tiles per CTA (the persistent Hopper
+// mainloop's steady state). Small enough to run under compute-sanitizer (tools/device_check.sh).
+int demo_layouts(const std::string& arch, const std::string& config_text) {
+    Driver& driver = Driver::instance();
+    if (!driver.available()) throw Error("coda demo --layouts runs kernels and needs a GPU: " + driver.unavailable_reason());
+    CompileOptions options;
+    options.arch = arch;
+    if (!config_text.empty()) {
+        options.use_default_config = false;
+        options.config = KernelConfig::parse(config_text);
+    }
+    bool ok = true;
+    std::uint64_t seed = 77;
+    for (DType input : {DType::BF16, DType::F16})
+        for (Major a : {Major::K, Major::MN})
+            for (Major b : {Major::K, Major::MN}) {
+                Graph g = Graph::gemm(fmt::format("layout_{}_a{}_b{}", to_string(input), to_string(a), to_string(b)),
+                                      GemmSpec{input, a, b});
+                g.store(g.accumulator(), "D", DType::BF16);
+                const Kernel kernel = Runtime::instance().compile(g, options);
+                for (const auto& [m, n, k] : {std::tuple<int, int, int>{520, 776, 200}, {4096, 2048, 64}}) {
+                    verify::CheckProblem p;
+                    p.m = m;
+                    p.n = n;
+                    p.k = k;
+                    p.seed = seed++;
+                    const verify::CheckReport report = verify::check_on_device(kernel, p);
+                    std::printf("%s [%s] %s: %s\n", report.kernel.c_str(), kernel.config().to_text().c_str(),
+                                report.problem.c_str(), report.pass ? "PASS" : "FAIL");
+                    if (!report.pass) std::printf("%s", report.summary().c_str());
+                    ok = ok && report.pass;
+                }
+            }
+    std::printf("\n%s: the four operand layouts in bf16 and f16 on %s\n", ok ? "OK" : "FAILED",
+                driver.current_device().name.c_str());
+    return ok ? 0 : 1;
+}
+
 }  // namespace
 
 int cmd_demo(Arguments args) {
     const bool no_run = args.flag("--no-run");
+    const bool layouts = args.flag("--layouts");
+    const std::string config_text = args.option("--config");
     const std::string arch = target_arch(args);
     args.positional();
+    if (layouts) return demo_layouts(arch, config_text);
+    if (!config_text.empty()) throw Error("coda demo: --config applies to --layouts only");
     Driver& driver = Driver::instance();
     const bool gpu = !no_run && driver.available();
 

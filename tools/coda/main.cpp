@@ -1,4 +1,4 @@
-// The coda command line: dump, warm, cache, demo, bench. Each subcommand lives in its own file.
+// The coda command line: dump, warm, cache, demo, bench, tune. Each subcommand lives in its own file.
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -13,12 +13,17 @@ constexpr const char* kUsage = R"(usage: coda <command> [options]
 commands:
   demo [--arch ARCH] [--no-run]        build the LLaMA block's epilogues, show their code, compile them,
                                        and (with a GPU) run and check each against the CPU reference
+  demo --layouts [--config TEXT]       check the plain GEMM in all four operand layouts, bf16 and f16
   dump [--arch ARCH] FILE...           print the generated CUDA for every graph in the .coda files
   warm [--arch ARCH] [-j N] FILE...    compile every graph into the kernel cache (no GPU needed)
   cache list | cache clear             show or empty the on-disk kernel cache
-  bench gemm [--m M --n N --k K]       time the GEMM (identity and out-proj epilogues) on the GPU
+  bench gemm [--m M --n N --k K] [--iters N] [--config TEXT] [--csv FILE]
+                                       time the GEMM (identity and out-proj epilogues) on the GPU; with
+                                       no shape, the 12-shape set of docs/PERFORMANCE.md
   bench jit                            time a cold compile, a disk-cache hit and a memory hit + launch
   bench tile [--m M --n N]             GB/s of tile programs (a copy, RoPE backward) on the GPU
+  tune [--m M --n N --k K] [--iters N] BLOCK|FILE...
+                                       time each tile config of GEMM graphs on the GPU; record the fastest
   help                                 this text
 
 ARCH defaults to the current GPU's (sm_90a on Hopper), or sm_90a without a GPU.
@@ -39,6 +44,7 @@ int main(int argc, char** argv) {
         if (command == "cache") return coda::cli::cmd_cache(args);
         if (command == "demo") return coda::cli::cmd_demo(args);
         if (command == "bench") return coda::cli::cmd_bench(args);
+        if (command == "tune") return coda::cli::cmd_tune(args);
         std::fprintf(stderr, "coda: unknown command '%s'\n\n%s", command.c_str(), kUsage);
         return 2;
     } catch (const coda::Error& e) {

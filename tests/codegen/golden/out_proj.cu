@@ -47,18 +47,38 @@ struct Epilogue {
     }
 
     template <class L>
+    __device__ static void prefetch(const Args& args, const coda::Coord& c) {
+        const long long m = c.m;
+        const int pair = c.n / 2;
+        coda::prefetch_l2(reinterpret_cast<const coda::bf16*>(args.slot[0]) + m * static_cast<long long>(args.slot[1]) + pair * 2);
+    }
+
+    // What a visit reads from input tensors, loaded by load().
+    struct Inputs {
+        float v1_residual[2];
+        float v3_gamma[2];
+    };
+
+    template <class L>
+    __device__ static void load(const Args& args, const coda::Coord& c, Inputs& in) {
+        const long long m = c.m;  // 64-bit: m * leading dimension can pass 2^31
+        const int pair = c.n / 2;  // lane v of V lanes is element pair * V + v
+        coda::load<2>(reinterpret_cast<const coda::bf16*>(args.slot[0]) + m * static_cast<long long>(args.slot[1]) + pair * 2, in.v1_residual);
+        coda::load<2>(reinterpret_cast<const coda::bf16*>(args.slot[2]) + pair * 2, in.v3_gamma);
+    }
+
+    template <class L>
     __device__ static void visit(const Args& args, State<L>& st, const coda::Coord& c, int row_slot,
-                                 int col_slot, float acc0, float acc1) {
+                                 int col_slot, float acc0, float acc1, const Inputs& in) {
+        (void)in;
         const long long m = c.m;  // 64-bit: m * leading dimension can pass 2^31
         const int pair = c.n / 2;  // lane v of V lanes is element pair * V + v
         // %acc = accumulator
         float v0_acc[2] = {acc0, acc1};
         // %residual = tile_input bf16 full
-        float v1_residual[2];
-        coda::load<2>(reinterpret_cast<const coda::bf16*>(args.slot[0]) + m * static_cast<long long>(args.slot[1]) + pair * 2, v1_residual);
+        const float (&v1_residual)[2] = in.v1_residual;
         // %gamma = col_input bf16 full
-        float v3_gamma[2];
-        coda::load<2>(reinterpret_cast<const coda::bf16*>(args.slot[2]) + pair * 2, v3_gamma);
+        const float (&v3_gamma)[2] = in.v3_gamma;
         // %x1 = add %acc %residual
         float v2_x1[2];
         #pragma unroll
@@ -77,6 +97,14 @@ struct Epilogue {
     }
 
     template <class L>
+    __device__ static void visit(const Args& args, State<L>& st, const coda::Coord& c, int row_slot,
+                                 int col_slot, float acc0, float acc1) {
+        Inputs in;
+        load<L>(args, c, in);
+        visit<L>(args, st, c, row_slot, col_slot, acc0, acc1, in);
+    }
+
+    template <class L>
     __device__ static void end_tile(const Args& args, State<L>& st, float* scratch,
                                     const coda::TileCoord& t) {
         coda::write_row_partials<L, coda::RedOp::SumSq>(st.r7, scratch, reinterpret_cast<float*>(args.slot[7]), t);
@@ -87,5 +115,6 @@ using Traits = coda::PortableGemmTraits<coda::bf16, true, true, 128, 128, 32, 2,
 
 }  // namespace coda_gen
 
-// Read by the host after loading the module: block size, dynamic shared memory and CTA tile.
-extern "C" __constant__ int coda_kernel_info[4] = {coda_gen::Traits::kThreads, coda_gen::Traits::kSmemBytes, coda_gen::Traits::Layout::kBM, coda_gen::Traits::Layout::kBN};
+// Read by the host after loading the module: block size, dynamic shared memory, CTA tile, mainloop
+// (1: Hopper, persistent with TMA operands) and pipeline stages (Hopper: after fitting the scratch).
+extern "C" __constant__ int coda_kernel_info[6] = {coda_gen::Traits::kThreads, coda_gen::Traits::kSmemBytes, coda_gen::Traits::Layout::kBM, coda_gen::Traits::Layout::kBN, 0, 0};

@@ -1,0 +1,29 @@
+// Which tile configuration a graph gets when the caller names none: a tuned one from the tuning database,
+// else a heuristic. choose_config is the pure decision; Runtime::default_config feeds it the current device.
+#pragma once
+
+#include <string>
+
+#include "coda/graph.hpp"
+#include "coda/kernel_config.hpp"
+#include "coda/runtime.hpp"
+#include "tune/tuning_db.hpp"
+
+namespace coda {
+
+// The GPU a config is chosen for. An empty name means none is known: no GPU, or one whose arch is not the
+// arch compiled for (coda warm for another machine); tuned records are then not used.
+struct TargetDevice {
+    std::string name;   // as the driver reports it, e.g. "NVIDIA H200"
+    int sm_count = 0;   // 0: unknown
+};
+
+// The Hopper mainloop's default tile for a problem of `shape` on a GPU of `sm_count` SMs (0: unknown).
+KernelConfig hopper_heuristic(const ProblemShape& shape, int sm_count);
+
+// Non-GEMM graphs and archs other than sm_90a: the portable KernelConfig{}. sm_90a: the record of `db` for
+// (device name, graph hash, shape class) when there is one, else hopper_heuristic.
+KernelConfig choose_config(const Graph& graph, const std::string& arch, const ProblemShape& shape,
+                           const TargetDevice& device, const TuningDb* db);
+
+}  // namespace coda

@@ -1,0 +1,339 @@
+// Hopper GEMM mainloop for sm_90a: TMA loads into 128-byte-swizzled shared memory through an mbarrier
+// pipeline, wgmma with fp32 accumulators in registers, one producer warp and two consumer warpgroups, and a
+// persistent tile scheduler. The output tile is handed, still in registers, to the generated epilogue
+// (epilogue_contract.cuh) exactly as on the portable path.
+//
+// Contract:
+//   - Computes acc = A * B in fp32 for 16-bit T (bf16 or f16); A and B as stored are described by the
+//     GemmProblem (as in portable_gemm.cuh) and by two tensor maps the host encodes (cuTensorMapEncodeTiled,
+//     128-byte swizzle, zero fill out of bounds), 2-D with the stored rows' contiguous dimension innermost:
+//       A K-major: dims {K, M}, box {64, BM}      A M-major: dims {M, K}, box {64, 64}
+//       B K-major: dims {K, N}, box {64, BN}      B N-major: dims {N, K}, box {64, 64}
+//     TMA needs the base 16-byte aligned and the leading dimension a multiple of 8 elements (16 bytes): the
+//     host checks both. Any M, N, K >= 1 (N even): edges are zero-filled by TMA and masked in the epilogue.
+//   - Launch: grid = min(tiles, CTAs that fit on the GPU) (persistent: CTA b owns tiles b, b + grid, ...),
+//     block = kThreads (384), dynamic shared memory = kSmemBytes (the host raises the per-kernel limit).
+//   - Threads: warpgroup 0 is the producer (one thread issues every TMA copy; it gives registers away),
+//     warpgroups 1 and 2 consume. Cooperative: both consume every stage and share one BM x BN tile, rows
+//     split in halves. Ping-pong: they own alternate tiles; an order barrier makes their mainloops take turns,
+//     so one's epilogue overlaps the other's mainloop.
+//   - Epilogue: per tile, the tile's consumer threads call begin_tile, visit for each (row_slot, col_slot)
+//     inside [M] x [N], and end_tile with a scratch area of their own (the pipeline keeps running). Layout is
+//     WgmmaLayout below; its sync() is a named barrier over exactly those threads.
+#pragma once
+
+#include "coda/epilogue_contract.cuh"
+#include "coda/numeric.cuh"
+#include "coda/sm90_ops.cuh"
+
+namespace coda {
+
+constexpr int kHopperBK = 64;                 // one 128-byte swizzle row of 16-bit elements
+constexpr int kHopperMaxSmemBytes = 227 * 1024;
+constexpr int kHopperProducerRegisters = 40;  // the producer thread needs addresses and loop counters only
+constexpr int kHopperConsumerRegisters = 232; // 128 accumulators plus the epilogue; 40 + 2 * 232 fits 512 / thread-slot
+constexpr int kHopperRasterBand = 8;          // M-tiles per band of the tile order: concurrent tiles share A and B in L2
+constexpr int kHopperBatchRegisters = 16;     // registers the epilogue may spend on inputs loaded ahead of use
+constexpr int kHopperPrefetchLead = 8;        // k-tiles before a tile's epilogue at which its tile inputs are prefetched
+
+// The wgmma accumulator layout of a BM x BN tile owned by kGroups consumer warpgroups, each holding kWgM rows
+// as kWgM / 64 blocks of m64. In block i, warp w of a warpgroup holds rows 16w + lane/4 (+ 8) and, for each n8
+// chunk j, columns 8j + 2 (lane % 4) + {0, 1}: the same as mma.sync's per-warp layout.
+template <int BM, int BN, int kWgM, int kGroups>
+struct WgmmaLayout {
+    static constexpr int kBM = BM;
+    static constexpr int kBN = BN;
+    static constexpr int kThreads = 128 * kGroups;
+    static constexpr int kM64 = kWgM / 64;
+    static constexpr int kRowSlots = 2 * kM64;
+    static constexpr int kColSlots = BN / 8;
+    static constexpr int kRowSharers = 4;              // a row lives in one quad of one warp
+    static constexpr int kColSharers = 32 * kGroups;   // 8 quads x 4 warps x kGroups
+    static_assert(kWgM * kGroups == BM, "coda: the consumer warpgroups must cover BM rows");
+
+    // Cooperative (kGroups = 2): both consumer warpgroups, threads 128..383. Ping-pong: the calling one.
+    __device__ static int thread_index() {
+        return kGroups == 2 ? static_cast<int>(threadIdx.x) - 128 : static_cast<int>(threadIdx.x) % 128;
+    }
+    __device__ static int group() { return thread_index() / 128; }
+    __device__ static int warp() { return (thread_index() / 32) % 4; }
+    __device__ static int lane() { return static_cast<int>(threadIdx.x) % 32; }
+    // Row slot 2i + h is row lane/4 + 8h of warp w's 16 rows in m64 block i.
+    __device__ static int slot_row(int row_slot) {
+        return group() * kWgM + (row_slot / 2) * 64 + warp() * 16 + (row_slot % 2) * 8 + lane() / 4;
+    }
+    __device__ static int slot_col(int col_slot) { return col_slot * 8 + 2 * (lane() % 4); }
+    __device__ static int row_sharer() { return lane() % 4; }
+    __device__ static int col_sharer() { return (group() * 4 + warp()) * 8 + lane() / 4; }
+    // Barrier 1 spans both consumer warpgroups; 2 and 3 are one ping-pong consumer each (0 is __syncthreads).
+    __device__ static void sync() {
+        if (kGroups == 2)
+            sm90::named_barrier_sync(1, 256);
+        else
+            sm90::named_barrier_sync(1 + static_cast<int>(threadIdx.x) / 128, 128);
+    }
+};
+
+template <class T, bool kAKMajor, bool kBKMajor, int BM, int BN, int STAGES, bool kPingPong, class Epilogue>
+struct HopperGemmTraits {
+    static constexpr int BK = kHopperBK;
+    static constexpr int kConsumers = 2;
+    static constexpr int kThreads = 128 * (1 + kConsumers);
+    static constexpr int kWgM = kPingPong ? BM : BM / 2;  // rows of one consumer warpgroup's accumulator
+    using Layout = WgmmaLayout<BM, BN, kWgM, kPingPong ? 1 : 2>;
+    static constexpr int kM64 = Layout::kM64;
+    static constexpr int kABytes = BM * BK * 2;
+    static constexpr int kBBytes = BN * BK * 2;
+    static constexpr int kStageBytes = kABytes + kBBytes;
+    // Each ping-pong consumer reduces its own tile, so each has its own scratch.
+    static constexpr int kScratchPerTile = (Epilogue::template scratch_floats<Layout>() * 4 + 15) / 16 * 16;
+    static constexpr int kScratchBytes = kScratchPerTile * (kPingPong ? 2 : 1);
+    static constexpr int kAlignSlack = 1024;  // swizzled TMA tiles need 1024-byte alignment
+    static constexpr int kBarrierBytes = 8 * (2 * STAGES + 2);
+    static constexpr int kFitStages = (kHopperMaxSmemBytes - kAlignSlack - kScratchBytes - kBarrierBytes) / kStageBytes;
+    // Fewer stages than asked when the epilogue's scratch needs the room.
+    static constexpr int kStages = STAGES < kFitStages ? STAGES : kFitStages;
+    static constexpr int kSmemBytes = kAlignSlack + kStages * kStageBytes + kScratchBytes + kBarrierBytes;
+    // Visits whose inputs are loaded together: as many as kHopperBatchRegisters hold (1 to 8, a power of two,
+    // so that it divides BN / 8). More would cost the accumulators registers.
+    static constexpr int kInputRegisters = static_cast<int>(sizeof(typename Epilogue::Inputs) / 4);
+    static constexpr int kVisitBatch = kInputRegisters * 8 <= kHopperBatchRegisters   ? 8
+                                       : kInputRegisters * 4 <= kHopperBatchRegisters ? 4
+                                       : kInputRegisters * 2 <= kHopperBatchRegisters ? 2
+                                                                                      : 1;
+    // Arrivals that free a stage: lane 0 of every warp that reads it.
+    static constexpr int kEmptyArrivals = 4 * (kPingPong ? 1 : kConsumers);
+
+    static_assert(sizeof(T) == 2, "coda: hopper_gemm takes 16-bit inputs (coda::bf16 or coda::f16)");
+    static_assert(BN == 128 || BN == 256, "coda: hopper_gemm's BN must be 128 or 256 (one wgmma covers it)");
+    static_assert(kWgM == 64 || kWgM == 128, "coda: each consumer warpgroup holds 64 or 128 rows");
+    static_assert(kWgM * BN <= 128 * 128, "coda: a consumer warpgroup's accumulator must fit 128 registers a thread");
+    static_assert(BM <= 256 && BM % 64 == 0, "coda: BM must be 64, 128, 192 or 256 (TMA boxes are at most 256 rows)");
+    static_assert(kStages >= 2, "coda: the epilogue's scratch leaves room for fewer than 2 pipeline stages");
+};
+
+namespace detail {
+
+// The tile order: bands of kHopperRasterBand M-tiles, column by column inside a band, so that the tiles running
+// at once on all SMs read a few rows of A and columns of B that stay in L2.
+__device__ __forceinline__ void hopper_tile_position(int tile, int tiles_m, int tiles_n, int& tm, int& tn) {
+    const int band = tile / (kHopperRasterBand * tiles_n);
+    const int first_m = band * kHopperRasterBand;
+    const int rows = tiles_m - first_m < kHopperRasterBand ? tiles_m - first_m : kHopperRasterBand;
+    const int in_band = tile - band * kHopperRasterBand * tiles_n;
+    tm = first_m + in_band % rows;
+    tn = in_band / rows;
+}
+
+template <class Tr, bool kAKMajor, bool kBKMajor, int BM, int BN>
+__device__ __forceinline__ void hopper_produce(unsigned stages_base, unsigned full, unsigned empty, int tiles_m,
+                                               int tiles_n, int k_tiles, const TmaDescriptor* tma_a,
+                                               const TmaDescriptor* tma_b) {
+    int stage = 0;
+    unsigned phase = 0;
+    const int tiles = tiles_m * tiles_n;
+    for (int tile = static_cast<int>(blockIdx.x); tile < tiles; tile += static_cast<int>(gridDim.x)) {
+        int tm, tn;
+        hopper_tile_position(tile, tiles_m, tiles_n, tm, tn);
+        const int m0 = tm * BM, n0 = tn * BN;
+        for (int kt = 0; kt < k_tiles; ++kt) {
+            sm90::mbarrier_wait(empty + 8 * stage, phase ^ 1);
+            const unsigned bar = full + 8 * stage;
+            sm90::mbarrier_arrive_expect_tx(bar, Tr::kStageBytes);
+            const unsigned a_dst = stages_base + stage * Tr::kStageBytes;
+            const unsigned b_dst = a_dst + Tr::kABytes;
+            const int k0 = kt * Tr::BK;
+            if constexpr (kAKMajor) {
+                sm90::tma_load_2d(a_dst, tma_a, bar, k0, m0);
+            } else {
+#pragma unroll
+                for (int c = 0; c < BM / 64; ++c) sm90::tma_load_2d(a_dst + c * 64 * 128, tma_a, bar, m0 + 64 * c, k0);
+            }
+            if constexpr (kBKMajor) {
+                sm90::tma_load_2d(b_dst, tma_b, bar, k0, n0);
+            } else {
+#pragma unroll
+                for (int c = 0; c < BN / 64; ++c) sm90::tma_load_2d(b_dst + c * 64 * 128, tma_b, bar, n0 + 64 * c, k0);
+            }
+            if (++stage == Tr::kStages) {
+                stage = 0;
+                phase ^= 1;
+            }
+        }
+    }
+}
+
+// wgmma descriptors for k16 step kk of a stage. K-major: rows of 128 bytes, 8-row groups 1024 bytes apart, a
+// k16 step is 32 bytes along the (swizzled) row. M/N-major: 64-element chunks of 64 k-rows (8 KB) side by side,
+// a k16 step is 16 k-rows (2 KB).
+template <bool kKMajor>
+__device__ __forceinline__ unsigned long long hopper_descriptor(unsigned tile, int first_row, int kk) {
+    if constexpr (kKMajor) return sm90::smem_descriptor(tile + first_row * 128 + kk * 32, 16, 1024);
+    return sm90::smem_descriptor(tile + (first_row / 64) * 64 * 128 + kk * 16 * 128, 64 * 128, 1024);
+}
+
+// L2 prefetch of every tile-tensor element this thread's visits of tile (tm, tn) will read.
+template <class L, int BM, int BN, class Epilogue>
+__device__ __forceinline__ void hopper_prefetch_epilogue(const typename Epilogue::Args& args, const GemmProblem& p,
+                                                         int tm, int tn) {
+#pragma unroll 1
+    for (int row_slot = 0; row_slot < L::kRowSlots; ++row_slot) {
+        const int m = tm * BM + L::slot_row(row_slot);
+        if (m >= p.m) continue;
+#pragma unroll 1
+        for (int j = 0; j < L::kColSlots; ++j) {
+            const int n = tn * BN + L::slot_col(j);
+            if (n < p.n) Epilogue::template prefetch<L>(args, Coord{m, n, p.m, p.n});
+        }
+    }
+}
+
+template <class T, class Tr, bool kAKMajor, bool kBKMajor, int BN>
+__device__ __forceinline__ void hopper_mma_stage(unsigned a_tile, unsigned b_tile, int first_row,
+                                                 float (&acc)[Tr::kM64][BN / 2]) {
+#pragma unroll
+    for (int kk = 0; kk < Tr::BK / 16; ++kk) {
+        const unsigned long long b_desc = hopper_descriptor<kBKMajor>(b_tile, 0, kk);
+#pragma unroll
+        for (int i = 0; i < Tr::kM64; ++i) {
+            const unsigned long long a_desc = hopper_descriptor<kAKMajor>(a_tile, first_row + 64 * i, kk);
+            if constexpr (BN == 256)
+                sm90::wgmma_m64n256k16<T, kAKMajor ? 0 : 1, kBKMajor ? 0 : 1>(acc[i], a_desc, b_desc);
+            else
+                sm90::wgmma_m64n128k16<T, kAKMajor ? 0 : 1, kBKMajor ? 0 : 1>(acc[i], a_desc, b_desc);
+        }
+    }
+}
+
+}  // namespace detail
+
+template <class T, bool kAKMajor, bool kBKMajor, int BM, int BN, int STAGES, bool kPingPong, class Epilogue>
+__global__ void __launch_bounds__(384, 1)
+    hopper_gemm(const GemmProblem problem, const typename Epilogue::Args args,
+                const __grid_constant__ TmaDescriptor tma_a, const __grid_constant__ TmaDescriptor tma_b) {
+    using Tr = HopperGemmTraits<T, kAKMajor, kBKMajor, BM, BN, STAGES, kPingPong, Epilogue>;
+    using L = typename Tr::Layout;
+    extern __shared__ __align__(1024) unsigned char coda_gemm_smem[];
+    const unsigned raw = sm90::smem_address(coda_gemm_smem);
+    const unsigned base = (raw + 1023u) & ~1023u;
+    unsigned char* const base_ptr = coda_gemm_smem + (base - raw);
+    float* const scratch = reinterpret_cast<float*>(base_ptr + Tr::kStages * Tr::kStageBytes);
+    const unsigned full = base + Tr::kStages * Tr::kStageBytes + Tr::kScratchBytes;  // kStages barriers: stage loaded
+    const unsigned empty = full + 8 * Tr::kStages;                                   // kStages barriers: stage free
+    const unsigned turn = empty + 8 * Tr::kStages;  // ping-pong: 2 barriers, "consumer c finished a mainloop"
+
+    const int warpgroup = static_cast<int>(threadIdx.x) / 128;
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < Tr::kStages; ++s) {
+            sm90::mbarrier_init(full + 8 * s, 1);
+            sm90::mbarrier_init(empty + 8 * s, Tr::kEmptyArrivals);
+        }
+        sm90::mbarrier_init(turn, 1);
+        sm90::mbarrier_init(turn + 8, 1);
+        sm90::fence_barrier_init();
+    }
+    __syncthreads();
+
+    const int tiles_m = (problem.m + BM - 1) / BM;
+    const int tiles_n = (problem.n + BN - 1) / BN;
+    const int tiles = tiles_m * tiles_n;
+    const int k_tiles = (problem.k + Tr::BK - 1) / Tr::BK;
+
+    if (warpgroup == 0) {
+        sm90::release_registers<kHopperProducerRegisters>();
+        if (threadIdx.x == 0) {
+            sm90::prefetch_tma_descriptor(&tma_a);
+            sm90::prefetch_tma_descriptor(&tma_b);
+            detail::hopper_produce<Tr, kAKMajor, kBKMajor, BM, BN>(base, full, empty, tiles_m, tiles_n, k_tiles,
+                                                                   &tma_a, &tma_b);
+        }
+        return;
+    }
+    sm90::claim_registers<kHopperConsumerRegisters>();
+    const int consumer = warpgroup - 1;
+    const bool warp_leader = threadIdx.x % 32 == 0;
+    // Rows of the tile this warpgroup multiplies: its half (cooperative) or all of them (ping-pong).
+    const int first_row = kPingPong ? 0 : consumer * Tr::kWgM;
+    float* const my_scratch = scratch + (kPingPong ? consumer * Tr::kScratchPerTile / 4 : 0);
+
+    float acc[Tr::kM64][BN / 2];
+    int local = 0;  // index of the tile among this CTA's tiles
+    for (int tile = static_cast<int>(blockIdx.x); tile < tiles; tile += static_cast<int>(gridDim.x), ++local) {
+        if (kPingPong && local % 2 != consumer) continue;
+        int tm, tn;
+        detail::hopper_tile_position(tile, tiles_m, tiles_n, tm, tn);
+        // Pipeline position of this tile's first k-tile: every tile of the CTA takes k_tiles positions.
+        const int start = local * k_tiles;
+        int stage = start % Tr::kStages;
+        unsigned phase = static_cast<unsigned>(start / Tr::kStages) & 1u;
+        // Ping-pong: wait until the other consumer has finished the previous tile's mainloop. Besides taking
+        // turns on the tensor cores, this keeps each consumer within one phase of the stages it waits on.
+        if (kPingPong && local > 0) sm90::mbarrier_wait(turn + 8 * (1 - consumer), static_cast<unsigned>((local - 1) / 2) & 1u);
+
+#pragma unroll
+        for (int i = 0; i < Tr::kM64; ++i)
+#pragma unroll
+            for (int r = 0; r < BN / 2; ++r) acc[i][r] = 0.0f;
+
+        int previous = -1;
+        const int prefetch_at = k_tiles > kHopperPrefetchLead ? k_tiles - kHopperPrefetchLead : 0;
+        for (int kt = 0; kt < k_tiles; ++kt) {
+            if (kt == prefetch_at) detail::hopper_prefetch_epilogue<L, BM, BN, Epilogue>(args, problem, tm, tn);
+            sm90::mbarrier_wait(full + 8 * stage, phase);
+            sm90::wgmma_fence();
+            const unsigned a_tile = base + stage * Tr::kStageBytes;
+            detail::hopper_mma_stage<T, Tr, kAKMajor, kBKMajor, BN>(a_tile, a_tile + Tr::kABytes, first_row, acc);
+            sm90::wgmma_commit();
+            // The previous stage's wgmmas are done once at most this stage's group is pending: free it.
+            sm90::wgmma_wait<1>();
+            if (previous >= 0 && warp_leader) sm90::mbarrier_arrive(empty + 8 * previous);
+            previous = stage;
+            if (++stage == Tr::kStages) {
+                stage = 0;
+                phase ^= 1;
+            }
+        }
+        sm90::wgmma_wait<0>();
+#pragma unroll
+        for (int i = 0; i < Tr::kM64; ++i) sm90::fence_registers(acc[i]);
+        if (warp_leader) sm90::mbarrier_arrive(empty + 8 * previous);
+        if (kPingPong && threadIdx.x % 128 == 0) sm90::mbarrier_arrive(turn + 8 * consumer);
+
+        typename Epilogue::template State<L> st;
+        Epilogue::template begin_tile<L>(st);
+        const int m0 = tm * BM;
+        const int n0 = tn * BN;
+#pragma unroll
+        for (int i = 0; i < Tr::kM64; ++i) {
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const int row_slot = 2 * i + h;
+                const int m = m0 + L::slot_row(row_slot);
+                if (m >= problem.m) continue;
+                // kBatch visits at a time: all their loads first, then their math and stores, so that the loads
+                // are in flight together instead of one latency per visit.
+                constexpr int kBatch = Tr::kVisitBatch;
+#pragma unroll
+                for (int j0 = 0; j0 < BN / 8; j0 += kBatch) {
+                    typename Epilogue::Inputs in[kBatch];
+#pragma unroll
+                    for (int j = j0; j < j0 + kBatch; ++j) {
+                        const int n = n0 + L::slot_col(j);
+                        if (n < problem.n)
+                            Epilogue::template load<L>(args, Coord{m, n, problem.m, problem.n}, in[j - j0]);
+                    }
+#pragma unroll
+                    for (int j = j0; j < j0 + kBatch; ++j) {
+                        const int n = n0 + L::slot_col(j);
+                        if (n < problem.n)
+                            Epilogue::template visit<L>(args, st, Coord{m, n, problem.m, problem.n}, row_slot, j,
+                                                        acc[i][4 * j + 2 * h], acc[i][4 * j + 2 * h + 1], in[j - j0]);
+                    }
+                }
+            }
+        }
+        Epilogue::template end_tile<L>(args, st, my_scratch, TileCoord{tm, tn, problem.m, problem.n});
+    }
+}
+
+}  // namespace coda

@@ -1,0 +1,189 @@
+// The sm_90a instructions the Hopper mainloop uses, one thin wrapper each: mbarriers, TMA (bulk tensor copies),
+// wgmma and its shared-memory descriptors, register reallocation and named barriers. Compiles under NVRTC with
+// no host headers. Semantics are the PTX ISA's; comments say only how coda uses them.
+#pragma once
+
+#include "coda/numeric.cuh"
+
+namespace coda {
+
+// A CUtensorMap as the kernel receives it: 128 opaque bytes, 64-byte aligned, passed as a __grid_constant__
+// parameter so that TMA reads it from parameter space. The host fills it with cuTensorMapEncodeTiled.
+struct alignas(64) TmaDescriptor {
+    unsigned long long opaque[16];
+};
+
+template <class T>
+struct is_bf16 {
+    static constexpr bool value = false;
+};
+template <>
+struct is_bf16<bf16> {
+    static constexpr bool value = true;
+};
+
+namespace sm90 {
+
+__device__ __forceinline__ unsigned smem_address(const void* p) {
+    return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+
+// ---- mbarriers (64-bit, in shared memory) --------------------------------------------------------------
+__device__ __forceinline__ void mbarrier_init(unsigned bar, unsigned arrivals) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(arrivals) : "memory");
+}
+// Makes the initialized barriers visible to the async proxy (TMA) and to other threads.
+__device__ __forceinline__ void fence_barrier_init() {
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
+__device__ __forceinline__ void mbarrier_arrive(unsigned bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+}
+// One arrival that also tells the barrier how many bytes the TMA copies of this phase will deliver.
+__device__ __forceinline__ void mbarrier_arrive_expect_tx(unsigned bar, unsigned bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
+}
+// Waits until the phase with parity `parity` has completed. A fresh barrier is in phase 0, so waiting for
+// parity 1 returns at once: that is how producers treat never-used stages as free.
+__device__ __forceinline__ void mbarrier_wait(unsigned bar, unsigned parity) {
+    unsigned done = 0;
+    do {
+        asm volatile(
+            "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+            : "=r"(done)
+            : "r"(bar), "r"(parity)
+            : "memory");
+    } while (!done);
+}
+
+// ---- TMA ------------------------------------------------------------------------------------------------
+__device__ __forceinline__ void prefetch_tma_descriptor(const TmaDescriptor* desc) {
+    asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<unsigned long long>(desc)) : "memory");
+}
+// Copies the box at (c0 innermost, c1) of the tensor `desc` describes into shared memory at `dst`, completing
+// `bytes` of transaction on `bar`. Elements outside the tensor arrive as zeros.
+__device__ __forceinline__ void tma_load_2d(unsigned dst, const TmaDescriptor* desc, unsigned bar, int c0, int c1) {
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], [%2];" ::"r"(
+            dst),
+        "l"(reinterpret_cast<unsigned long long>(desc)), "r"(bar), "r"(c0), "r"(c1)
+        : "memory");
+}
+
+// ---- register reallocation and named barriers ----------------------------------------------------------
+template <int kRegisters>
+__device__ __forceinline__ void release_registers() {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(kRegisters));
+}
+template <int kRegisters>
+__device__ __forceinline__ void claim_registers() {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(kRegisters));
+}
+// bar.sync with an id other than 0 (which __syncthreads uses) over `threads` threads (a multiple of 32).
+__device__ __forceinline__ void named_barrier_sync(int id, int threads) {
+    asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+
+// ---- wgmma ----------------------------------------------------------------------------------------------
+// Shared-memory matrix descriptor for a tile written by TMA with 128-byte swizzling: start address, leading
+// and stride byte offsets (all in 16-byte units) and the swizzle mode (1 = 128 bytes) in bits 62-63.
+//   K-major operand (rows of 64 K-elements = 128 bytes): the stride offset is the step between 8-row groups
+//   (1024 bytes); the leading offset is unused. MN-major operand (rows of 64 M/N-elements, one per k): the
+//   leading offset steps between 64-element M/N chunks, the stride offset between groups of 8 k-rows.
+__device__ __forceinline__ unsigned long long smem_descriptor(unsigned address, unsigned leading_bytes,
+                                                              unsigned stride_bytes) {
+    return static_cast<unsigned long long>((address & 0x3FFFF) >> 4) |
+           (static_cast<unsigned long long>((leading_bytes & 0x3FFFF) >> 4) << 16) |
+           (static_cast<unsigned long long>((stride_bytes & 0x3FFFF) >> 4) << 32) | (1ull << 62);
+}
+// Orders earlier register writes (zeroed accumulators, epilogue reads) before the next wgmma reads them.
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+// Waits until at most kPending committed wgmma groups of this warpgroup are still running.
+template <int kPending>
+__device__ __forceinline__ void wgmma_wait() {
+    asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(kPending) : "memory");
+}
+// Keeps the compiler from moving accumulator reads or writes across a wgmma boundary.
+template <int N>
+__device__ __forceinline__ void fence_registers(float (&d)[N]) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+// wgmma.mma_async spelled out per N: inline PTX needs every accumulator register as a literal operand.
+// kTransA / kTransB: 0 for a K-major operand, 1 for an M/N-major one (the transpose wgmma does itself).
+// D (64 x 256 fp32, 128 registers a thread) += A (64 x 16) * B (256 x 16), both from shared memory.
+#define CODA_WGMMA_M64N256K16(TYPE)                                                            \
+    asm volatile(                                                                              \
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"                                          \
+        "wgmma.mma_async.sync.aligned.m64n256k16.f32." TYPE "." TYPE " {"                        \
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15," \
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31," \
+        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47," \
+        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63," \
+        "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79," \
+        "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95," \
+        "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111," \
+        "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127" \
+        "}, %128, %129, p, 1, 1, %131, %132;\n}\n" \
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), \
+          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), \
+          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), \
+          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
+          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), \
+          "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), \
+          "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), \
+          "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), \
+          "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), \
+          "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), \
+          "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), \
+          "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), \
+          "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127]) \
+        : "l"(a_desc), "l"(b_desc), "r"(1), "n"(kTransA), "n"(kTransB))
+
+template <class T, int kTransA, int kTransB>
+__device__ __forceinline__ void wgmma_m64n256k16(float (&d)[128], unsigned long long a_desc,
+                                                unsigned long long b_desc) {
+    if constexpr (is_bf16<T>::value)
+        CODA_WGMMA_M64N256K16("bf16");
+    else
+        CODA_WGMMA_M64N256K16("f16");
+}
+#undef CODA_WGMMA_M64N256K16
+
+// D (64 x 128 fp32, 64 registers a thread) += A (64 x 16) * B (128 x 16), both from shared memory.
+#define CODA_WGMMA_M64N128K16(TYPE)                                                            \
+    asm volatile(                                                                              \
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"                                          \
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32." TYPE "." TYPE " {"                        \
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15," \
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31," \
+        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47," \
+        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63" \
+        "}, %64, %65, p, 1, 1, %67, %68;\n}\n" \
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), \
+          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), \
+          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), \
+          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
+          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]) \
+        : "l"(a_desc), "l"(b_desc), "r"(1), "n"(kTransA), "n"(kTransB))
+
+template <class T, int kTransA, int kTransB>
+__device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], unsigned long long a_desc,
+                                                unsigned long long b_desc) {
+    if constexpr (is_bf16<T>::value)
+        CODA_WGMMA_M64N128K16("bf16");
+    else
+        CODA_WGMMA_M64N128K16("f16");
+}
+#undef CODA_WGMMA_M64N128K16
+
+}  // namespace sm90
+}  // namespace coda

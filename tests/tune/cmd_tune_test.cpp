@@ -1,0 +1,82 @@
+// coda tune as a user runs it: argument and name errors (no GPU needed), the clear error without a GPU, and
+// with a GPU a one-shape run that records its winner in a private tuning file.
+#include <catch2/catch.hpp>
+
+#include <cstdio>
+#include <fstream>
+
+#include "driver/cuda_driver.hpp"
+#include "support/run_cli.hpp"
+#include "support/temp_dir.hpp"
+#include "tune/tuning_db.hpp"
+
+namespace {
+
+using Run = coda::test::CliRun;
+
+Run run_tune(const std::string& arguments, const std::string& cache_dir) {
+    return coda::test::run_cli("tune " + arguments, cache_dir, "CODA_TUNING_FILE= ");
+}
+
+}  // namespace
+
+TEST_CASE("coda tune rejects bad arguments and names before it needs a GPU", "[tune][tools]") {
+    coda::test::TempDir cache("coda-cli-tune");
+    const std::string dir = cache.path().string();
+
+    Run r = run_tune("", dir);
+    INFO(r.output);
+    CHECK(r.status == 1);
+    CHECK_THAT(r.output, Catch::Contains("at least one block name or .coda file") && Catch::Contains("out_proj"));
+
+    r = run_tune("frobnicate", dir);
+    INFO(r.output);
+    CHECK(r.status == 1);
+    CHECK_THAT(r.output, Catch::Contains("'frobnicate' is neither a .coda file nor a block name") &&
+                             Catch::Contains("gate_up_swiglu"));
+
+    r = run_tune("rope_backward tools/graphs/rms_finalize.coda", dir);
+    INFO(r.output);
+    CHECK(r.status == 1);
+    CHECK_THAT(r.output, Catch::Contains("skipping rope_backward") && Catch::Contains("skipping rms_finalize") &&
+                             Catch::Contains("none of the given graphs is a GEMM epilogue"));
+
+    r = run_tune("--m 4096 out_proj", dir);
+    INFO(r.output);
+    CHECK(r.status == 1);
+    CHECK_THAT(r.output, Catch::Contains("--m, --n and --k go together") && Catch::Contains("N=0"));
+
+    r = run_tune("--iters 0 out_proj", dir);
+    CHECK(r.status == 1);
+    CHECK_THAT(r.output, Catch::Contains("--iters"));
+
+    r = run_tune("missing.coda", dir);
+    CHECK(r.status == 1);
+    CHECK_THAT(r.output, Catch::Contains("cannot read graph file 'missing.coda'"));
+}
+
+TEST_CASE("coda tune needs a GPU; with one it records the fastest config", "[tune][tools]") {
+    coda::test::TempDir cache("coda-cli-tune");
+    const Run r = run_tune("--m 256 --n 512 --k 128 --iters 3 tools/graphs/out_proj.coda", cache.path().string());
+    INFO(r.output);
+    coda::Driver& driver = coda::Driver::instance();
+    if (!driver.available()) {
+        CHECK(r.status == 1);
+        CHECK_THAT(r.output, Catch::Contains("coda tune needs a GPU"));
+        return;
+    }
+    REQUIRE(r.status == 0);
+    CHECK_THAT(r.output, Catch::Contains("out_proj  M=256 N=512 K=128  (shape class m256 n512 k128)") &&
+                             Catch::Contains("<- fastest"));
+    driver.ensure_context();
+    const coda::TuningDb db = coda::TuningDb::load(cache.path() / "tuning.tsv");
+    if (driver.current_device().arch == "sm_90a") {
+        CHECK_THAT(r.output, Catch::Contains("recorded 1 tuned configs"));
+        REQUIRE(db.records().size() == 1);
+        CHECK(db.records()[0].gpu == driver.current_device().name);
+        CHECK(db.records()[0].shape_class == "m256 n512 k128");
+    } else {
+        CHECK_THAT(r.output, Catch::Contains("tuning has one candidate"));
+        CHECK(db.records().empty());
+    }
+}

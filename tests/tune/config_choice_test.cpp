@@ -1,0 +1,104 @@
+// choose_config, the pure decision behind Runtime::default_config: portable off sm_90a and for non-GEMM graphs,
+// the Hopper heuristic on sm_90a, and a tuned record only for the GPU, graph and shape class it was measured on.
+#include <catch2/catch.hpp>
+
+#include "coda/runtime.hpp"
+#include "driver/cuda_driver.hpp"
+#include "ir/hash.hpp"
+#include "runtime/config_choice.hpp"
+
+namespace {
+
+using coda::KernelConfig;
+using coda::ProblemShape;
+using coda::Schedule;
+
+const KernelConfig kBig = coda::hopper_config(128, 256, 4, Schedule::Cooperative);
+const KernelConfig kSmall = coda::hopper_config(128, 128, 6, Schedule::Cooperative);
+const KernelConfig kPingPong = coda::hopper_config(64, 256, 5, Schedule::PingPong);
+
+coda::Graph gemm_graph() {
+    coda::Graph g = coda::Graph::gemm("config_choice_test");
+    coda::Value acc = g.accumulator();
+    g.store(acc, "D", coda::DType::BF16);
+    return g;
+}
+
+coda::Graph tile_graph() {
+    coda::Graph g = coda::Graph::tile("config_choice_tile");
+    coda::Value x = g.tile_input("x", coda::DType::BF16);
+    g.store(x, "y", coda::DType::BF16);
+    return g;
+}
+
+}  // namespace
+
+TEST_CASE("choose_config: portable off sm_90a and for graphs without a GEMM", "[tune]") {
+    const coda::Graph g = gemm_graph();
+    const coda::TargetDevice h200{"NVIDIA H200", 132};
+    for (const char* arch : {"sm_80", "sm_86", "sm_89", "sm_90", "sm_100a"}) {
+        INFO(arch);
+        CHECK(coda::choose_config(g, arch, {4096, 4096, 4096}, {}, nullptr) == KernelConfig{});
+    }
+    CHECK(coda::choose_config(tile_graph(), "sm_90a", {4096, 4096, 0}, h200, nullptr) == KernelConfig{});
+    coda::TuningDb db;
+    db.put({"NVIDIA H200", coda::graph_hash(g), coda::shape_class({4096, 4096, 4096}), kPingPong, 1.0});
+    CHECK(coda::choose_config(g, "sm_80", {4096, 4096, 4096}, h200, &db) == KernelConfig{});
+}
+
+TEST_CASE("choose_config on sm_90a: cooperative 128x256, ping-pong 128x128 for short mainloops or few tiles",
+          "[tune]") {
+    const coda::Graph g = gemm_graph();
+    const KernelConfig pp = coda::hopper_config(128, 128, 6, Schedule::PingPong);
+    CHECK(coda::choose_config(g, "sm_90a", {}, {}, nullptr) == kBig);                       // unknown shape
+    CHECK(coda::choose_config(g, "sm_90a", {4096, 4096, 4096}, {}, nullptr) == kBig);
+    CHECK(coda::choose_config(g, "sm_90a", {16384, 4096, 14336}, {}, nullptr) == kBig);     // long K
+    CHECK(coda::choose_config(g, "sm_90a", {16384, 14336, 4096}, {}, nullptr) == pp);       // tall, short K
+    CHECK(coda::choose_config(g, "sm_90a", {4096, 2048, 2048}, {}, nullptr) == pp);         // narrow output
+    CHECK(coda::choose_config(g, "sm_90a", {1024, 4096, 4096}, {}, nullptr) == pp);         // 8 x 16 tiles
+    // Without a device, 132 SMs (H100 SXM, H200); with one, its own count.
+    CHECK(coda::choose_config(g, "sm_90a", {128 * 8, 256 * 16, 8192}, {}, nullptr) == pp);  // 128 tiles
+    CHECK(coda::choose_config(g, "sm_90a", {128 * 9, 256 * 16, 8192}, {}, nullptr) == kBig);
+    CHECK(coda::choose_config(g, "sm_90a", {128 * 8, 256 * 16, 8192}, {"NVIDIA H100 PCIe", 114}, nullptr) == kBig);
+    CHECK(coda::hopper_heuristic({128 * 100, 4096, 8192}, 114) == kBig);
+    CHECK(coda::hopper_heuristic({0, 4096, 64}, 114) == kBig);
+    (void)kSmall;
+}
+
+TEST_CASE("choose_config uses a tuned record only for its GPU, graph and shape class", "[tune]") {
+    coda::Graph g = gemm_graph();
+    const ProblemShape shape{4096, 6144, 4096};
+    coda::TuningDb db;
+    db.put({"NVIDIA H200", coda::graph_hash(g), coda::shape_class(shape), kPingPong, 0.5});
+    const coda::TargetDevice h200{"NVIDIA H200", 132};
+
+    CHECK(coda::choose_config(g, "sm_90a", shape, h200, &db) == kPingPong);
+    CHECK(coda::choose_config(g, "sm_90a", {4000, 5000, 3000}, h200, &db) == kPingPong);  // the same class
+    CHECK(coda::choose_config(g, "sm_90a", shape, h200, nullptr) == kBig);
+    // No GPU (no name): a record is never used, whatever the file says.
+    CHECK(coda::choose_config(g, "sm_90a", shape, {}, &db) == kBig);
+    CHECK(coda::choose_config(g, "sm_90a", shape, {"", 132}, &db) == kBig);
+    CHECK(coda::choose_config(g, "sm_90a", shape, {"NVIDIA H100 80GB HBM3", 132}, &db) == kBig);
+    CHECK(coda::choose_config(g, "sm_90a", {16384, 6144, 4096}, h200, &db) == coda::hopper_heuristic({16384, 6144, 4096}, 132));
+    CHECK(coda::choose_config(g, "sm_90a", {}, h200, &db) == kBig);
+    coda::Graph other = coda::Graph::gemm("config_choice_other");
+    coda::Value acc = other.accumulator();
+    other.store(acc, "D", coda::DType::F16);
+    CHECK(coda::choose_config(other, "sm_90a", shape, h200, &db) == kBig);
+
+    // The graph's hash is remembered per graph; a graph that grows is another graph.
+    CHECK(coda::choose_config(g, "sm_90a", shape, h200, &db) == kPingPong);
+    g.constant(2.0f, "two");
+    CHECK(coda::choose_config(g, "sm_90a", shape, h200, &db) == kBig);
+}
+
+TEST_CASE("Runtime::default_config: portable on sm_80, Hopper on sm_90a", "[tune]") {
+    const coda::Graph g = gemm_graph();  // a graph no tuning database has a record for
+    const coda::Runtime& rt = coda::Runtime::instance();
+    CHECK(rt.default_config(g, "sm_80") == KernelConfig{});
+    CHECK(rt.default_config(g, "sm_80", {4096, 4096, 4096}) == KernelConfig{});
+    CHECK(rt.default_config(tile_graph(), "sm_90a") == KernelConfig{});
+    CHECK(rt.default_config(g, "sm_90a") == kBig);
+    CHECK(rt.default_config(g, "sm_90a", {16384, 16384, 14336}) == kBig);
+    CHECK(rt.default_config(g, "sm_90a", {128, 256, 64}) == coda::hopper_config(128, 128, 6, Schedule::PingPong));
+}

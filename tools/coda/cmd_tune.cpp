@@ -1,0 +1,223 @@
+// coda tune: times every candidate tile config of GEMM graphs on this GPU, per problem shape, and records the
+// fastest in the tuning database, keyed by GPU name, graph hash and shape class; Runtime::default_config uses it.
+#include <cstdio>
+#include <filesystem>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "coda/blocks.hpp"
+#include "coda/cli.hpp"
+#include "coda/error.hpp"
+#include "coda/kernel_timing.hpp"
+#include "coda/runtime.hpp"
+#include "config/settings.hpp"
+#include "driver/cuda_driver.hpp"
+#include "ir/check_graph.hpp"
+#include "ir/hash.hpp"
+#include "runtime/config_choice.hpp"
+#include "tune/tuning_db.hpp"
+
+namespace coda::cli {
+namespace {
+
+constexpr int kWarmup = 5;
+
+// The benchmark set (the one coda bench gemm and tools/bench_torch.py time): M in {4096, 16384} times
+// (N, K) in six pairs from LLaMA-sized layers.
+std::vector<ProblemShape> default_shapes() {
+    const std::vector<std::pair<std::int64_t, std::int64_t>> nk = {{4096, 4096},  {6144, 4096}, {14336, 4096},
+                                                                    {4096, 14336}, {2048, 2048}, {8192, 8192}};
+    std::vector<ProblemShape> shapes;
+    for (std::int64_t m : {4096, 16384})
+        for (const auto& [n, k] : nk) shapes.push_back({m, n, k});
+    return shapes;
+}
+
+std::string block_names() {
+    std::string names;
+    for (const Graph& g : blocks::llama_block()) names += (names.empty() ? "" : ", ") + g.name();
+    return names;
+}
+
+// Each argument is a .coda file (every graph in it) or the name of one of coda::blocks' graphs.
+std::vector<Graph> resolve_graphs(const std::vector<std::string>& arguments) {
+    std::vector<Graph> graphs;
+    for (const std::string& arg : arguments) {
+        std::error_code ec;
+        const bool is_file = std::filesystem::is_regular_file(arg, ec);
+        if (is_file || std::filesystem::path(arg).extension() == ".coda") {
+            for (ParsedGraph& parsed : read_graph_file(arg)) {
+                check_graph(parsed.graph, &parsed.where);  // errors name the file and line
+                graphs.push_back(std::move(parsed.graph));
+            }
+            continue;
+        }
+        bool found = false;
+        for (Graph& g : blocks::llama_block())
+            if (g.name() == arg) {
+                graphs.push_back(std::move(g));
+                found = true;
+                break;
+            }
+        if (!found)
+            throw Error(fmt::format("tune: '{}' is neither a .coda file nor a block name; block names are: {}", arg,
+                                    block_names()));
+    }
+    return graphs;
+}
+
+std::vector<NamedConfig> candidates_for(const std::string& arch) {
+    if (arch == "sm_90a") return hopper_named_configs();
+    return {{"portable", KernelConfig{}}};
+}
+
+std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
+
+struct Timing {
+    double ms = -1;     // < 0: failed
+    std::string error;
+};
+
+Timing time_candidate(const Kernel& kernel, RandomBindings& bindings, int iterations) {
+    Timing t;
+    try {
+        const Args args = bindings.bind(kernel);
+        // A launch that fails on the device shows up here, before it could spoil the timings.
+        kernel.launch(args);
+        Driver::instance().synchronize();
+        t.ms = median_ms(kernel, args, kWarmup, iterations);
+    } catch (const std::exception& e) {
+        t.error = first_line(e.what());
+    }
+    return t;
+}
+
+}  // namespace
+
+int cmd_tune(Arguments args) {
+    const long long m = args.number("--m", 0), n = args.number("--n", 0), k = args.number("--k", 0);
+    const long long iterations = args.number("--iters", 50);
+    const auto names = args.positional();
+    if (iterations < 1 || iterations > 100000)
+        throw Error(fmt::format("tune: need 1 <= --iters <= 100000, got {}", iterations));
+    std::vector<ProblemShape> shapes = default_shapes();
+    if (m != 0 || n != 0 || k != 0) {
+        if (m < 1 || n < 2 || n % 2 != 0 || k < 1)
+            throw Error(fmt::format("tune: --m, --n and --k go together and need M >= 1, an even N >= 2 and K >= 1; "
+                                    "got M={} N={} K={}",
+                                    m, n, k));
+        shapes = {{m, n, k}};
+    }
+    if (names.empty())
+        throw Error(fmt::format("tune needs at least one block name or .coda file; block names are: {}", block_names()));
+
+    std::vector<Graph> graphs;
+    std::set<std::string> seen;
+    for (Graph& g : resolve_graphs(names)) {
+        if (g.domain() != Domain::Gemm) {
+            std::printf("skipping %s: a %s graph has a fixed tile, there is nothing to tune\n", g.name().c_str(),
+                        std::string(to_string(g.domain())).c_str());
+            continue;
+        }
+        if (seen.insert(graph_hash(g)).second) graphs.push_back(std::move(g));
+    }
+    if (graphs.empty()) throw Error("tune: none of the given graphs is a GEMM epilogue; only those have tile configs");
+
+    Driver& driver = Driver::instance();
+    if (!driver.available()) throw Error("coda tune needs a GPU: " + driver.unavailable_reason());
+    driver.ensure_context();
+    const Driver::DeviceInfo device = driver.current_device();
+    // The kernels are timed on this device, so they are built for its arch whatever CODA_ARCH says.
+    const std::string arch = device.arch;
+    const std::vector<NamedConfig> candidates = candidates_for(arch);
+    const bool records = candidates.size() > 1;
+    const std::filesystem::path db_path = tuning_file();
+    std::printf("device: %s (%s, %d SMs)\n", device.name.c_str(), arch.c_str(), device.sm_count);
+    if (records)
+        std::printf("tuning database: %s\n", db_path.string().c_str());
+    else
+        std::printf("on %s tuning has one candidate, the portable default: timing it, recording nothing (tuned "
+                    "configs are used on sm_90a only)\n",
+                    arch.c_str());
+    std::fflush(stdout);  // before the progress bar on stderr
+
+    // Every kernel first, so that no NVRTC compile runs between timed launches; a config that does not compile
+    // is reported and left out, the others still run.
+    std::vector<std::vector<Kernel>> kernels(graphs.size(), std::vector<Kernel>(candidates.size()));
+    std::vector<std::vector<std::string>> compile_errors(graphs.size(), std::vector<std::string>(candidates.size()));
+    Progress progress(graphs.size() * candidates.size());
+    for (std::size_t gi = 0; gi < graphs.size(); ++gi)
+        for (std::size_t ci = 0; ci < candidates.size(); ++ci) {
+            CompileOptions options;
+            options.arch = arch;
+            options.use_default_config = false;
+            options.config = candidates[ci].config;
+            try {
+                kernels[gi][ci] = Runtime::instance().compile(graphs[gi], options);
+            } catch (const std::exception& e) {
+                compile_errors[gi][ci] = first_line(e.what());
+            }
+            progress.step(fmt::format("{} {}", graphs[gi].name(), candidates[ci].name));
+        }
+    progress.finish();
+
+    int recorded = 0, failed_problems = 0;
+    for (std::size_t gi = 0; gi < graphs.size(); ++gi) {
+        const Graph& g = graphs[gi];
+        for (const ProblemShape& shape : shapes) {
+            const std::string cls = shape_class(shape);
+            std::printf("\n%s  M=%lld N=%lld K=%lld  (shape class %s)\n", g.name().c_str(),
+                        static_cast<long long>(shape.m), static_cast<long long>(shape.n),
+                        static_cast<long long>(shape.k), cls.c_str());
+            std::printf("  %-12s %10s %9s\n", "config", "ms", "TFLOP/s");
+            const double flops = 2.0 * double(shape.m) * double(shape.n) * double(shape.k);
+            RandomBindings bindings(shape.m, shape.n, shape.k);
+            std::vector<Timing> timings(candidates.size());
+            int winner = -1;
+            for (std::size_t ci = 0; ci < candidates.size(); ++ci) {
+                if (!compile_errors[gi][ci].empty()) {
+                    timings[ci].error = "compile failed: " + compile_errors[gi][ci];
+                    continue;
+                }
+                timings[ci] = time_candidate(kernels[gi][ci], bindings, static_cast<int>(iterations));
+                if (timings[ci].ms >= 0 && (winner < 0 || timings[ci].ms < timings[static_cast<std::size_t>(winner)].ms))
+                    winner = static_cast<int>(ci);
+            }
+            // What the runtime picks without a record, so the heuristic can be judged against the measurement.
+            const KernelConfig heuristic = choose_config(g, arch, shape, TargetDevice{"", device.sm_count}, nullptr);
+            for (std::size_t ci = 0; ci < candidates.size(); ++ci) {
+                const Timing& t = timings[ci];
+                const std::string marks = std::string(static_cast<int>(ci) == winner ? "  <- fastest" : "") +
+                                          (candidates[ci].config == heuristic ? "  (heuristic default)" : "");
+                if (t.ms < 0)
+                    std::printf("  %-12s %10s %9s  SKIPPED: %s%s\n", candidates[ci].name.c_str(), "-", "-",
+                                t.error.c_str(), marks.c_str());
+                else
+                    std::printf("  %-12s %10.4f %9.1f%s\n", candidates[ci].name.c_str(), t.ms, flops / t.ms / 1e9,
+                                marks.c_str());
+            }
+            if (winner < 0) {
+                std::printf("  no candidate ran; nothing recorded\n");
+                ++failed_problems;
+                continue;
+            }
+            const NamedConfig& best = candidates[static_cast<std::size_t>(winner)];
+            const double best_ms = timings[static_cast<std::size_t>(winner)].ms;
+            for (std::size_t ci = 0; ci < candidates.size(); ++ci)
+                if (candidates[ci].config == heuristic && timings[ci].ms >= 0 && static_cast<int>(ci) != winner)
+                    std::printf("  the heuristic default %s is %.1f%% slower than %s\n", candidates[ci].name.c_str(),
+                                (timings[ci].ms / best_ms - 1) * 100, best.name.c_str());
+            std::fflush(stdout);  // a long run shows each table as it is done, also through a pipe
+            if (!records) continue;
+            record_tuning(db_path, TuningRecord{device.name, graph_hash(g), cls, best.config, best_ms});
+            ++recorded;
+        }
+    }
+    std::printf("\n");
+    if (records) std::printf("recorded %d tuned configs in %s\n", recorded, db_path.string().c_str());
+    if (failed_problems > 0) std::fprintf(stderr, "error: no candidate ran for %d graph/shape pairs\n", failed_problems);
+    return failed_problems > 0 ? 1 : 0;
+}
+
+}  // namespace coda::cli

@@ -1,0 +1,35 @@
+// Timing kernels on the device for coda bench and coda tune: device tensors with random contents for every
+// binding of a GEMM graph, and the median time of launches measured with device events.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "coda/runtime.hpp"
+#include "driver/cuda_driver.hpp"
+
+namespace coda::cli {
+
+// Median milliseconds of `iterations` launches, each timed with device events, after `warmup` launches.
+double median_ms(const Kernel& kernel, const Args& args, int warmup, int iterations);
+
+// Random device tensors for every binding of a GEMM graph's kernel at M x N x K: A and B in the graph's
+// layouts, inputs random (never zeros: zeros run faster than real data), outputs and partials allocated.
+// Buffers are kept by name and size, so kernels of one graph with other tile configs (whose partials differ
+// in size) reuse the inputs. Needs a GPU.
+class RandomBindings {
+public:
+    RandomBindings(std::int64_t m, std::int64_t n, std::int64_t k, std::uint64_t seed = 1);
+    Args bind(const Kernel& kernel);
+
+private:
+    enum class Fill { None, Normal, Positive, Index };
+    const DeviceBuffer& buffer(const std::string& name, DType dtype, std::size_t count, Fill fill, double scale = 1.0);
+
+    std::int64_t m_, n_, k_;
+    std::uint64_t seed_;
+    std::map<std::string, DeviceBuffer> buffers_;
+};
+
+}  // namespace coda::cli
