@@ -76,3 +76,17 @@ TEST_CASE("a malformed graph file fails with the file, line and node", "[tools]"
     CHECK(r3.status == 1);
     CHECK_THAT(r3.output, Catch::Contains("cannot read graph file"));
 }
+
+TEST_CASE("coda bench rejects bad arguments before it needs a GPU", "[tools]") {
+    coda::test::TempDir cache("coda-cli-bench");
+    const std::string dir = cache.path().string();
+    const Run odd = run("bench epilogue --n 7", dir);
+    CHECK(odd.status != 0);
+    CHECK_THAT(odd.output, Catch::Contains("need M >= 1, an even N >= 2") && Catch::Contains("N=7"));
+    const Run config = run("bench epilogue --config 'hopper bm=x'", dir);
+    CHECK(config.status != 0);
+    CHECK_THAT(config.output, Catch::Contains("'x' is not an integer"));
+    const Run what = run("bench everything", dir);
+    CHECK(what.status != 0);
+    CHECK_THAT(what.output, Catch::Contains("expected 'gemm', 'jit', 'tile' or 'epilogue'"));
+}

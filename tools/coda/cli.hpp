@@ -49,6 +49,7 @@ int cmd_warm(Arguments args);
 int cmd_cache(Arguments args);
 int cmd_demo(Arguments args);
 int cmd_bench(Arguments args);
+int bench_epilogue(Arguments& args);  // coda bench epilogue (cmd_bench_epilogue.cpp)
 int cmd_tune(Arguments args);
 
 }  // namespace coda::cli

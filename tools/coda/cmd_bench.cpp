@@ -293,7 +293,8 @@ int cmd_bench(Arguments args) {
     if (what == "gemm") return bench_gemm(args);
     if (what == "jit") return bench_jit(args);
     if (what == "tile") return bench_tile(args);
-    throw Error(fmt::format("bench: expected 'gemm', 'jit' or 'tile', got '{}'", what));
+    if (what == "epilogue") return bench_epilogue(args);
+    throw Error(fmt::format("bench: expected 'gemm', 'jit', 'tile' or 'epilogue', got '{}'", what));
 }
 
 }  // namespace coda::cli

@@ -1,0 +1,85 @@
+// coda bench epilogue: where a fused epilogue's time goes. Times the GEMM with the identity epilogue and with
+// one ingredient of the out-proj epilogue added at a time (a second store, a residual tile read, a column
+// vector, a row reduction), then out-proj itself, all with the same tile config, as ratios to the identity.
+#include <cstdio>
+
+#include <fmt/format.h>
+
+#include "coda/blocks.hpp"
+#include "coda/cli.hpp"
+#include "coda/error.hpp"
+#include "coda/runtime.hpp"
+#include "driver/cuda_driver.hpp"
+#include "coda/kernel_timing.hpp"
+
+namespace coda::cli {
+namespace {
+
+std::vector<Graph> ingredient_graphs() {
+    std::vector<Graph> graphs;
+    {
+        Graph g = Graph::gemm("identity");
+        g.store(g.accumulator(), "x1", DType::BF16);
+        graphs.push_back(g);
+    }
+    {
+        Graph g = Graph::gemm("+second_store");
+        Value acc = g.accumulator();
+        g.store(acc, "x1", DType::BF16);
+        g.store(acc * 2.0f, "h", DType::BF16);
+        graphs.push_back(g);
+    }
+    {
+        Graph g = Graph::gemm("+residual_read");
+        g.store(g.accumulator() + g.tile_input("residual", DType::BF16), "x1", DType::BF16);
+        graphs.push_back(g);
+    }
+    {
+        Graph g = Graph::gemm("+column_vector");
+        g.store(g.accumulator() * g.col_input("gamma", DType::BF16), "x1", DType::BF16);
+        graphs.push_back(g);
+    }
+    {
+        Graph g = Graph::gemm("+row_reduction");
+        Value acc = g.accumulator();
+        g.store(acc, "x1", DType::BF16);
+        g.reduce_row(acc, ReduceOp::SumSq, "x1_sumsq");
+        graphs.push_back(g);
+    }
+    graphs.push_back(blocks::out_proj());
+    return graphs;
+}
+
+}  // namespace
+
+int bench_epilogue(Arguments& args) {
+    const long long m = args.number("--m", 16384), n = args.number("--n", 4096), k = args.number("--k", 4096);
+    const long long iterations = args.number("--iters", 30);
+    const std::string config_text = args.option("--config");
+    args.positional();
+    if (m < 1 || n < 2 || n % 2 != 0 || k < 1 || iterations < 1 || iterations > 100000)
+        throw Error(fmt::format("bench epilogue: need M >= 1, an even N >= 2, K >= 1 and 1 <= --iters <= 100000; got "
+                                "M={} N={} K={} --iters {}", m, n, k, iterations));
+    CompileOptions options;
+    options.shape = {m, n, k};
+    if (!config_text.empty()) {
+        options.use_default_config = false;
+        options.config = KernelConfig::parse(config_text);
+    }
+    Driver& d = Driver::instance();
+    if (!d.available()) throw Error("bench epilogue needs a GPU: " + d.unavailable_reason());
+    d.ensure_context();
+    RandomBindings bindings(m, n, k, 3);
+    std::printf("%-16s %6s %6s %6s %10s %11s  %s\n", "epilogue", "M", "N", "K", "ms", "/identity", "config");
+    double identity_ms = 0;
+    for (const Graph& g : ingredient_graphs()) {
+        const Kernel kernel = Runtime::instance().compile(g, options);
+        const double ms = median_ms(kernel, bindings.bind(kernel), 5, static_cast<int>(iterations));
+        if (identity_ms == 0) identity_ms = ms;
+        std::printf("%-16s %6lld %6lld %6lld %10.4f %11.3f  %s\n", g.name().c_str(), m, n, k, ms, ms / identity_ms,
+                    kernel.config().to_text().c_str());
+    }
+    return 0;
+}
+
+}  // namespace coda::cli
