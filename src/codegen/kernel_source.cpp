@@ -29,7 +29,7 @@ void check_hopper_config(const Graph& g, const KernelConfig& cfg, const std::str
                                  "default is '{}')",
                                  g.name(), cfg.to_text(), rule, hopper_config(128, 256, 4, Schedule::Cooperative).to_text()));
     };
-    if (arch != "sm_90a")
+    if (arch != kHopperArch)
         throw fail(fmt::format("it needs sm_90a (wgmma, setmaxnreg), not {}; use a portable config (KernelConfig{{}}) "
                                "for other targets", arch));
     const bool pingpong = cfg.schedule == Schedule::PingPong;

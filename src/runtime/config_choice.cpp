@@ -10,13 +10,12 @@
 #include "coda/error.hpp"
 #include "driver/cuda_driver.hpp"
 #include "ir/hash.hpp"
+#include "util/arch.hpp"
 #include "util/log.hpp"
 
 namespace coda {
 namespace {
 
-// wgmma and setmaxnreg exist only on the arch-specific sm_90a target.
-constexpr const char* kHopperArch = "sm_90a";
 // H100 SXM and H200 have 132 SMs: the wave size to assume when no device says otherwise.
 constexpr int kHopperDefaultSms = 132;
 
@@ -112,12 +111,17 @@ KernelConfig choose_config(const Graph& graph, const std::string& arch, const Pr
     return hopper_heuristic(shape, device.sm_count);
 }
 
-KernelConfig Runtime::default_config(const Graph& graph, const std::string& arch, const ProblemShape& shape) const {
-    if (graph.domain() != Domain::Gemm || arch != kHopperArch) return choose_config(graph, arch, shape, {}, nullptr);
-    const TargetDevice device = device_for(arch);
-    if (device.name.empty()) return choose_config(graph, arch, shape, device, nullptr);
+KernelConfig default_config_on(const Graph& graph, const std::string& arch, const ProblemShape& shape,
+                               const TargetDevice& device) {
+    if (graph.domain() != Domain::Gemm || arch != kHopperArch || device.name.empty())
+        return choose_config(graph, arch, shape, device, nullptr);
     const std::shared_ptr<const TuningDb> db = process_tuning_db().current();
     return choose_config(graph, arch, shape, device, db.get());
+}
+
+KernelConfig Runtime::default_config(const Graph& graph, const std::string& arch, const ProblemShape& shape) const {
+    const bool asks_device = graph.domain() == Domain::Gemm && arch == kHopperArch;
+    return default_config_on(graph, arch, shape, asks_device ? device_for(arch) : TargetDevice{});
 }
 
 }  // namespace coda

@@ -26,4 +26,9 @@ KernelConfig hopper_heuristic(const ProblemShape& shape, int sm_count);
 KernelConfig choose_config(const Graph& graph, const std::string& arch, const ProblemShape& shape,
                            const TargetDevice& device, const TuningDb* db);
 
+// Runtime::default_config for a device the caller already knows (Runtime::compile keeps it per context), with
+// the process's tuning database.
+KernelConfig default_config_on(const Graph& graph, const std::string& arch, const ProblemShape& shape,
+                               const TargetDevice& device);
+
 }  // namespace coda

@@ -14,6 +14,7 @@
 #include "config/settings.hpp"
 #include "driver/cuda_driver.hpp"
 #include "ir/check_graph.hpp"
+#include "runtime/config_choice.hpp"
 #include "runtime/launch_plan.hpp"
 #include "runtime/pipeline.hpp"
 #include "runtime/tma_operands.hpp"
@@ -72,8 +73,8 @@ struct Runtime::State {
     // Loaded modules by (cache key, context): a module belongs to the context it was loaded in.
     std::map<std::pair<std::string, CUcontext>, std::shared_ptr<const LoadedKernel>> loaded;
     std::map<FastKey, FastEntry> fast;
-    // The arch of each context's device, looked up once.
-    std::map<CUcontext, std::string> arch_of_context;
+    // Each context's device (name, SM count, arch), looked up once.
+    std::map<CUcontext, Driver::DeviceInfo> device_of_context;
 
     KernelCache& kernel_cache() {
         if (!cache) cache = std::make_unique<KernelCache>(settings().cache_dir, settings().disk_cache);
@@ -182,12 +183,14 @@ Kernel Runtime::compile(const Graph& graph, const CompileOptions& options) {
     std::string arch = options.arch.empty() ? settings().arch : options.arch;
 
     std::unique_lock<std::mutex> lock(state_->mutex);
-    if (arch.empty()) {
-        auto& known = state_->arch_of_context[context];
-        if (known.empty()) known = driver.current_device().arch;
-        arch = known;
-    }
-    const KernelConfig config = resolve_config(*this, graph, arch, options);
+    Driver::DeviceInfo& device = state_->device_of_context[context];
+    if (device.arch.empty()) device = driver.current_device();
+    if (arch.empty()) arch = device.arch;
+    // The default config from the device known for this context, not asked of the driver on every call; a
+    // tuned record applies only when compiling for that device's own arch.
+    const TargetDevice target = device.arch == arch ? TargetDevice{device.name, device.sm_count} : TargetDevice{};
+    const KernelConfig config =
+        options.use_default_config ? default_config_on(graph, arch, options.shape, target) : options.config;
     const std::weak_ptr<const void> storage = graph.storage();
     const FastKey fast_key{storage.lock().get(), graph.nodes().size(), arch, config, context};
     if (auto it = state_->fast.find(fast_key); it != state_->fast.end()) {

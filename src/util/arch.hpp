@@ -7,6 +7,9 @@
 
 namespace coda {
 
+// The one target with wgmma and setmaxnreg (the Hopper mainloop's): arch-specific sm_90a, not plain sm_90.
+inline constexpr std::string_view kHopperArch = "sm_90a";
+
 // The number of an arch name (sm_90a -> 90, sm_100a -> 100), or nothing if the name is malformed.
 std::optional<int> sm_number(std::string_view arch);
 

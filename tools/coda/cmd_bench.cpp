@@ -43,19 +43,6 @@ DeviceBuffer random_buffer(std::mt19937_64& rng, std::size_t count, DType dtype,
 
 const void* ptr(const DeviceBuffer& b) { return reinterpret_cast<const void*>(static_cast<std::uintptr_t>(b.ptr())); }
 
-// `coda bench gemm` without --m/--n/--k: M (tokens per step) in {4096, 16384} against the (N, K) of a
-// LLaMA-3-8B-sized block's projections (attention out / q 4096x4096, fused QKV with 8 KV heads 6144x4096,
-// gate/up 14336x4096, down 4096x14336) and two square sizes. tools/bench_torch.py (SET_M, SET_NK) times the
-// same set.
-std::vector<ProblemShape> gemm_shape_set() {
-    const std::pair<std::int64_t, std::int64_t> nk[] = {{4096, 4096},  {6144, 4096}, {14336, 4096},
-                                                        {4096, 14336}, {2048, 2048}, {8192, 8192}};
-    std::vector<ProblemShape> shapes;
-    for (std::int64_t m : {4096, 16384})
-        for (const auto& [n, k] : nk) shapes.push_back({m, n, k});
-    return shapes;
-}
-
 // Like random_buffer, for operands of hundreds of MB: one block of random values repeated over the buffer.
 // Every tile still sees random, non-zero bits (what the tensor cores' speed and power depend on), and the
 // host does not generate and encode a fresh value per element. The block's odd length keeps the repeats

@@ -23,17 +23,6 @@ namespace {
 
 constexpr int kWarmup = 5;
 
-// The benchmark set (the one coda bench gemm and tools/bench_torch.py time): M in {4096, 16384} times
-// (N, K) in six pairs from LLaMA-sized layers.
-std::vector<ProblemShape> default_shapes() {
-    const std::vector<std::pair<std::int64_t, std::int64_t>> nk = {{4096, 4096},  {6144, 4096}, {14336, 4096},
-                                                                    {4096, 14336}, {2048, 2048}, {8192, 8192}};
-    std::vector<ProblemShape> shapes;
-    for (std::int64_t m : {4096, 16384})
-        for (const auto& [n, k] : nk) shapes.push_back({m, n, k});
-    return shapes;
-}
-
 std::string block_names() {
     std::string names;
     for (const Graph& g : blocks::llama_block()) names += (names.empty() ? "" : ", ") + g.name();
@@ -101,7 +90,7 @@ int cmd_tune(Arguments args) {
     const auto names = args.positional();
     if (iterations < 1 || iterations > 100000)
         throw Error(fmt::format("tune: need 1 <= --iters <= 100000, got {}", iterations));
-    std::vector<ProblemShape> shapes = default_shapes();
+    std::vector<ProblemShape> shapes = gemm_shape_set();
     if (m != 0 || n != 0 || k != 0) {
         if (m < 1 || n < 2 || n % 2 != 0 || k < 1)
             throw Error(fmt::format("tune: --m, --n and --k go together and need M >= 1, an even N >= 2 and K >= 1; "

@@ -24,6 +24,15 @@ const void* ptr(const DeviceBuffer& b) { return reinterpret_cast<const void*>(st
 
 }  // namespace
 
+std::vector<ProblemShape> gemm_shape_set() {
+    const std::pair<std::int64_t, std::int64_t> nk[] = {{4096, 4096},  {6144, 4096}, {14336, 4096},
+                                                        {4096, 14336}, {2048, 2048}, {8192, 8192}};
+    std::vector<ProblemShape> shapes;
+    for (std::int64_t m : {4096, 16384})
+        for (const auto& [n, k] : nk) shapes.push_back({m, n, k});
+    return shapes;
+}
+
 double median_ms(const Kernel& kernel, const Args& args, int warmup, int iterations) {
     Driver& d = Driver::instance();
     for (int i = 0; i < warmup; ++i) kernel.launch(args);

@@ -5,11 +5,18 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "coda/runtime.hpp"
 #include "driver/cuda_driver.hpp"
 
 namespace coda::cli {
+
+// The benchmark shapes of `coda bench gemm` and `coda tune` without --m/--n/--k: M (tokens per step) in
+// {4096, 16384} against the (N, K) of a LLaMA-3-8B-sized block's projections (attention out / q 4096x4096,
+// fused QKV with 8 KV heads 6144x4096, gate/up 14336x4096, down 4096x14336) and two square sizes.
+// tools/bench_torch.py (SET_M, SET_NK) times the same set.
+std::vector<ProblemShape> gemm_shape_set();
 
 // Median milliseconds of `iterations` launches, each timed with device events, after `warmup` launches.
 double median_ms(const Kernel& kernel, const Args& args, int warmup, int iterations);
