@@ -186,10 +186,10 @@ std::string inputs_and_load(const CheckedGraph& g, const codegen::LoweringContex
                                   kMember, kMember);
     out += members.empty() ? fmt::format("{}int unused;  // no input tensors\n", kBody) : members;
     out += fmt::format("{}}};\n\n", kMember);
-    out += fmt::format("{0}template <class L>\n{0}__device__ static void load(const Args& args, const coda::Coord& c, "
-                       "Inputs& in) {{\n", kMember);
+    out += fmt::format("{0}template <class L, class Tiles = coda::GlobalTiles>\n{0}__device__ static void load(const Args& "
+                       "args, const coda::Coord& c, Inputs& in, const Tiles& tiles = Tiles()) {{\n", kMember);
     if (loads.empty())
-        out += fmt::format("{0}(void)args;\n{0}(void)c;\n{0}(void)in;\n", kBody);
+        out += fmt::format("{0}(void)args;\n{0}(void)c;\n{0}(void)in;\n{0}(void)tiles;\n", kBody);
     else
         out += visit_locals(g, codegen::reads_input) + loads;
     return out + fmt::format("{}}}\n", kMember);
@@ -197,11 +197,12 @@ std::string inputs_and_load(const CheckedGraph& g, const codegen::LoweringContex
 
 std::string visit(const CheckedGraph& g, const codegen::LoweringContext& cx, const std::vector<std::string>& lines) {
     std::string out = fmt::format(
-        "{0}template <class L>\n"
+        "{0}template <class L, class Tiles = coda::GlobalTiles>\n"
         "{0}__device__ static void visit(const Args& args, State<L>& st, const coda::Coord& c, int row_slot,\n"
-        "{0}                             int col_slot, float acc0, float acc1, const Inputs& in) {{\n",
+        "{0}                             int col_slot, float acc0, float acc1, const Inputs& in,\n"
+        "{0}                             const Tiles& tiles = Tiles()) {{\n",
         kMember);
-    out += fmt::format("{}(void)in;\n", kBody);
+    out += fmt::format("{0}(void)in;\n{0}(void)tiles;\n", kBody);
     out += visit_locals(g, [](Op op) { return !codegen::reads_input(op); });
     codegen::LoweringContext from_inputs = cx;
     from_inputs.sources_from_inputs = true;
@@ -217,6 +218,39 @@ std::string visit(const CheckedGraph& g, const codegen::LoweringContext& cx, con
         "{0}}}\n",
         kMember, kBody);
     return out;
+}
+
+// The tile inputs and outputs as a mainloop that stages them in shared memory sees them: how many, the bytes of
+// one column pair of each (lanes x element size), and where each lives (pointer, bytes between rows).
+std::string tile_table(const CheckedGraph& g, const codegen::LoweringContext& cx, bool outputs) {
+    const char* what = outputs ? "output" : "input";
+    const std::vector<int>& index = outputs ? cx.tile_output_index : cx.tile_input_index;
+    std::string sizes;
+    std::string views;
+    int count = 0;
+    for (int id = 0; id < static_cast<int>(g.graph.nodes().size()); ++id) {
+        if (index.at(static_cast<std::size_t>(id)) < 0) continue;
+        const Node& n = g.graph.node(id);
+        // A store's lanes are its operand's; a tile input's its own.
+        const int value = outputs ? n.args.at(0) : id;
+        const std::size_t element = size_of(n.dtype);
+        const std::size_t pair_bytes = static_cast<std::size_t>(lanes(g.types.at(static_cast<std::size_t>(value)))) * element;
+        const int slot = cx.slot.at(static_cast<std::size_t>(id));
+        sizes += fmt::format("i == {} ? {} : ", count, pair_bytes);
+        views += fmt::format("{}if (i == {}) return {{reinterpret_cast<unsigned char*>(args.slot[{}]), "
+                             "static_cast<long long>(args.slot[{}]) * {}}};\n", kBody, count, slot, slot + 1, element);
+        ++count;
+    }
+    const std::string title = outputs ? "Outputs" : "Inputs";
+    std::string out = fmt::format("{}// Tile {}s, numbered as tiles.{}() gets them: bytes per column pair, and where each "
+                                  "lives.\n", kMember, what, outputs ? "store" : "load");
+    out += fmt::format("{}static constexpr int kTile{} = {};\n", kMember, title, count);
+    out += fmt::format("{}__host__ __device__ static constexpr int tile_{}_pair_bytes(int i) {{ return {}0; }}\n",
+                       kMember, what, sizes);
+    out += fmt::format("{0}__device__ static coda::TileView tile_{1}(const Args& args, int i) {{\n", kMember, what);
+    if (count == 0) out += fmt::format("{}(void)args;\n{}(void)i;\n", kBody, kBody);
+    out += views;
+    return out + fmt::format("{}return {{nullptr, 0}};\n{}}}\n", kBody, kMember);
 }
 
 // A hint a mainloop may give well before the visits (the Hopper one does, a few k-tiles before the epilogue):
@@ -244,6 +278,8 @@ std::string epilogue_struct(const CheckedGraph& g, const std::vector<std::string
     out += scratch_function(g) + "\n";
     out += begin_tile(g) + "\n";
     out += prefetch(g, cx) + "\n";
+    out += tile_table(g, cx, false) + "\n";
+    out += tile_table(g, cx, true) + "\n";
     out += inputs_and_load(g, cx) + "\n";
     out += visit(g, cx, lines) + "\n";
     out += end_tile(g, cx);

@@ -58,7 +58,12 @@ public:
 
     // The Inputs member that holds this input node's value, and the load that fills it.
     void input_member() { line(fmt::format("{} {}[{}];", register_type(type()), name(), lanes_out())); }
-    void load_input() { line(fmt::format("coda::load<{}>({}, in.{});", lanes_out(), source_address(), name())); }
+    void load_input() {
+        if (node_.op == Op::TileInput)
+            return line(fmt::format("tiles.template load<{}>({}, {}, c, in.{});", lanes_out(),
+                                    cx_.tile_input_index.at(static_cast<std::size_t>(id_)), source_address(), name()));
+        line(fmt::format("coda::load<{}>({}, in.{});", lanes_out(), source_address(), name()));
+    }
 
     // A tile tensor this node reads at the visit (tile_input, accumulate's old value): an L2 prefetch of it.
     void prefetch() {
@@ -196,8 +201,12 @@ private:
         line(fmt::format("{} {}[{}] = {{{}}};", register_type(type()), name(), lanes_out(), lanes_text));
     }
 
+    // At the visit site through the mainloop's tile sink (which may stage the tile in shared memory).
     void store() {
         const int v = lanes(arg_type(0));
+        if (cx_.site == Site::Visit)
+            return line(fmt::format("tiles.template store<{}>({}, {}, c, {});", v,
+                                    cx_.tile_output_index.at(static_cast<std::size_t>(id_)), sink_address(v), arg_name(0)));
         line(fmt::format("coda::store<{}>({}, {});", v, sink_address(v), arg_name(0)));
     }
 
@@ -252,6 +261,15 @@ LoweringContext make_lowering_context(const CheckedGraph& g) {
         if (node < 0 || node >= static_cast<int>(cx.slot.size()))
             throw InternalError(fmt::format("binding '{}' refers to node {}", g.bindings[i].name, node));
         cx.slot[static_cast<std::size_t>(node)] = first_slot(g, i);
+    }
+    cx.tile_input_index.assign(g.graph.nodes().size(), -1);
+    cx.tile_output_index.assign(g.graph.nodes().size(), -1);
+    int tile_inputs = 0;
+    int tile_outputs = 0;
+    for (std::size_t id = 0; id < g.graph.nodes().size(); ++id) {
+        const Op op = g.graph.nodes()[id].op;
+        if (op == Op::TileInput) cx.tile_input_index[id] = tile_inputs++;
+        if (op == Op::Store && cx.site == Site::Visit) cx.tile_output_index[id] = tile_outputs++;
     }
     return cx;
 }

@@ -20,6 +20,10 @@ struct LoweringContext {
     // Visit site: tile, row and column inputs are read from `in` (an Epilogue::Inputs that Epilogue::load
     // filled) instead of being loaded where they are lowered.
     bool sources_from_inputs = false;
+    // Number of each tile_input node among the graph's tile inputs (Epilogue::kTileInputs), and of each store
+    // at the visit site among the tile outputs (Epilogue::kTileOutputs); -1 for other nodes.
+    std::vector<int> tile_input_index;
+    std::vector<int> tile_output_index;
 };
 
 LoweringContext make_lowering_context(const CheckedGraph& g);
@@ -40,7 +44,7 @@ void lower_node(const LoweringContext& cx, int id, const std::string& canonical_
 // read for Epilogue::prefetch (nothing for other nodes).
 bool reads_tile(Op op);
 // Whether `op` loads an input tensor at the visit (tile, row, column input); its Inputs member declaration and
-// the load into `in.<member>` that Epilogue::load emits.
+// the load into `in.<member>` that Epilogue::load emits (tile inputs through `tiles`, which may have staged them).
 bool reads_input(Op op);
 void input_member(const LoweringContext& cx, int id, const std::string& indent, std::string& out);
 void load_input(const LoweringContext& cx, int id, const std::string& indent, std::string& out);

@@ -36,8 +36,16 @@
 //   template <class L> __device__ static void prefetch(const Args& args, const coda::Coord& c);  // optional
 //                                              // hint: L2 prefetch of the tile tensors visit(c) will read
 //   struct Inputs;                             // what one visit reads from input tensors
-//   template <class L> __device__ static void load(const Args& args, const coda::Coord& c, Inputs& in);
-//   template <class L> __device__ static void visit(..., float acc1, const Inputs& in);  // visit with `in` loaded
+//   template <class L, class Tiles = coda::GlobalTiles>
+//   __device__ static void load(const Args& args, const coda::Coord& c, Inputs& in, const Tiles& tiles);
+//                                              // tile inputs are read through tiles.load(i, pointer, c, out)
+//   static constexpr int kTileInputs;          // tile inputs, numbered 0.. in graph order, for a mainloop that
+//   __host__ __device__ static constexpr int tile_input_pair_bytes(int i);  // stages them in shared memory:
+//   __device__ static coda::TileView tile_input(const Args& args, int i);    // bytes per column pair, where
+//   static constexpr int kTileOutputs;         // likewise the tile outputs (stores), which visit writes through
+//   ... tile_output_pair_bytes(i), tile_output(args, i)                     // tiles.store(i, pointer, c, value)
+//   template <class L, class Tiles = coda::GlobalTiles>
+//   __device__ static void visit(..., float acc1, const Inputs& in, const Tiles& tiles);  // visit with `in` loaded
 //                                              // (a mainloop may load several visits' inputs before visiting)
 //   template <class L> __device__ static void visit(const Args& args, State<L>& st, const coda::Coord& c,
 //                                                   int row_slot, int col_slot, float acc0, float acc1);
@@ -55,6 +63,8 @@
 //      Hopper path, whose producer warp never joins) and writes the reduction partials of this tile.
 // ---------------------------------------------------------------------------------------------------------
 #pragma once
+
+#include "coda/numeric.cuh"
 
 namespace coda {
 
@@ -79,6 +89,25 @@ struct TileCoord {
     int tile_n;
     int M;
     int N;
+};
+
+// Where tile input or output i of an epilogue lives: its first element and the bytes between consecutive rows.
+struct TileView {
+    unsigned char* base;
+    long long row_bytes;
+};
+
+// Where a visit's tile inputs come from and its tile outputs go, as every mainloop can do it: global memory
+// at the visit's address. (The Hopper mainloop stages them in shared memory instead: hopper_staging.cuh.)
+struct GlobalTiles {
+    template <int V, class T, class R>
+    __device__ void load(int, const T* p, const Coord&, R (&out)[V]) const {
+        coda::load<V>(p, out);
+    }
+    template <int V, class T, class R>
+    __device__ void store(int, T* p, const Coord&, const R (&in)[V]) const {
+        coda::store<V>(p, in);
+    }
 };
 
 // Kernel parameter 0 of each kernel kind. The host mirrors these layouts field for field

@@ -17,12 +17,16 @@
 //     warpgroups 1 and 2 consume. Cooperative: both consume every stage and share one BM x BN tile, rows
 //     split in halves. Ping-pong: they own alternate tiles; an order barrier makes their mainloops take turns,
 //     so one's epilogue overlaps the other's mainloop.
+//   - Tile outputs are staged in shared memory a column chunk at a time and written out in whole 16-byte units;
+//     tile inputs (residual, saved activations) are copied into shared memory by the consumers that will visit
+//     them when their tile's mainloop starts (hopper_staging.cuh), where shared memory allows.
 //   - Epilogue: per tile, the tile's consumer threads call begin_tile, visit for each (row_slot, col_slot)
 //     inside [M] x [N], and end_tile with a scratch area of their own (the pipeline keeps running). Layout is
 //     WgmmaLayout below; its sync() is a named barrier over exactly those threads.
 #pragma once
 
 #include "coda/epilogue_contract.cuh"
+#include "coda/hopper_staging.cuh"
 #include "coda/numeric.cuh"
 #include "coda/sm90_ops.cuh"
 
@@ -35,6 +39,16 @@ constexpr int kHopperConsumerRegisters = 232; // 128 accumulators plus the epilo
 constexpr int kHopperRasterBand = 8;          // M-tiles per band of the tile order: concurrent tiles share A and B in L2
 constexpr int kHopperBatchRegisters = 16;     // registers the epilogue may spend on inputs loaded ahead of use
 constexpr int kHopperPrefetchLead = 8;        // k-tiles before a tile's epilogue at which its tile inputs are prefetched
+// Staging tile outputs in shared memory (hopper_staging.cuh) may cost pipeline stages down to 3. Staging tile
+// inputs only where 5 stages remain: at 4 stages (128x128 ping-pong with staged outputs) it made the residual
+// read of out-proj slower on an H200, not faster (docs/PERFORMANCE.md). Outputs go a chunk of 4 column slots
+// at a time.
+constexpr int kHopperMinStagesOutputs = 3;
+constexpr int kHopperMinStagesInputs = 5;
+constexpr int kHopperChunkSlots = 4;
+// Registers staging needs on top of the accumulators and the epilogue's reduction state (ptxas spills below it:
+// rmsnorm_backward's column reduction at 64x256 ping-pong keeps 64 partials next to 128 accumulators).
+constexpr int kHopperStagingRegisters = 48;
 
 // The wgmma accumulator layout of a BM x BN tile owned by kGroups consumer warpgroups, each holding kWgM rows
 // as kWgM / 64 blocks of m64. In block i, warp w of a warpgroup holds rows 16w + lane/4 (+ 8) and, for each n8
@@ -90,10 +104,30 @@ struct HopperGemmTraits {
     static constexpr int kScratchBytes = kScratchPerTile * (kPingPong ? 2 : 1);
     static constexpr int kAlignSlack = 1024;  // swizzled TMA tiles need 1024-byte alignment
     static constexpr int kBarrierBytes = 8 * (2 * STAGES + 2);
-    static constexpr int kFitStages = (kHopperMaxSmemBytes - kAlignSlack - kScratchBytes - kBarrierBytes) / kStageBytes;
-    // Fewer stages than asked when the epilogue's scratch needs the room.
+    static constexpr int kFixedBytes = kAlignSlack + kScratchBytes + kBarrierBytes;
+    // Staged tile outputs (hopper_staging.cuh): one column chunk of each consumer warpgroup's rows. Staged tile
+    // inputs: BM rows of each per tile in flight (two in ping-pong). Each only where it leaves enough stages.
+    static constexpr int kStateRegisters = static_cast<int>(sizeof(typename Epilogue::template State<Layout>) / 4);
+    static constexpr bool kRoomToStage =
+        kM64 * BN / 2 + kStateRegisters + kHopperStagingRegisters <= kHopperConsumerRegisters;
+    using StagedIn = StagedTileInputs<Epilogue, BM, BN>;
+    using StagedOut = StagedTileOutputs<Epilogue, kWgM, kHopperChunkSlots>;
+    static constexpr int kStagedInPerTile = (StagedIn::kBytes + 15) / 16 * 16;
+    static constexpr int kStagedOutPerGroup = (StagedOut::kBytes + 15) / 16 * 16;
+    static constexpr bool kStageOutputs =
+        kRoomToStage && Epilogue::kTileOutputs > 0 &&
+        (kHopperMaxSmemBytes - kFixedBytes - 2 * kStagedOutPerGroup) / kStageBytes >= kHopperMinStagesOutputs;
+    static constexpr int kOutputBytes = kStageOutputs ? 2 * kStagedOutPerGroup : 0;
+    static constexpr int kStagedInAll = kStagedInPerTile * (kPingPong ? 2 : 1);
+    static constexpr bool kStageInputs =
+        kRoomToStage && Epilogue::kTileInputs > 0 &&
+        (kHopperMaxSmemBytes - kFixedBytes - kOutputBytes - kStagedInAll) / kStageBytes >= kHopperMinStagesInputs;
+    static constexpr int kInputBytes = kStageInputs ? kStagedInAll : 0;
+    static constexpr int kStagingBytes = kInputBytes + kOutputBytes;
+    static constexpr int kFitStages = (kHopperMaxSmemBytes - kFixedBytes - kStagingBytes) / kStageBytes;
+    // Fewer stages than asked when the epilogue's scratch and staged inputs need the room.
     static constexpr int kStages = STAGES < kFitStages ? STAGES : kFitStages;
-    static constexpr int kSmemBytes = kAlignSlack + kStages * kStageBytes + kScratchBytes + kBarrierBytes;
+    static constexpr int kSmemBytes = kFixedBytes + kStages * kStageBytes + kStagingBytes;
     // Visits whose inputs are loaded together: as many as kHopperBatchRegisters hold (1 to 8, a power of two,
     // so that it divides BN / 8). More would cost the accumulators registers.
     static constexpr int kInputRegisters = static_cast<int>(sizeof(typename Epilogue::Inputs) / 4);
@@ -188,6 +222,64 @@ __device__ __forceinline__ void hopper_prefetch_epilogue(const typename Epilogue
     }
 }
 
+template <bool B, class T, class F>
+struct Pick {
+    using type = T;
+};
+template <class T, class F>
+struct Pick<false, T, F> {
+    using type = F;
+};
+
+// The visits of one tile (begin_tile .. end_tile excluded), reading and writing tiles through `tiles`. With
+// staged outputs, column chunk by column chunk, each followed by its write-out (between two barriers over
+// the warpgroup, id `barrier`).
+template <class Tr, class L, class Epilogue, int BN, class Tiles>
+__device__ __forceinline__ void hopper_visit_tile(const typename Epilogue::Args& args, const GemmProblem& problem,
+                                                  typename Epilogue::template State<L>& st, Tiles& tiles, int m0,
+                                                  int n0, float (&acc)[Tr::kM64][BN / 2], int barrier) {
+    constexpr int kChunk = Tiles::kStagedOutputs ? kHopperChunkSlots : BN / 8;
+    // kBatch visits at a time: all their loads first, then their math and stores, so that the loads are in
+    // flight together instead of one latency per visit.
+    constexpr int kBatch = Tr::kVisitBatch < kChunk ? Tr::kVisitBatch : kChunk;
+#pragma unroll
+    for (int c0 = 0; c0 < BN / 8; c0 += kChunk) {
+        if constexpr (Tiles::kStagedOutputs) tiles.out.n0 = n0 + 8 * c0;
+#pragma unroll
+        for (int i = 0; i < Tr::kM64; ++i) {
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const int row_slot = 2 * i + h;
+                const int m = m0 + L::slot_row(row_slot);
+                if (m >= problem.m) continue;
+#pragma unroll
+                for (int j0 = c0; j0 < c0 + kChunk; j0 += kBatch) {
+                    typename Epilogue::Inputs in[kBatch];
+#pragma unroll
+                    for (int j = j0; j < j0 + kBatch; ++j) {
+                        const int n = n0 + L::slot_col(j);
+                        if (n < problem.n)
+                            Epilogue::template load<L>(args, Coord{m, n, problem.m, problem.n}, in[j - j0], tiles);
+                    }
+#pragma unroll
+                    for (int j = j0; j < j0 + kBatch; ++j) {
+                        const int n = n0 + L::slot_col(j);
+                        if (n < problem.n)
+                            Epilogue::template visit<L>(args, st, Coord{m, n, problem.m, problem.n}, row_slot, j,
+                                                        acc[i][4 * j + 2 * h], acc[i][4 * j + 2 * h + 1], in[j - j0],
+                                                        tiles);
+                    }
+                }
+            }
+        }
+        if constexpr (Tiles::kStagedOutputs) {
+            sm90::named_barrier_sync(barrier, 128);  // the chunk is in shared memory
+            tiles.out.write_out(args, Tr::kWgM, static_cast<int>(threadIdx.x) % 128, 128, problem.m, problem.n);
+            sm90::named_barrier_sync(barrier, 128);  // and out of it: the next chunk may overwrite it
+        }
+    }
+}
+
 template <class T, class Tr, bool kAKMajor, bool kBKMajor, int BN>
 __device__ __forceinline__ void hopper_mma_stage(unsigned a_tile, unsigned b_tile, int first_row,
                                                  float (&acc)[Tr::kM64][BN / 2]) {
@@ -217,8 +309,10 @@ __global__ void __launch_bounds__(384, 1)
     const unsigned raw = sm90::smem_address(coda_gemm_smem);
     const unsigned base = (raw + 1023u) & ~1023u;
     unsigned char* const base_ptr = coda_gemm_smem + (base - raw);
-    float* const scratch = reinterpret_cast<float*>(base_ptr + Tr::kStages * Tr::kStageBytes);
-    const unsigned full = base + Tr::kStages * Tr::kStageBytes + Tr::kScratchBytes;  // kStages barriers: stage loaded
+    // Shared memory: pipeline stages | staged tile inputs | staged tile outputs | epilogue scratch | barriers.
+    const unsigned staging = base + Tr::kStages * Tr::kStageBytes;
+    float* const scratch = reinterpret_cast<float*>(base_ptr + Tr::kStages * Tr::kStageBytes + Tr::kStagingBytes);
+    const unsigned full = base + Tr::kStages * Tr::kStageBytes + Tr::kStagingBytes + Tr::kScratchBytes;  // stage loaded
     const unsigned empty = full + 8 * Tr::kStages;                                   // kStages barriers: stage free
     const unsigned turn = empty + 8 * Tr::kStages;  // ping-pong: 2 barriers, "consumer c finished a mainloop"
 
@@ -255,6 +349,17 @@ __global__ void __launch_bounds__(384, 1)
     // Rows of the tile this warpgroup multiplies: its half (cooperative) or all of them (ping-pong).
     const int first_row = kPingPong ? 0 : consumer * Tr::kWgM;
     float* const my_scratch = scratch + (kPingPong ? consumer * Tr::kScratchPerTile / 4 : 0);
+    // This consumer's staged tile inputs (cooperative: both warpgroups share one buffer, each copies and reads
+    // only its own rows, so a barrier over its own 128 threads orders copies and reads).
+    // (The staging views are rebuilt per tile from these: nothing extra stays live across the mainloop.)
+    const unsigned in_buffer = staging + (kPingPong ? consumer * Tr::kStagedInPerTile : 0);
+    const unsigned out_buffer = staging + Tr::kInputBytes + consumer * Tr::kStagedOutPerGroup;
+    // Staging needs 16-byte aligned tensors; otherwise every visit goes to global memory.
+    const bool stage_tiles = (Tr::kStageInputs || Tr::kStageOutputs) &&
+                       (!Tr::kStageInputs || Tr::StagedIn::stageable(args)) &&
+                       (!Tr::kStageOutputs || Tr::StagedOut::stageable(args));
+    const bool stage_inputs = Tr::kStageInputs && stage_tiles;
+    const int staging_barrier = warpgroup + 1;  // 2 or 3: not 1, the cooperative tile barrier
 
     float acc[Tr::kM64][BN / 2];
     int local = 0;  // index of the tile among this CTA's tiles
@@ -266,6 +371,12 @@ __global__ void __launch_bounds__(384, 1)
         const int start = local * k_tiles;
         int stage = start % Tr::kStages;
         unsigned phase = static_cast<unsigned>(start / Tr::kStages) & 1u;
+        const typename Tr::StagedIn staged_in{in_buffer, tm * BM, tn * BN};
+        if (stage_inputs) {
+            // Every thread of this warpgroup is past its visits of the previous tile: the buffer is free.
+            sm90::named_barrier_sync(staging_barrier, 128);
+            staged_in.copy(args, first_row, Tr::kWgM, static_cast<int>(threadIdx.x) % 128, 128, problem.m, problem.n);
+        }
         // Ping-pong: wait until the other consumer has finished the previous tile's mainloop. Besides taking
         // turns on the tensor cores, this keeps each consumer within one phase of the stages it waits on.
         if (kPingPong && local > 0) sm90::mbarrier_wait(turn + 8 * (1 - consumer), static_cast<unsigned>((local - 1) / 2) & 1u);
@@ -299,38 +410,26 @@ __global__ void __launch_bounds__(384, 1)
         if (warp_leader) sm90::mbarrier_arrive(empty + 8 * previous);
         if (kPingPong && threadIdx.x % 128 == 0) sm90::mbarrier_arrive(turn + 8 * consumer);
 
+        if (stage_inputs) {
+            detail::cp_async_wait<0>();
+            sm90::named_barrier_sync(staging_barrier, 128);  // every copy of this warpgroup has landed
+        }
         typename Epilogue::template State<L> st;
         Epilogue::template begin_tile<L>(st);
-        const int m0 = tm * BM;
-        const int n0 = tn * BN;
-#pragma unroll
-        for (int i = 0; i < Tr::kM64; ++i) {
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-                const int row_slot = 2 * i + h;
-                const int m = m0 + L::slot_row(row_slot);
-                if (m >= problem.m) continue;
-                // kBatch visits at a time: all their loads first, then their math and stores, so that the loads
-                // are in flight together instead of one latency per visit.
-                constexpr int kBatch = Tr::kVisitBatch;
-#pragma unroll
-                for (int j0 = 0; j0 < BN / 8; j0 += kBatch) {
-                    typename Epilogue::Inputs in[kBatch];
-#pragma unroll
-                    for (int j = j0; j < j0 + kBatch; ++j) {
-                        const int n = n0 + L::slot_col(j);
-                        if (n < problem.n)
-                            Epilogue::template load<L>(args, Coord{m, n, problem.m, problem.n}, in[j - j0]);
-                    }
-#pragma unroll
-                    for (int j = j0; j < j0 + kBatch; ++j) {
-                        const int n = n0 + L::slot_col(j);
-                        if (n < problem.n)
-                            Epilogue::template visit<L>(args, st, Coord{m, n, problem.m, problem.n}, row_slot, j,
-                                                        acc[i][4 * j + 2 * h], acc[i][4 * j + 2 * h + 1], in[j - j0]);
-                    }
-                }
-            }
+        // Two instantiations of the visits, so that neither carries the other's addressing in registers.
+        if (stage_tiles) {
+            HopperTiles<typename detail::Pick<Tr::kStageInputs, typename Tr::StagedIn, GlobalTiles>::type,
+                        typename detail::Pick<Tr::kStageOutputs, typename Tr::StagedOut, GlobalTiles>::type,
+                        Tr::kStageOutputs>
+                tiles{};
+            if constexpr (Tr::kStageInputs) tiles.in = staged_in;
+            if constexpr (Tr::kStageOutputs) tiles.out = typename Tr::StagedOut{out_buffer, tm * BM + first_row, 0};
+            detail::hopper_visit_tile<Tr, L, Epilogue, BN>(args, problem, st, tiles, tm * BM, tn * BN, acc,
+                                                           staging_barrier);
+        } else {
+            HopperTiles<GlobalTiles, GlobalTiles, false> tiles{};
+            detail::hopper_visit_tile<Tr, L, Epilogue, BN>(args, problem, st, tiles, tm * BM, tn * BN, acc,
+                                                           staging_barrier);
         }
         Epilogue::template end_tile<L>(args, st, my_scratch, TileCoord{tm, tn, problem.m, problem.n});
     }

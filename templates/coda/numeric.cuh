@@ -6,7 +6,9 @@
 //   - load<V>(p, out) / store<V>(p, in), V in {1, 2, 4}: ONE aligned access of V * sizeof(element) bytes, so
 //     p must be aligned to that size (codegen guarantees it: column pairs start at even element offsets and
 //     the host checks leading dimensions and base pointers).
-//   - Loads go through the read-only path (ld.global.nc): the compiler may then issue a tile's loads ahead of
+//   - load_shared<T, V>(address, out) reads the same layout from a 32-bit shared-memory address (tiles a
+//     mainloop staged there).
+//   - Global loads go through the read-only path (ld.global.nc): the compiler may then issue a tile's loads ahead of
 //     earlier visits' stores instead of one load latency per visit. That is safe because within a kernel no
 //     element is read after it is written: every visit reads its inputs before its stores, visits own disjoint
 //     elements, and in-place updates (an output bound to the same tensor as an input) touch the same element
@@ -67,18 +69,54 @@ __device__ __forceinline__ void check_width() {
     static_assert(V == 1 || V == 2 || V == 4, "coda: vector width must be 1, 2 or 4");
 }
 
+// Where loads read. Global: the read-only path. Shared: a 32-bit shared-window address, read by volatile asm
+// with a "memory" clobber so that it stays after earlier stores in program order; otherwise the compiler,
+// seeing that shared reads cannot alias global stores, hoists a whole tile's reads and runs out of registers.
+struct GlobalReader {
+    const void* p;
+    template <class W>
+    __device__ __forceinline__ W get() const {
+        return __ldg(reinterpret_cast<const W*>(p));
+    }
+};
+struct SharedReader {
+    unsigned a;
+    template <class W>
+    __device__ __forceinline__ W get() const {
+        union {
+            W w;
+            unsigned short h;
+            unsigned u[4];
+        } r;
+        if constexpr (sizeof(W) == 2) {
+            asm volatile("ld.shared.u16 %0, [%1];" : "=h"(r.h) : "r"(a) : "memory");
+        } else if constexpr (sizeof(W) == 4) {
+            asm volatile("ld.shared.u32 %0, [%1];" : "=r"(r.u[0]) : "r"(a) : "memory");
+        } else if constexpr (sizeof(W) == 8) {
+            asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];" : "=r"(r.u[0]), "=r"(r.u[1]) : "r"(a) : "memory");
+        } else {
+            static_assert(sizeof(W) == 16, "coda: shared reads are 2, 4, 8 or 16 bytes");
+            asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+                         : "=r"(r.u[0]), "=r"(r.u[1]), "=r"(r.u[2]), "=r"(r.u[3])
+                         : "r"(a)
+                         : "memory");
+        }
+        return r.w;
+    }
+};
+
 // Both 16-bit types share one access pattern; only the widening differs.
-template <int V, class Widen>
-__device__ __forceinline__ void load16(const unsigned short* p, float (&out)[V], Widen widen) {
+template <int V, class Reader, class Widen>
+__device__ __forceinline__ void load16(Reader at, float (&out)[V], Widen widen) {
     check_width<V>();
     if constexpr (V == 1) {
-        out[0] = widen(__ldg(p));
+        out[0] = widen(at.template get<unsigned short>());
     } else if constexpr (V == 2) {
-        const unsigned w = __ldg(reinterpret_cast<const unsigned*>(p));
+        const unsigned w = at.template get<unsigned>();
         out[0] = widen(static_cast<unsigned short>(w & 0xffffu));
         out[1] = widen(static_cast<unsigned short>(w >> 16));
     } else {
-        const uint2 w = __ldg(reinterpret_cast<const uint2*>(p));
+        const uint2 w = at.template get<uint2>();
         out[0] = widen(static_cast<unsigned short>(w.x & 0xffffu));
         out[1] = widen(static_cast<unsigned short>(w.x >> 16));
         out[2] = widen(static_cast<unsigned short>(w.y & 0xffffu));
@@ -99,17 +137,17 @@ __device__ __forceinline__ void store16(unsigned short* p, const float (&in)[V],
 }
 
 // float and int share one access pattern: the 32-bit vector types of the same width.
-template <int V, class S, class S2, class S4>
-__device__ __forceinline__ void load32(const S* p, S (&out)[V]) {
+template <int V, class S, class S2, class S4, class Reader>
+__device__ __forceinline__ void load32(Reader at, S (&out)[V]) {
     check_width<V>();
     if constexpr (V == 1) {
-        out[0] = __ldg(p);
+        out[0] = at.template get<S>();
     } else if constexpr (V == 2) {
-        const S2 w = __ldg(reinterpret_cast<const S2*>(p));
+        const S2 w = at.template get<S2>();
         out[0] = w.x;
         out[1] = w.y;
     } else {
-        const S4 w = __ldg(reinterpret_cast<const S4*>(p));
+        const S4 w = at.template get<S4>();
         out[0] = w.x;
         out[1] = w.y;
         out[2] = w.z;
@@ -143,6 +181,16 @@ struct WidenBf16 {
 struct WidenF16 {
     __device__ float operator()(unsigned short b) const { return f16_bits_to_float(b); }
 };
+template <class T>
+struct Widen16;
+template <>
+struct Widen16<bf16> {
+    using type = WidenBf16;
+};
+template <>
+struct Widen16<f16> {
+    using type = WidenF16;
+};
 struct NarrowBf16 {
     __device__ unsigned short operator()(float x) const { return float_to_bf16_bits(x); }
 };
@@ -160,19 +208,32 @@ struct PackF16 {
 
 template <int V>
 __device__ __forceinline__ void load(const bf16* p, float (&out)[V]) {
-    detail::load16<V>(reinterpret_cast<const unsigned short*>(p), out, detail::WidenBf16{});
+    detail::load16<V>(detail::GlobalReader{p}, out, detail::WidenBf16{});
 }
 template <int V>
 __device__ __forceinline__ void load(const f16* p, float (&out)[V]) {
-    detail::load16<V>(reinterpret_cast<const unsigned short*>(p), out, detail::WidenF16{});
+    detail::load16<V>(detail::GlobalReader{p}, out, detail::WidenF16{});
 }
 template <int V>
 __device__ __forceinline__ void load(const float* p, float (&out)[V]) {
-    detail::load32<V, float, float2, float4>(p, out);
+    detail::load32<V, float, float2, float4>(detail::GlobalReader{p}, out);
 }
 template <int V>
 __device__ __forceinline__ void load(const int* p, int (&out)[V]) {
-    detail::load32<V, int, int2, int4>(p, out);
+    detail::load32<V, int, int2, int4>(detail::GlobalReader{p}, out);
+}
+
+// T is the element type stored at the shared address: bf16, f16 or float (into float lanes), int (into int).
+template <class T, int V>
+__device__ __forceinline__ void load_shared(unsigned address, float (&out)[V]) {
+    if constexpr (sizeof(T) == 2)
+        detail::load16<V>(detail::SharedReader{address}, out, typename detail::Widen16<T>::type{});
+    else
+        detail::load32<V, float, float2, float4>(detail::SharedReader{address}, out);
+}
+template <class T, int V>
+__device__ __forceinline__ void load_shared(unsigned address, int (&out)[V]) {
+    detail::load32<V, int, int2, int4>(detail::SharedReader{address}, out);
 }
 
 template <int V>
@@ -190,6 +251,71 @@ __device__ __forceinline__ void store(float* p, const float (&in)[V]) {
 template <int V>
 __device__ __forceinline__ void store(int* p, const int (&in)[V]) {
     detail::store32<V, int, int2, int4>(p, in);
+}
+
+namespace detail {
+
+// Shared-memory writes of raw words, volatile with a "memory" clobber (kept in program order, as the reads).
+__device__ __forceinline__ void st_shared_u16(unsigned a, unsigned short x) {
+    asm volatile("st.shared.u16 [%0], %1;" ::"r"(a), "h"(x) : "memory");
+}
+template <int kWords>
+__device__ __forceinline__ void st_shared_words(unsigned a, const unsigned (&w)[kWords]) {
+    if constexpr (kWords == 1)
+        asm volatile("st.shared.u32 [%0], %1;" ::"r"(a), "r"(w[0]) : "memory");
+    else if constexpr (kWords == 2)
+        asm volatile("st.shared.v2.u32 [%0], {%1, %2};" ::"r"(a), "r"(w[0]), "r"(w[1]) : "memory");
+    else
+        asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(a), "r"(w[0]), "r"(w[1]), "r"(w[2]), "r"(w[3])
+                     : "memory");
+}
+
+template <class T>
+struct Narrow16;
+template <>
+struct Narrow16<bf16> {
+    using narrow = NarrowBf16;
+    using pack = PackBf16;
+};
+template <>
+struct Narrow16<f16> {
+    using narrow = NarrowF16;
+    using pack = PackF16;
+};
+
+}  // namespace detail
+
+// store_shared<T, V>(address, in): store<V>'s bytes, written to a 32-bit shared-memory address (outputs a
+// mainloop stages there before writing them out in wide, coalesced stores).
+template <class T, int V>
+__device__ __forceinline__ void store_shared(unsigned address, const float (&in)[V]) {
+    detail::check_width<V>();
+    if constexpr (sizeof(T) == 2) {
+        const typename detail::Narrow16<T>::narrow narrow;
+        const typename detail::Narrow16<T>::pack pack;
+        if constexpr (V == 1) {
+            detail::st_shared_u16(address, narrow(in[0]));
+        } else if constexpr (V == 2) {
+            const unsigned w[1] = {pack(in[0], in[1])};
+            detail::st_shared_words(address, w);
+        } else {
+            const unsigned w[2] = {pack(in[0], in[1]), pack(in[2], in[3])};
+            detail::st_shared_words(address, w);
+        }
+    } else {
+        unsigned w[V];
+#pragma unroll
+        for (int v = 0; v < V; ++v) w[v] = __float_as_uint(in[v]);
+        detail::st_shared_words(address, w);
+    }
+}
+template <class T, int V>
+__device__ __forceinline__ void store_shared(unsigned address, const int (&in)[V]) {
+    detail::check_width<V>();
+    unsigned w[V];
+#pragma unroll
+    for (int v = 0; v < V; ++v) w[v] = static_cast<unsigned>(in[v]);
+    detail::st_shared_words(address, w);
 }
 
 __device__ __forceinline__ float round_to_bf16(float x) {

@@ -122,12 +122,20 @@ TEST_CASE("sources load through their binding slots at the contract's element of
     // residual: slots 0-1, gamma: 2, x1_out: 3-4, h_out: 5-6, x1_sumsq: 7.
     CHECK(contains(src, "using Args = coda::EpilogueArgs<8>;"));
     CHECK(contains(src, "float v0_acc[2] = {acc0, acc1};"));
-    CHECK(contains(src, "coda::load<2>(reinterpret_cast<const coda::bf16*>(args.slot[0]) + m * "
-                        "static_cast<long long>(args.slot[1]) + pair * 2, in.v1_residual);"));
+    // Tile inputs go through the mainloop's tile source (which may have staged them), numbered in graph order.
+    CHECK(contains(src, "tiles.template load<2>(0, reinterpret_cast<const coda::bf16*>(args.slot[0]) + m * "
+                        "static_cast<long long>(args.slot[1]) + pair * 2, c, in.v1_residual);"));
+    CHECK(contains(src, "static constexpr int kTileInputs = 1;"));
+    CHECK(contains(src, "static constexpr int tile_input_pair_bytes(int i) { return i == 0 ? 4 : 0; }"));
+    CHECK(contains(src, "if (i == 0) return {reinterpret_cast<unsigned char*>(args.slot[0]), "
+                        "static_cast<long long>(args.slot[1]) * 2};"));
     CHECK(contains(src, "for (int v = 0; v < 2; ++v) v2_x1[v] = (v0_acc[v] + v1_residual[v]);"));
     CHECK(contains(src, "coda::load<2>(reinterpret_cast<const coda::bf16*>(args.slot[2]) + pair * 2, in.v3_gamma);"));
-    CHECK(contains(src, "coda::store<2>(reinterpret_cast<coda::bf16*>(args.slot[5]) + m * "
-                        "static_cast<long long>(args.slot[6]) + pair * 2, v4_h);"));
+    // Tile outputs go through the mainloop's tile sink (which may stage them), numbered in graph order.
+    CHECK(contains(src, "tiles.template store<2>(1, reinterpret_cast<coda::bf16*>(args.slot[5]) + m * "
+                        "static_cast<long long>(args.slot[6]) + pair * 2, c, v4_h);"));
+    CHECK(contains(src, "static constexpr int kTileOutputs = 2;"));
+    CHECK(contains(src, "static constexpr int tile_output_pair_bytes(int i) { return i == 0 ? 4 : i == 1 ? 4 : 0; }"));
     CHECK(contains(src, "typename coda::Reducer<coda::RedOp::SumSq>::State r7[L::kRowSlots];"));
     CHECK(contains(src, "coda::Reducer<coda::RedOp::SumSq>::add(st.r7[row_slot], v2_x1[v]);"));
     CHECK(contains(src, "coda::write_row_partials<L, coda::RedOp::SumSq>(st.r7, scratch, "
@@ -169,8 +177,8 @@ TEST_CASE("row x column broadcast, scalars, constants and indices", "[codegen]")
     CHECK(contains(src, "int v13_row[1] = {c.m};"));
     CHECK(contains(src, "for (int v = 0; v < 4; ++v) v15_a[v] = (v12_wide[v] + v9_colf[v]);"));
     CHECK(contains(src, "for (int v = 0; v < 4; ++v) v16_sum[v] = (v15_a[v] + v14_rowf[0]);"));
-    CHECK(contains(src, "coda::store<4>(reinterpret_cast<float*>(args.slot[3]) + m * "
-                        "static_cast<long long>(args.slot[4]) + pair * 4, v16_sum);"));
+    CHECK(contains(src, "tiles.template store<4>(0, reinterpret_cast<float*>(args.slot[3]) + m * "
+                        "static_cast<long long>(args.slot[4]) + pair * 4, c, v16_sum);"));
 }
 
 TEST_CASE("even and odd split lanes, join interleaves them", "[codegen]") {
@@ -269,7 +277,7 @@ TEST_CASE("every input is read before the first store, whatever the node order",
     // rope_backward creates its input z after the store of dz: an aliasing output must not change what z reads.
     const std::string src = generate_epilogue(check_graph(blocks::rope_backward()));
     const std::size_t z_load = src.find("// %z = tile_input bf16 full");
-    const std::size_t first_store = src.find("coda::store<");
+    const std::size_t first_store = src.find("tiles.template store<");
     REQUIRE(z_load != std::string::npos);
     REQUIRE(first_store != std::string::npos);
     CHECK(z_load < first_store);

@@ -23,24 +23,24 @@ std::vector<Graph> ingredient_graphs() {
         graphs.push_back(g);
     }
     {
-        Graph g = Graph::gemm("+second_store");
+        Graph g = Graph::gemm("plus_second_store");
         Value acc = g.accumulator();
         g.store(acc, "x1", DType::BF16);
         g.store(acc * 2.0f, "h", DType::BF16);
         graphs.push_back(g);
     }
     {
-        Graph g = Graph::gemm("+residual_read");
+        Graph g = Graph::gemm("plus_residual_read");
         g.store(g.accumulator() + g.tile_input("residual", DType::BF16), "x1", DType::BF16);
         graphs.push_back(g);
     }
     {
-        Graph g = Graph::gemm("+column_vector");
+        Graph g = Graph::gemm("plus_column_vector");
         g.store(g.accumulator() * g.col_input("gamma", DType::BF16), "x1", DType::BF16);
         graphs.push_back(g);
     }
     {
-        Graph g = Graph::gemm("+row_reduction");
+        Graph g = Graph::gemm("plus_row_reduction");
         Value acc = g.accumulator();
         g.store(acc, "x1", DType::BF16);
         g.reduce_row(acc, ReduceOp::SumSq, "x1_sumsq");
@@ -66,17 +66,19 @@ int bench_epilogue(Arguments& args) {
         options.use_default_config = false;
         options.config = KernelConfig::parse(config_text);
     }
+    // The graphs are built (and so validated) before the GPU is needed: a CPU-only run catches their mistakes.
+    const std::vector<Graph> graphs = ingredient_graphs();
     Driver& d = Driver::instance();
     if (!d.available()) throw Error("bench epilogue needs a GPU: " + d.unavailable_reason());
     d.ensure_context();
     RandomBindings bindings(m, n, k, 3);
-    std::printf("%-16s %6s %6s %6s %10s %11s  %s\n", "epilogue", "M", "N", "K", "ms", "/identity", "config");
+    std::printf("%-20s %6s %6s %6s %10s %11s  %s\n", "epilogue", "M", "N", "K", "ms", "/identity", "config");
     double identity_ms = 0;
-    for (const Graph& g : ingredient_graphs()) {
+    for (const Graph& g : graphs) {
         const Kernel kernel = Runtime::instance().compile(g, options);
         const double ms = median_ms(kernel, bindings.bind(kernel), 5, static_cast<int>(iterations));
         if (identity_ms == 0) identity_ms = ms;
-        std::printf("%-16s %6lld %6lld %6lld %10.4f %11.3f  %s\n", g.name().c_str(), m, n, k, ms, ms / identity_ms,
+        std::printf("%-20s %6lld %6lld %6lld %10.4f %11.3f  %s\n", g.name().c_str(), m, n, k, ms, ms / identity_ms,
                     kernel.config().to_text().c_str());
     }
     return 0;

@@ -40,8 +40,9 @@ verify::CheckProblem demo_problem(Domain domain, std::uint64_t seed) {
 }
 
 // coda demo --layouts: the plain GEMM (identity epilogue) in all four operand layouts and both 16-bit types,
-// each checked at a shape with partial tiles and at one with several tiles per CTA (the persistent Hopper
-// mainloop's steady state). Small enough to run under compute-sanitizer (tools/device_check.sh).
+// then the out-proj epilogue (a tile input, which the Hopper mainloop stages in shared memory), each checked
+// at a shape with partial tiles and at one with several tiles per CTA (the persistent Hopper mainloop's
+// steady state). Small enough to run under compute-sanitizer (tools/device_check.sh).
 int demo_layouts(const std::string& arch, const std::string& config_text) {
     Driver& driver = Driver::instance();
     if (!driver.available()) throw Error("coda demo --layouts runs kernels and needs a GPU: " + driver.unavailable_reason());
@@ -53,27 +54,32 @@ int demo_layouts(const std::string& arch, const std::string& config_text) {
     }
     bool ok = true;
     std::uint64_t seed = 77;
+    const auto check = [&](const Graph& g) {
+        const Kernel kernel = Runtime::instance().compile(g, options);
+        for (const auto& [m, n, k] : {std::tuple<int, int, int>{520, 776, 200}, {4096, 2048, 64}}) {
+            verify::CheckProblem p;
+            p.m = m;
+            p.n = n;
+            p.k = k;
+            p.seed = seed++;
+            const verify::CheckReport report = verify::check_on_device(kernel, p);
+            std::printf("%s [%s] %s: %s\n", report.kernel.c_str(), kernel.config().to_text().c_str(),
+                        report.problem.c_str(), report.pass ? "PASS" : "FAIL");
+            if (!report.pass) std::printf("%s", report.summary().c_str());
+            ok = ok && report.pass;
+        }
+    };
     for (DType input : {DType::BF16, DType::F16})
         for (Major a : {Major::K, Major::MN})
             for (Major b : {Major::K, Major::MN}) {
                 Graph g = Graph::gemm(fmt::format("layout_{}_a{}_b{}", to_string(input), to_string(a), to_string(b)),
                                       GemmSpec{input, a, b});
                 g.store(g.accumulator(), "D", DType::BF16);
-                const Kernel kernel = Runtime::instance().compile(g, options);
-                for (const auto& [m, n, k] : {std::tuple<int, int, int>{520, 776, 200}, {4096, 2048, 64}}) {
-                    verify::CheckProblem p;
-                    p.m = m;
-                    p.n = n;
-                    p.k = k;
-                    p.seed = seed++;
-                    const verify::CheckReport report = verify::check_on_device(kernel, p);
-                    std::printf("%s [%s] %s: %s\n", report.kernel.c_str(), kernel.config().to_text().c_str(),
-                                report.problem.c_str(), report.pass ? "PASS" : "FAIL");
-                    if (!report.pass) std::printf("%s", report.summary().c_str());
-                    ok = ok && report.pass;
-                }
+                check(g);
             }
-    std::printf("\n%s: the four operand layouts in bf16 and f16 on %s\n", ok ? "OK" : "FAILED",
+    for (const Graph& g : blocks::llama_block())
+        if (g.name() == "out_proj") check(g);
+    std::printf("\n%s: the four operand layouts in bf16 and f16, and out-proj, on %s\n", ok ? "OK" : "FAILED",
                 driver.current_device().name.c_str());
     return ok ? 0 : 1;
 }

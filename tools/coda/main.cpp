@@ -13,7 +13,7 @@ constexpr const char* kUsage = R"(usage: coda <command> [options]
 commands:
   demo [--arch ARCH] [--no-run]        build the LLaMA block's epilogues, show their code, compile them,
                                        and (with a GPU) run and check each against the CPU reference
-  demo --layouts [--config TEXT]       check the plain GEMM in all four operand layouts, bf16 and f16
+  demo --layouts [--config TEXT]       check the plain GEMM in all four layouts (bf16, f16) and out-proj
   dump [--arch ARCH] FILE...           print the generated CUDA for every graph in the .coda files
   warm [--arch ARCH] [-j N] FILE...    compile every graph into the kernel cache (no GPU needed)
   cache list | cache clear             show or empty the on-disk kernel cache

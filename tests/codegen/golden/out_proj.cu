@@ -53,24 +53,43 @@ struct Epilogue {
         coda::prefetch_l2(reinterpret_cast<const coda::bf16*>(args.slot[0]) + m * static_cast<long long>(args.slot[1]) + pair * 2);
     }
 
+    // Tile inputs, numbered as tiles.load() gets them: bytes per column pair, and where each lives.
+    static constexpr int kTileInputs = 1;
+    __host__ __device__ static constexpr int tile_input_pair_bytes(int i) { return i == 0 ? 4 : 0; }
+    __device__ static coda::TileView tile_input(const Args& args, int i) {
+        if (i == 0) return {reinterpret_cast<unsigned char*>(args.slot[0]), static_cast<long long>(args.slot[1]) * 2};
+        return {nullptr, 0};
+    }
+
+    // Tile outputs, numbered as tiles.store() gets them: bytes per column pair, and where each lives.
+    static constexpr int kTileOutputs = 2;
+    __host__ __device__ static constexpr int tile_output_pair_bytes(int i) { return i == 0 ? 4 : i == 1 ? 4 : 0; }
+    __device__ static coda::TileView tile_output(const Args& args, int i) {
+        if (i == 0) return {reinterpret_cast<unsigned char*>(args.slot[3]), static_cast<long long>(args.slot[4]) * 2};
+        if (i == 1) return {reinterpret_cast<unsigned char*>(args.slot[5]), static_cast<long long>(args.slot[6]) * 2};
+        return {nullptr, 0};
+    }
+
     // What a visit reads from input tensors, loaded by load().
     struct Inputs {
         float v1_residual[2];
         float v3_gamma[2];
     };
 
-    template <class L>
-    __device__ static void load(const Args& args, const coda::Coord& c, Inputs& in) {
+    template <class L, class Tiles = coda::GlobalTiles>
+    __device__ static void load(const Args& args, const coda::Coord& c, Inputs& in, const Tiles& tiles = Tiles()) {
         const long long m = c.m;  // 64-bit: m * leading dimension can pass 2^31
         const int pair = c.n / 2;  // lane v of V lanes is element pair * V + v
-        coda::load<2>(reinterpret_cast<const coda::bf16*>(args.slot[0]) + m * static_cast<long long>(args.slot[1]) + pair * 2, in.v1_residual);
+        tiles.template load<2>(0, reinterpret_cast<const coda::bf16*>(args.slot[0]) + m * static_cast<long long>(args.slot[1]) + pair * 2, c, in.v1_residual);
         coda::load<2>(reinterpret_cast<const coda::bf16*>(args.slot[2]) + pair * 2, in.v3_gamma);
     }
 
-    template <class L>
+    template <class L, class Tiles = coda::GlobalTiles>
     __device__ static void visit(const Args& args, State<L>& st, const coda::Coord& c, int row_slot,
-                                 int col_slot, float acc0, float acc1, const Inputs& in) {
+                                 int col_slot, float acc0, float acc1, const Inputs& in,
+                                 const Tiles& tiles = Tiles()) {
         (void)in;
+        (void)tiles;
         const long long m = c.m;  // 64-bit: m * leading dimension can pass 2^31
         const int pair = c.n / 2;  // lane v of V lanes is element pair * V + v
         // %acc = accumulator
@@ -88,9 +107,9 @@ struct Epilogue {
         #pragma unroll
         for (int v = 0; v < 2; ++v) v4_h[v] = (v2_x1[v] * v3_gamma[v]);
         // %x1_out = store bf16 %x1
-        coda::store<2>(reinterpret_cast<coda::bf16*>(args.slot[3]) + m * static_cast<long long>(args.slot[4]) + pair * 2, v2_x1);
+        tiles.template store<2>(0, reinterpret_cast<coda::bf16*>(args.slot[3]) + m * static_cast<long long>(args.slot[4]) + pair * 2, c, v2_x1);
         // %h_out = store bf16 %h
-        coda::store<2>(reinterpret_cast<coda::bf16*>(args.slot[5]) + m * static_cast<long long>(args.slot[6]) + pair * 2, v4_h);
+        tiles.template store<2>(1, reinterpret_cast<coda::bf16*>(args.slot[5]) + m * static_cast<long long>(args.slot[6]) + pair * 2, c, v4_h);
         // %x1_sumsq = reduce_row sumsq %x1
         #pragma unroll
         for (int v = 0; v < 2; ++v) coda::Reducer<coda::RedOp::SumSq>::add(st.r7[row_slot], v2_x1[v]);
