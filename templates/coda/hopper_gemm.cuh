@@ -125,7 +125,7 @@ struct HopperGemmTraits {
     static constexpr int kInputBytes = kStageInputs ? kStagedInAll : 0;
     static constexpr int kStagingBytes = kInputBytes + kOutputBytes;
     static constexpr int kFitStages = (kHopperMaxSmemBytes - kFixedBytes - kStagingBytes) / kStageBytes;
-    // Fewer stages than asked when the epilogue's scratch and staged inputs need the room.
+    // Fewer stages than asked when the epilogue's scratch and staged tiles need the room.
     static constexpr int kStages = STAGES < kFitStages ? STAGES : kFitStages;
     static constexpr int kSmemBytes = kFixedBytes + kStages * kStageBytes + kStagingBytes;
     // Visits whose inputs are loaded together: as many as kHopperBatchRegisters hold (1 to 8, a power of two,
