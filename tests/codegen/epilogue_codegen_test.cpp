@@ -197,6 +197,41 @@ TEST_CASE("even and odd split lanes, join interleaves them", "[codegen]") {
     CHECK(contains(src, "float v5_j[2] = {v3_ee[0], v4_oo[0]};"));
 }
 
+// The tables a staging mainloop sizes its shared memory from: bytes per column pair = lanes x element size, for
+// every width and dtype; pointers and row pitches (leading dimension x element size) from the binding slots.
+TEST_CASE("tile input and output tables give each tensor's bytes per column pair and its row pitch", "[codegen]") {
+    Graph g = Graph::gemm("tables");
+    Value wide = g.tile_input("wide", DType::F32, Width::Double);  // 4 lanes x 4 bytes
+    Value half = g.tile_input("half", DType::BF16, Width::Half);   // 1 lane x 2 bytes
+    Value ids = g.tile_input("ids", DType::I32);                   // 2 lanes x 4 bytes
+    Value acc = g.accumulator();
+    g.store(g.even(wide, "e") + acc + g.to_f32(ids), "y", DType::F16);         // 2 lanes x 2 bytes
+    g.store(g.even(g.even(wide, "ee"), "eee") + half, "z", DType::BF16);       // 1 lane x 2 bytes
+    g.store(wide, "w", DType::F32);                                            // 4 lanes x 4 bytes
+    const std::string src = generate_epilogue(check_graph(g));
+    CHECK(contains(src, "static constexpr int kTileInputs = 3;"));
+    CHECK(contains(src, "tile_input_pair_bytes(int i) { return i == 0 ? 16 : i == 1 ? 2 : i == 2 ? 8 : 0; }"));
+    CHECK(contains(src, "static constexpr int kTileOutputs = 3;"));
+    CHECK(contains(src, "tile_output_pair_bytes(int i) { return i == 0 ? 4 : i == 1 ? 2 : i == 2 ? 16 : 0; }"));
+    // wide: slots 0-1 (f32, 4 bytes an element); half: slots 2-3 (bf16).
+    CHECK(contains(src, "if (i == 0) return {reinterpret_cast<unsigned char*>(args.slot[0]), "
+                        "static_cast<long long>(args.slot[1]) * 4};"));
+    CHECK(contains(src, "if (i == 1) return {reinterpret_cast<unsigned char*>(args.slot[2]), "
+                        "static_cast<long long>(args.slot[3]) * 2};"));
+    // Loads and stores name their tensor's number in those tables.
+    CHECK(contains(src, "tiles.template load<1>(1, "));
+    CHECK(contains(src, "tiles.template store<4>(2, "));
+}
+
+TEST_CASE("an epilogue without tile tensors has empty tables", "[codegen]") {
+    Graph g = Graph::gemm("no_tiles");
+    g.reduce_row(g.accumulator(), ReduceOp::Sum, "rows");
+    const std::string src = generate_epilogue(check_graph(g));
+    CHECK(contains(src, "static constexpr int kTileInputs = 0;"));
+    CHECK(contains(src, "static constexpr int kTileOutputs = 0;"));
+    CHECK(contains(src, "return {nullptr, 0};"));
+}
+
 TEST_CASE("accumulate and column reductions", "[codegen]") {
     Graph g = Graph::gemm("dgamma", GemmSpec{DType::BF16, Major::MN, Major::MN});
     Value acc = g.accumulator();
