@@ -371,7 +371,7 @@ __global__ void __launch_bounds__(384, 1)
         const int start = local * k_tiles;
         int stage = start % Tr::kStages;
         unsigned phase = static_cast<unsigned>(start / Tr::kStages) & 1u;
-        const typename Tr::StagedIn staged_in{in_buffer, tm * BM, tn * BN};
+        const typename Tr::StagedIn staged_in{{in_buffer, tm * BM, tn * BN}};
         if (stage_inputs) {
             // Every thread of this warpgroup is past its visits of the previous tile: the buffer is free.
             sm90::named_barrier_sync(staging_barrier, 128);
@@ -419,15 +419,14 @@ __global__ void __launch_bounds__(384, 1)
         // Two instantiations of the visits, so that neither carries the other's addressing in registers.
         if (stage_tiles) {
             HopperTiles<typename detail::Pick<Tr::kStageInputs, typename Tr::StagedIn, GlobalTiles>::type,
-                        typename detail::Pick<Tr::kStageOutputs, typename Tr::StagedOut, GlobalTiles>::type,
-                        Tr::kStageOutputs>
+                        typename detail::Pick<Tr::kStageOutputs, typename Tr::StagedOut, GlobalTiles>::type>
                 tiles{};
             if constexpr (Tr::kStageInputs) tiles.in = staged_in;
-            if constexpr (Tr::kStageOutputs) tiles.out = typename Tr::StagedOut{out_buffer, tm * BM + first_row, 0};
+            if constexpr (Tr::kStageOutputs) tiles.out = typename Tr::StagedOut{{out_buffer, tm * BM + first_row, 0}};
             detail::hopper_visit_tile<Tr, L, Epilogue, BN>(args, problem, st, tiles, tm * BM, tn * BN, acc,
                                                            staging_barrier);
         } else {
-            HopperTiles<GlobalTiles, GlobalTiles, false> tiles{};
+            HopperTiles<GlobalTiles, GlobalTiles> tiles{};
             detail::hopper_visit_tile<Tr, L, Epilogue, BN>(args, problem, st, tiles, tm * BM, tn * BN, acc,
                                                            staging_barrier);
         }

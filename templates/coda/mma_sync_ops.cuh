@@ -33,8 +33,8 @@ __device__ __forceinline__ void cp_async_wait() {
 }
 
 __device__ __forceinline__ void st_shared_16(unsigned dst, unsigned x, unsigned y, unsigned z, unsigned w) {
-    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(dst), "r"(x), "r"(y), "r"(z), "r"(w)
-                 : "memory");
+    const unsigned words[4] = {x, y, z, w};
+    st_shared_words(dst, words);
 }
 
 __device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], unsigned addr) {

@@ -181,16 +181,6 @@ struct WidenBf16 {
 struct WidenF16 {
     __device__ float operator()(unsigned short b) const { return f16_bits_to_float(b); }
 };
-template <class T>
-struct Widen16;
-template <>
-struct Widen16<bf16> {
-    using type = WidenBf16;
-};
-template <>
-struct Widen16<f16> {
-    using type = WidenF16;
-};
 struct NarrowBf16 {
     __device__ unsigned short operator()(float x) const { return float_to_bf16_bits(x); }
 };
@@ -202,6 +192,22 @@ struct PackBf16 {
 };
 struct PackF16 {
     __device__ unsigned operator()(float lo, float hi) const { return pack_f16x2(lo, hi); }
+};
+
+// The conversions of a 16-bit storage type, for code templated on it (the shared-memory loads and stores).
+template <class T>
+struct Convert16;
+template <>
+struct Convert16<bf16> {
+    using widen = WidenBf16;
+    using narrow = NarrowBf16;
+    using pack = PackBf16;
+};
+template <>
+struct Convert16<f16> {
+    using widen = WidenF16;
+    using narrow = NarrowF16;
+    using pack = PackF16;
 };
 
 }  // namespace detail
@@ -227,7 +233,7 @@ __device__ __forceinline__ void load(const int* p, int (&out)[V]) {
 template <class T, int V>
 __device__ __forceinline__ void load_shared(unsigned address, float (&out)[V]) {
     if constexpr (sizeof(T) == 2)
-        detail::load16<V>(detail::SharedReader{address}, out, typename detail::Widen16<T>::type{});
+        detail::load16<V>(detail::SharedReader{address}, out, typename detail::Convert16<T>::widen{});
     else
         detail::load32<V, float, float2, float4>(detail::SharedReader{address}, out);
 }
@@ -270,18 +276,6 @@ __device__ __forceinline__ void st_shared_words(unsigned a, const unsigned (&w)[
                      : "memory");
 }
 
-template <class T>
-struct Narrow16;
-template <>
-struct Narrow16<bf16> {
-    using narrow = NarrowBf16;
-    using pack = PackBf16;
-};
-template <>
-struct Narrow16<f16> {
-    using narrow = NarrowF16;
-    using pack = PackF16;
-};
 
 }  // namespace detail
 
@@ -291,8 +285,8 @@ template <class T, int V>
 __device__ __forceinline__ void store_shared(unsigned address, const float (&in)[V]) {
     detail::check_width<V>();
     if constexpr (sizeof(T) == 2) {
-        const typename detail::Narrow16<T>::narrow narrow;
-        const typename detail::Narrow16<T>::pack pack;
+        const typename detail::Convert16<T>::narrow narrow;
+        const typename detail::Convert16<T>::pack pack;
         if constexpr (V == 1) {
             detail::st_shared_u16(address, narrow(in[0]));
         } else if constexpr (V == 2) {
