@@ -158,15 +158,22 @@ KernelSource generate_kernel_source(const CheckedGraph& g, const KernelConfig& c
     src += generate_epilogue(g);
     src += fmt::format("\nusing Traits = {};\n\n}}  // namespace coda_gen\n\n", k.traits);
     src += "// Read by the host after loading the module: block size, dynamic shared memory, CTA tile, mainloop\n"
-           "// (1: Hopper, persistent with TMA operands) and pipeline stages (Hopper: after fitting the scratch).\n";
+           "// (1: Hopper, persistent with TMA operands), pipeline stages (Hopper: after fitting the epilogue), and\n"
+           "// the Hopper tile-input maps: how many the kernel takes, whether it loads tile inputs by TMA, and the\n"
+           "// columns of one chunk (the box is that many columns by the CTA tile's rows).\n";
     const bool hopper = g.graph.domain() == Domain::Gemm && cfg.mainloop == Mainloop::Hopper;
-    src += g.graph.domain() == Domain::Finalize
-               ? "extern \"C\" __constant__ int coda_kernel_info[6] = {coda_gen::Traits::kThreads, "
-                 "coda_gen::Traits::kSmemBytes, 0, 0, 0, 0};\n"
-               : fmt::format("extern \"C\" __constant__ int coda_kernel_info[6] = {{coda_gen::Traits::kThreads, "
-                             "coda_gen::Traits::kSmemBytes, coda_gen::Traits::Layout::kBM, "
-                             "coda_gen::Traits::Layout::kBN, {}, {}}};\n",
-                             hopper ? 1 : 0, hopper ? "coda_gen::Traits::kStages" : "0");
+    if (g.graph.domain() == Domain::Finalize)
+        src += "extern \"C\" __constant__ int coda_kernel_info[9] = {coda_gen::Traits::kThreads, "
+               "coda_gen::Traits::kSmemBytes, 0, 0, 0, 0, 0, 0, 0};\n";
+    else if (!hopper)
+        src += "extern \"C\" __constant__ int coda_kernel_info[9] = {coda_gen::Traits::kThreads, "
+               "coda_gen::Traits::kSmemBytes, coda_gen::Traits::Layout::kBM, coda_gen::Traits::Layout::kBN, 0, 0, 0, 0, "
+               "0};\n";
+    else
+        src += "extern \"C\" __constant__ int coda_kernel_info[9] = {coda_gen::Traits::kThreads, "
+               "coda_gen::Traits::kSmemBytes, coda_gen::Traits::Layout::kBM, coda_gen::Traits::Layout::kBN, 1, "
+               "coda_gen::Traits::kStages, coda_gen::Traits::kTileMaps, coda_gen::Traits::kStageInputs ? 1 : 0, "
+               "coda_gen::Traits::kChunkColumns};\n";
     return {src, k.kernel};
 }
 

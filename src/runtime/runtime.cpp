@@ -41,6 +41,11 @@ struct LoadedKernel {
     mutable std::mutex tma_mutex;
     mutable abi::GemmProblem tma_problem{};
     mutable TmaOperands tma{};
+    // Likewise the tile inputs' maps, keyed by the parameter slots and the problem they were encoded for.
+    TileInputMaps tile_input_maps;
+    mutable std::vector<std::uint64_t> tile_maps_slots;
+    mutable abi::GemmProblem tile_maps_problem{};
+    mutable std::vector<CUtensorMap> tile_maps;
 };
 
 // The fast path of Runtime::compile: the same graph storage with the same node count, options and context
@@ -125,8 +130,9 @@ std::shared_ptr<const LoadedKernel> load(const BuiltKernel& built, const KernelC
     loaded->context = context;
     loaded->module = ModuleHandle(built.cached.entry->cubin);
     loaded->function = driver.function(loaded->module.get(), built.cached.entry->kernel_name);
-    // threads, dynamic smem bytes, tile rows, tile columns, mainloop (1: Hopper), pipeline stages
-    int info[6] = {0, 0, 0, 0, 0, 0};
+    // threads, dynamic smem bytes, tile rows, tile columns, mainloop (1: Hopper), pipeline stages, tile-input maps,
+    // tile inputs loaded by TMA, chunk columns (kernel_source.hpp)
+    int info[9] = {0, 0, 0, 0, 0, 0, 0, 0, 0};
     driver.read_global(loaded->module.get(), "coda_kernel_info", info, sizeof info);
     loaded->threads = info[0];
     loaded->smem_bytes = info[1];
@@ -135,6 +141,7 @@ std::shared_ptr<const LoadedKernel> load(const BuiltKernel& built, const KernelC
         throw InternalError(fmt::format("kernel '{}' reports mainloop {}, the host expected config '{}'", built.name,
                                         info[4], config.to_text()));
     loaded->sm_count = driver.current_device().sm_count;
+    loaded->tile_input_maps = TileInputMaps{info[6], info[7] == 1, info[8], info[2]};
     // The host cuts partials and sizes grids with its own copy of the tile; it must be the kernel's.
     if (info[0] <= 0 || (domain != Domain::Finalize && (info[2] != loaded->tile.bm || info[3] != loaded->tile.bn)))
         throw InternalError(fmt::format("kernel '{}' reports {} threads and a {}x{} tile; the host expected a {}x{} "
@@ -238,7 +245,8 @@ void Kernel::launch(const Args& args, CUstream_st* stream) const {
         case Domain::Finalize: problem = &plan.finalize; break;
     }
     TmaOperands tma;
-    void* params[4] = {problem, plan.slots.data(), &tma.a, &tma.b};
+    std::vector<CUtensorMap> tile_maps;
+    void* params[5] = {problem, plan.slots.data(), &tma.a, &tma.b, nullptr};
     if (k.hopper) {
         {
             std::lock_guard<std::mutex> lock(k.tma_mutex);
@@ -247,7 +255,15 @@ void Kernel::launch(const Args& args, CUstream_st* stream) const {
                 k.tma_problem = plan.gemm;
             }
             tma = k.tma;
+            if (k.tile_maps.empty() || k.tile_maps_slots != plan.slots ||
+                std::memcmp(&k.tile_maps_problem, &plan.gemm, sizeof plan.gemm) != 0) {
+                k.tile_maps = encode_tile_input_maps(k.checked, plan, k.tile_input_maps);
+                k.tile_maps_slots = plan.slots;
+                k.tile_maps_problem = plan.gemm;
+            }
+            tile_maps = k.tile_maps;
         }
+        params[4] = tile_maps.data();
         // Persistent: one CTA per SM (the pipeline fills most of shared memory), each walking its tiles.
         const std::uint64_t tiles = static_cast<std::uint64_t>(plan.grid_x) * plan.grid_y;
         plan.grid_x = static_cast<unsigned>(std::min<std::uint64_t>(tiles, static_cast<std::uint64_t>(k.sm_count)));

@@ -3,6 +3,8 @@
 // 64 x 64 boxes side by side.
 #include "runtime/tma_operands.hpp"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "coda/error.hpp"
@@ -34,7 +36,70 @@ CUtensorMap encode(const char* operand, const void* base, DType dtype, long long
     return map;
 }
 
+// Whether staging (and so TMA) may move tile tensor b: base and row pitch on 16-byte multiples.
+bool aligned_16(const Binding& b, std::uint64_t pointer, std::uint64_t ld) {
+    return pointer % 16 == 0 && (ld * size_of(b.dtype)) % 16 == 0;
+}
+
+CUtensorMapSwizzle swizzle_for(int span) {
+    switch (span) {
+        case 32: return CU_TENSOR_MAP_SWIZZLE_32B;
+        case 64: return CU_TENSOR_MAP_SWIZZLE_64B;
+        case 128: return CU_TENSOR_MAP_SWIZZLE_128B;
+        default: throw InternalError(fmt::format("no TMA swizzle spans {} bytes", span));
+    }
+}
+
 }  // namespace
+
+std::vector<CUtensorMap> encode_tile_input_maps(const CheckedGraph& g, const LaunchPlan& plan,
+                                                const TileInputMaps& how) {
+    std::vector<CUtensorMap> maps(static_cast<std::size_t>(std::max(how.count, 1)), CUtensorMap{});
+    if (!how.loaded_by_tma) return maps;
+    // The tile tensors the kernel's staging covers (tile inputs and stores), with their parameter slots.
+    struct Tile {
+        const Binding* binding;
+        std::uint64_t pointer;
+        std::uint64_t ld;
+    };
+    std::vector<Tile> inputs;
+    bool aligned = true;
+    for (std::size_t i = 0; i < g.bindings.size(); ++i) {
+        const Binding& b = g.bindings[i];
+        if (b.kind != Kind::Tile || b.node < 0) continue;
+        const Op op = g.graph.node(b.node).op;
+        if (op != Op::TileInput && op != Op::Store) continue;
+        const std::size_t slot = static_cast<std::size_t>(first_slot(g, i));
+        const Tile t{&b, plan.slots.at(slot), plan.slots.at(slot + 1)};
+        aligned = aligned && aligned_16(b, t.pointer, t.ld);
+        if (op == Op::TileInput) inputs.push_back(t);
+    }
+    if (static_cast<int>(inputs.size()) != how.count)
+        throw InternalError(fmt::format("the kernel takes {} tile-input maps; the graph has {} tile inputs", how.count,
+                                        inputs.size()));
+    if (!aligned) return maps;
+    Driver& d = Driver::instance();
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+        const Binding& b = *inputs[i].binding;
+        const int pair_bytes = values_per_pair(b.width) * static_cast<int>(size_of(b.dtype));
+        const int chunk_bytes = how.chunk_columns / 2 * pair_bytes;
+        const int span = std::min(chunk_bytes, 128);
+        const cuuint64_t row_bytes = static_cast<cuuint64_t>(plan.gemm.n / 2) * static_cast<cuuint64_t>(pair_bytes);
+        const cuuint64_t dims[2] = {row_bytes, static_cast<cuuint64_t>(plan.gemm.m)};
+        const cuuint64_t strides[1] = {inputs[i].ld * size_of(b.dtype)};
+        const cuuint32_t box[2] = {static_cast<cuuint32_t>(span), static_cast<cuuint32_t>(how.rows)};
+        const cuuint32_t element_strides[2] = {1, 1};
+        const CUresult r = d.api().cuTensorMapEncodeTiled(
+            &maps[i], CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, reinterpret_cast<void*>(inputs[i].pointer), dims, strides, box,
+            element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle_for(span), CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+        if (r != CUDA_SUCCESS)
+            d.check(r, "cuTensorMapEncodeTiled",
+                    fmt::format("tile input '{}': {} rows of {} bytes, {} bytes apart, box {} bytes x {} rows", b.name,
+                                plan.gemm.m, row_bytes, strides[0], span, how.rows));
+    }
+    return maps;
+}
 
 TmaOperands encode_tma_operands(const abi::GemmProblem& p, const GemmSpec& spec, TileShape tile) {
     TmaOperands t;

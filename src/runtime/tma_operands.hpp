@@ -5,6 +5,8 @@
 
 #include <cuda.h>
 
+#include <vector>
+
 #include "coda/graph.hpp"
 #include "runtime/launch_plan.hpp"
 
@@ -17,5 +19,22 @@ struct TmaOperands {
 
 // `problem` must have passed plan_launch with tma_operands = true (aligned bases and leading dimensions).
 TmaOperands encode_tma_operands(const abi::GemmProblem& problem, const GemmSpec& spec, TileShape tile);
+
+// How a Hopper kernel loads its tile inputs (coda_kernel_info): `count` maps in its parameter, and whether it
+// loads them by TMA in boxes of `chunk_columns` columns x `rows` rows.
+struct TileInputMaps {
+    int count = 0;
+    bool loaded_by_tma = false;
+    int chunk_columns = 0;
+    int rows = 0;
+};
+
+// The maps of the graph's tile inputs, in the order the generated epilogue numbers them (graph order), as
+// templates/coda/hopper_staging.cuh's TmaTileInputs reads them: each input's rows as bytes, a box of the chunk's
+// row bytes (at most 128, in parts beyond) by `rows` rows, swizzled in the mode of that span. All zero when the
+// kernel does not load by TMA or some tile tensor is not 16-byte aligned in base and row pitch; the kernel then
+// reads tile tensors from global memory (it checks the same rule).
+std::vector<CUtensorMap> encode_tile_input_maps(const CheckedGraph& g, const LaunchPlan& plan,
+                                                const TileInputMaps& how);
 
 }  // namespace coda

@@ -13,13 +13,15 @@
 //     host checks both. Any M, N, K >= 1 (N even): edges are zero-filled by TMA and masked in the epilogue.
 //   - Launch: grid = min(tiles, CTAs that fit on the GPU) (persistent: CTA b owns tiles b, b + grid, ...),
 //     block = kThreads (384), dynamic shared memory = kSmemBytes (the host raises the per-kernel limit).
-//   - Threads: warpgroup 0 is the producer (one thread issues every TMA copy; it gives registers away),
+//   - Threads: warpgroup 0 is the producer (one thread issues the operands' TMA copies, another the tile
+//     inputs'; it gives registers away),
 //     warpgroups 1 and 2 consume. Cooperative: both consume every stage and share one BM x BN tile, rows
 //     split in halves. Ping-pong: they own alternate tiles; an order barrier makes their mainloops take turns,
 //     so one's epilogue overlaps the other's mainloop.
 //   - Tile outputs are staged in shared memory a column chunk at a time and written out in whole 16-byte units;
-//     tile inputs (residual, saved activations) are copied into shared memory by the consumers that will visit
-//     them when their tile's mainloop starts (hopper_staging.cuh), where shared memory allows.
+//     tile inputs (residual, saved activations) are loaded by TMA, chunk by chunk, into a ring of buffers by a
+//     loader thread of warpgroup 0 ahead of the visits (hopper_staging.cuh), where shared memory allows. The
+//     host passes one tensor map per tile input (TileMaps, after the operands' maps).
 //   - Epilogue: per tile, the tile's consumer threads call begin_tile, visit for each (row_slot, col_slot)
 //     inside [M] x [N], and end_tile with a scratch area of their own (the pipeline keeps running). Layout is
 //     WgmmaLayout below; its sync() is a named barrier over exactly those threads.
@@ -39,13 +41,15 @@ constexpr int kHopperConsumerRegisters = 232; // 128 accumulators plus the epilo
 constexpr int kHopperRasterBand = 8;          // M-tiles per band of the tile order: concurrent tiles share A and B in L2
 constexpr int kHopperBatchRegisters = 16;     // registers the epilogue may spend on inputs loaded ahead of use
 constexpr int kHopperPrefetchLead = 8;        // k-tiles before a tile's epilogue at which its tile inputs are prefetched
-// Staging tile outputs in shared memory (hopper_staging.cuh) may cost pipeline stages down to 3. Staging tile
-// inputs only where 5 stages remain: at 4 stages (128x128 ping-pong with staged outputs) it made the residual
-// read of out-proj slower on an H200, not faster (docs/PERFORMANCE.md). Outputs go a chunk of 4 column slots
-// at a time.
+// Staging tile outputs in shared memory (hopper_staging.cuh) may cost pipeline stages down to 3, and loading tile
+// inputs by TMA down to kHopperMinStagesInputs. Both go a chunk of 4 column slots (32 columns) at a time; the
+// input ring holds kHopperInputSlots chunks, so the loader runs that far ahead of the visits. At most
+// kHopperMaxTileMaps tile inputs travel as tensor maps (kernel parameters); more are read from global memory.
 constexpr int kHopperMinStagesOutputs = 3;
-constexpr int kHopperMinStagesInputs = 5;
+constexpr int kHopperMinStagesInputs = 4;
 constexpr int kHopperChunkSlots = 4;
+constexpr int kHopperInputSlots = 2;
+constexpr int kHopperMaxTileMaps = 16;
 // Registers staging needs on top of the accumulators and the epilogue's reduction state (ptxas spills below it:
 // rmsnorm_backward's column reduction at 64x256 ping-pong keeps 64 partials next to 128 accumulators).
 constexpr int kHopperStagingRegisters = 48;
@@ -103,26 +107,31 @@ struct HopperGemmTraits {
     static constexpr int kScratchPerTile = (Epilogue::template scratch_floats<Layout>() * 4 + 15) / 16 * 16;
     static constexpr int kScratchBytes = kScratchPerTile * (kPingPong ? 2 : 1);
     static constexpr int kAlignSlack = 1024;  // swizzled TMA tiles need 1024-byte alignment
-    static constexpr int kBarrierBytes = 8 * (2 * STAGES + 2);
+    static constexpr int kBarrierBytes = 8 * (2 * STAGES + 2 + 2 * kHopperInputSlots);
     static constexpr int kFixedBytes = kAlignSlack + kScratchBytes + kBarrierBytes;
     // Staged tile outputs (hopper_staging.cuh): one column chunk of each consumer warpgroup's rows. Staged tile
     // inputs: BM rows of each per tile in flight (two in ping-pong). Each only where it leaves enough stages.
     static constexpr int kStateRegisters = static_cast<int>(sizeof(typename Epilogue::template State<Layout>) / 4);
     static constexpr bool kRoomToStage =
         kM64 * BN / 2 + kStateRegisters + kHopperStagingRegisters <= kHopperConsumerRegisters;
-    using StagedIn = StagedTileInputs<Epilogue, BM, BN>;
+    static constexpr int kChunkColumns = 8 * kHopperChunkSlots;
+    static constexpr int kChunks = BN / kChunkColumns;
+    using StagedIn = TmaTileInputs<Epilogue, BM, kChunkColumns>;
     using StagedOut = StagedTileOutputs<Epilogue, kWgM, kHopperChunkSlots>;
-    static constexpr int kStagedInPerTile = (StagedIn::kBytes + 15) / 16 * 16;
     static constexpr int kStagedOutPerGroup = (StagedOut::kBytes + 15) / 16 * 16;
     static constexpr bool kStageOutputs =
         kRoomToStage && Epilogue::kTileOutputs > 0 &&
         (kHopperMaxSmemBytes - kFixedBytes - 2 * kStagedOutPerGroup) / kStageBytes >= kHopperMinStagesOutputs;
     static constexpr int kOutputBytes = kStageOutputs ? 2 * kStagedOutPerGroup : 0;
-    static constexpr int kStagedInAll = kStagedInPerTile * (kPingPong ? 2 : 1);
+    // The input ring comes first after the stages, so its chunk buffers keep the stages' 1024-byte alignment.
+    static constexpr int kInputSlotBytes = (StagedIn::kBytes + 1023) / 1024 * 1024;
+    static constexpr int kInputRingBytes = kHopperInputSlots * kInputSlotBytes;
     static constexpr bool kStageInputs =
-        kRoomToStage && Epilogue::kTileInputs > 0 &&
-        (kHopperMaxSmemBytes - kFixedBytes - kOutputBytes - kStagedInAll) / kStageBytes >= kHopperMinStagesInputs;
-    static constexpr int kInputBytes = kStageInputs ? kStagedInAll : 0;
+        kRoomToStage && Epilogue::kTileInputs > 0 && Epilogue::kTileInputs <= kHopperMaxTileMaps &&
+        (kHopperMaxSmemBytes - kFixedBytes - kOutputBytes - kInputRingBytes) / kStageBytes >= kHopperMinStagesInputs;
+    static constexpr int kInputBytes = kStageInputs ? kInputRingBytes : 0;
+    // Tensor maps the kernel takes for its tile inputs (TileMaps; at least one, unused without staged inputs).
+    static constexpr int kTileMaps = kStageInputs ? Epilogue::kTileInputs : 1;
     static constexpr int kStagingBytes = kInputBytes + kOutputBytes;
     static constexpr int kFitStages = (kHopperMaxSmemBytes - kFixedBytes - kStagingBytes) / kStageBytes;
     // Fewer stages than asked when the epilogue's scratch and staged tiles need the room.
@@ -135,7 +144,7 @@ struct HopperGemmTraits {
                                        : kInputRegisters * 4 <= kHopperBatchRegisters ? 4
                                        : kInputRegisters * 2 <= kHopperBatchRegisters ? 2
                                                                                       : 1;
-    // Arrivals that free a stage: lane 0 of every warp that reads it.
+    // Arrivals that free a stage or an input chunk: lane 0 of every warp that reads it.
     static constexpr int kEmptyArrivals = 4 * (kPingPong ? 1 : kConsumers);
 
     static_assert(sizeof(T) == 2, "coda: hopper_gemm takes 16-bit inputs (coda::bf16 or coda::f16)");
@@ -197,6 +206,32 @@ __device__ __forceinline__ void hopper_produce(unsigned stages_base, unsigned fu
     }
 }
 
+// The tile-input loader (one thread of the producer warpgroup, beside the operand producer): for every tile of
+// this CTA in order, every chunk of kChunkColumns columns, loads the tile inputs' BM rows of the chunk into the
+// next buffer of the ring once its visits are done with it. Ring position p uses buffer p % kHopperInputSlots.
+template <class Tr, int BM, int BN>
+__device__ __forceinline__ void hopper_load_tile_inputs(const TmaDescriptor* maps, unsigned buffers, unsigned full,
+                                                        unsigned empty, int tiles_m, int tiles_n, int n) {
+    using In = typename Tr::StagedIn;
+    int position = 0;
+    const int tiles = tiles_m * tiles_n;
+    for (int tile = static_cast<int>(blockIdx.x); tile < tiles; tile += static_cast<int>(gridDim.x)) {
+        int tm, tn;
+        hopper_tile_position(tile, tiles_m, tiles_n, tm, tn);
+        for (int chunk = 0; chunk < Tr::kChunks; ++chunk, ++position) {
+            const int slot = position % kHopperInputSlots;
+            sm90::mbarrier_wait(empty + 8 * slot, ((position / kHopperInputSlots) & 1) ^ 1);
+            const int n0 = tn * BN + chunk * Tr::kChunkColumns;
+            if (n0 < n) {
+                sm90::mbarrier_arrive_expect_tx(full + 8 * slot, In::kBytes);
+                In::issue(maps, buffers + slot * Tr::kInputSlotBytes, full + 8 * slot, tm * BM, n0);
+            } else {
+                sm90::mbarrier_arrive(full + 8 * slot);  // beyond N: nothing to load, and no visit reads it
+            }
+        }
+    }
+}
+
 // wgmma descriptors for k16 step kk of a stage. K-major: rows of 128 bytes, 8-row groups 1024 bytes apart, a
 // k16 step is 32 bytes along the (swizzled) row. M/N-major: 64-element chunks of 64 k-rows (8 KB) side by side,
 // a k16 step is 16 k-rows (2 KB).
@@ -222,6 +257,15 @@ __device__ __forceinline__ void hopper_prefetch_epilogue(const typename Epilogue
     }
 }
 
+// Where a consumer finds the chunks of its tile's inputs (TMA-loaded): the ring's buffers and barriers, and the
+// ring position of the tile's first chunk (each tile of the CTA takes kChunks positions, in tile order).
+struct InputRing {
+    unsigned buffers;
+    unsigned full;   // kHopperInputSlots barriers: chunk loaded
+    unsigned empty;  // kHopperInputSlots barriers: chunk read by every warp that visits it
+    int first;
+};
+
 template <bool B, class T, class F>
 struct Pick {
     using type = T;
@@ -232,19 +276,29 @@ struct Pick<false, T, F> {
 };
 
 // The visits of one tile (begin_tile .. end_tile excluded), reading and writing tiles through `tiles`. With
-// staged outputs, column chunk by column chunk, each followed by its write-out (between two barriers over
-// the warpgroup, id `barrier`).
+// staged inputs or outputs, column chunk by column chunk: each waits for its input chunk in the ring and frees
+// it after its visits, and writes its outputs out (between two barriers over the warpgroup, id `barrier`).
 template <class Tr, class L, class Epilogue, int BN, class Tiles>
 __device__ __forceinline__ void hopper_visit_tile(const typename Epilogue::Args& args, const GemmProblem& problem,
                                                   typename Epilogue::template State<L>& st, Tiles& tiles, int m0,
-                                                  int n0, float (&acc)[Tr::kM64][BN / 2], int barrier) {
-    constexpr int kChunk = Tiles::kStagedOutputs ? kHopperChunkSlots : BN / 8;
+                                                  int n0, float (&acc)[Tr::kM64][BN / 2], int barrier,
+                                                  const InputRing& ring) {
+    constexpr bool kChunked = Tiles::kStagedOutputs || Tiles::kStagedInputs;
+    constexpr int kChunk = kChunked ? kHopperChunkSlots : BN / 8;
     // kBatch visits at a time: all their loads first, then their math and stores, so that the loads are in
     // flight together instead of one latency per visit.
     constexpr int kBatch = Tr::kVisitBatch < kChunk ? Tr::kVisitBatch : kChunk;
 #pragma unroll
     for (int c0 = 0; c0 < BN / 8; c0 += kChunk) {
         if constexpr (Tiles::kStagedOutputs) tiles.out.n0 = n0 + 8 * c0;
+        int slot = 0;
+        if constexpr (Tiles::kStagedInputs) {
+            const int position = ring.first + c0 / kHopperChunkSlots;
+            slot = position % kHopperInputSlots;
+            sm90::mbarrier_wait(ring.full + 8 * slot, static_cast<unsigned>(position / kHopperInputSlots) & 1u);
+            tiles.in.buffer = ring.buffers + slot * Tr::kInputSlotBytes;
+            tiles.in.n0 = n0 + 8 * c0;
+        }
 #pragma unroll
         for (int i = 0; i < Tr::kM64; ++i) {
 #pragma unroll
@@ -271,6 +325,10 @@ __device__ __forceinline__ void hopper_visit_tile(const typename Epilogue::Args&
                     }
                 }
             }
+        }
+        if constexpr (Tiles::kStagedInputs) {
+            __syncwarp();  // every lane's reads of the chunk are done
+            if (threadIdx.x % 32 == 0) sm90::mbarrier_arrive(ring.empty + 8 * slot);
         }
         if constexpr (Tiles::kStagedOutputs) {
             sm90::named_barrier_sync(barrier, 128);  // the chunk is in shared memory
@@ -302,19 +360,23 @@ __device__ __forceinline__ void hopper_mma_stage(unsigned a_tile, unsigned b_til
 template <class T, bool kAKMajor, bool kBKMajor, int BM, int BN, int STAGES, bool kPingPong, class Epilogue>
 __global__ void __launch_bounds__(384, 1)
     hopper_gemm(const GemmProblem problem, const typename Epilogue::Args args,
-                const __grid_constant__ TmaDescriptor tma_a, const __grid_constant__ TmaDescriptor tma_b) {
+                const __grid_constant__ TmaDescriptor tma_a, const __grid_constant__ TmaDescriptor tma_b,
+                const __grid_constant__ TileMaps<HopperGemmTraits<T, kAKMajor, kBKMajor, BM, BN, STAGES, kPingPong,
+                                                                  Epilogue>::kTileMaps> tile_maps) {
     using Tr = HopperGemmTraits<T, kAKMajor, kBKMajor, BM, BN, STAGES, kPingPong, Epilogue>;
     using L = typename Tr::Layout;
     extern __shared__ __align__(1024) unsigned char coda_gemm_smem[];
     const unsigned raw = sm90::smem_address(coda_gemm_smem);
     const unsigned base = (raw + 1023u) & ~1023u;
     unsigned char* const base_ptr = coda_gemm_smem + (base - raw);
-    // Shared memory: pipeline stages | staged tile inputs | staged tile outputs | epilogue scratch | barriers.
+    // Shared memory: pipeline stages | tile-input ring | staged tile outputs | epilogue scratch | barriers.
     const unsigned staging = base + Tr::kStages * Tr::kStageBytes;
     float* const scratch = reinterpret_cast<float*>(base_ptr + Tr::kStages * Tr::kStageBytes + Tr::kStagingBytes);
     const unsigned full = base + Tr::kStages * Tr::kStageBytes + Tr::kStagingBytes + Tr::kScratchBytes;  // stage loaded
     const unsigned empty = full + 8 * Tr::kStages;                                   // kStages barriers: stage free
     const unsigned turn = empty + 8 * Tr::kStages;  // ping-pong: 2 barriers, "consumer c finished a mainloop"
+    const unsigned in_full = turn + 16;               // kHopperInputSlots barriers: input chunk loaded
+    const unsigned in_empty = in_full + 8 * kHopperInputSlots;  // and read
 
     const int warpgroup = static_cast<int>(threadIdx.x) / 128;
     if (threadIdx.x == 0) {
@@ -324,6 +386,10 @@ __global__ void __launch_bounds__(384, 1)
         }
         sm90::mbarrier_init(turn, 1);
         sm90::mbarrier_init(turn + 8, 1);
+        for (int s = 0; s < kHopperInputSlots; ++s) {
+            sm90::mbarrier_init(in_full + 8 * s, 1);
+            sm90::mbarrier_init(in_empty + 8 * s, Tr::kEmptyArrivals);
+        }
         sm90::fence_barrier_init();
     }
     __syncthreads();
@@ -332,6 +398,13 @@ __global__ void __launch_bounds__(384, 1)
     const int tiles_n = (problem.n + BN - 1) / BN;
     const int tiles = tiles_m * tiles_n;
     const int k_tiles = (problem.k + Tr::BK - 1) / Tr::BK;
+    // Staging needs every tile tensor (input or output, staged or not: the host encodes the input maps under the
+    // same rule) 16-byte aligned in base and row pitch; otherwise every visit goes to global memory.
+    const bool stage_tiles = (Tr::kStageInputs || Tr::kStageOutputs) &&
+                             detail::aligned_16<detail::TileInputTable<Epilogue>>(args) &&
+                             detail::aligned_16<detail::TileOutputTable<Epilogue>>(args);
+    const bool stage_inputs = Tr::kStageInputs && stage_tiles;
+    const unsigned ring_buffers = base + Tr::kStages * Tr::kStageBytes;
 
     if (warpgroup == 0) {
         sm90::release_registers<kHopperProducerRegisters>();
@@ -340,6 +413,10 @@ __global__ void __launch_bounds__(384, 1)
             sm90::prefetch_tma_descriptor(&tma_b);
             detail::hopper_produce<Tr, kAKMajor, kBKMajor, BM, BN>(base, full, empty, tiles_m, tiles_n, k_tiles,
                                                                    &tma_a, &tma_b);
+        } else if (threadIdx.x == 32 && stage_inputs) {
+            for (int i = 0; i < Tr::kTileMaps; ++i) sm90::prefetch_tma_descriptor(&tile_maps.map[i]);
+            detail::hopper_load_tile_inputs<Tr, BM, BN>(tile_maps.map, ring_buffers, in_full, in_empty, tiles_m,
+                                                        tiles_n, problem.n);
         }
         return;
     }
@@ -349,17 +426,11 @@ __global__ void __launch_bounds__(384, 1)
     // Rows of the tile this warpgroup multiplies: its half (cooperative) or all of them (ping-pong).
     const int first_row = kPingPong ? 0 : consumer * Tr::kWgM;
     float* const my_scratch = scratch + (kPingPong ? consumer * Tr::kScratchPerTile / 4 : 0);
-    // This consumer's staged tile inputs (cooperative: both warpgroups share one buffer, each copies and reads
-    // only its own rows, so a barrier over its own 128 threads orders copies and reads).
     // (The staging views are rebuilt per tile from these: nothing extra stays live across the mainloop.)
-    const unsigned in_buffer = staging + (kPingPong ? consumer * Tr::kStagedInPerTile : 0);
     const unsigned out_buffer = staging + Tr::kInputBytes + consumer * Tr::kStagedOutPerGroup;
-    // Staging needs 16-byte aligned tensors; otherwise every visit goes to global memory.
-    const bool stage_tiles = (Tr::kStageInputs || Tr::kStageOutputs) &&
-                       (!Tr::kStageInputs || Tr::StagedIn::stageable(args)) &&
-                       (!Tr::kStageOutputs || Tr::StagedOut::stageable(args));
-    const bool stage_inputs = Tr::kStageInputs && stage_tiles;
     const int staging_barrier = warpgroup + 1;  // 2 or 3: not 1, the cooperative tile barrier
+    // One thread per tile asks L2 for the tile's input chunks ahead of the loader (cooperative: warpgroup 1's).
+    const bool prefetcher = threadIdx.x % 128 == 0 && (kPingPong || consumer == 0);
 
     float acc[Tr::kM64][BN / 2];
     int local = 0;  // index of the tile among this CTA's tiles
@@ -371,12 +442,6 @@ __global__ void __launch_bounds__(384, 1)
         const int start = local * k_tiles;
         int stage = start % Tr::kStages;
         unsigned phase = static_cast<unsigned>(start / Tr::kStages) & 1u;
-        const typename Tr::StagedIn staged_in{{in_buffer, tm * BM, tn * BN}};
-        if (stage_inputs) {
-            // Every thread of this warpgroup is past its visits of the previous tile: the buffer is free.
-            sm90::named_barrier_sync(staging_barrier, 128);
-            staged_in.copy(args, first_row, Tr::kWgM, static_cast<int>(threadIdx.x) % 128, 128, problem.m, problem.n);
-        }
         // Ping-pong: wait until the other consumer has finished the previous tile's mainloop. Besides taking
         // turns on the tensor cores, this keeps each consumer within one phase of the stages it waits on.
         if (kPingPong && local > 0) sm90::mbarrier_wait(turn + 8 * (1 - consumer), static_cast<unsigned>((local - 1) / 2) & 1u);
@@ -389,7 +454,15 @@ __global__ void __launch_bounds__(384, 1)
         int previous = -1;
         const int prefetch_at = k_tiles > kHopperPrefetchLead ? k_tiles - kHopperPrefetchLead : 0;
         for (int kt = 0; kt < k_tiles; ++kt) {
-            if (kt == prefetch_at) detail::hopper_prefetch_epilogue<L, BM, BN, Epilogue>(args, problem, tm, tn);
+            if (kt == prefetch_at) {
+                // (With staged inputs, tile tensors read at the visit, i.e. accumulates, go without this hint.)
+                if (!stage_inputs) {
+                    detail::hopper_prefetch_epilogue<L, BM, BN, Epilogue>(args, problem, tm, tn);
+                } else if (prefetcher) {
+                    for (int n0 = tn * BN; n0 < tn * BN + BN && n0 < problem.n; n0 += Tr::kChunkColumns)
+                        Tr::StagedIn::prefetch(tile_maps.map, tm * BM, n0);
+                }
+            }
             sm90::mbarrier_wait(full + 8 * stage, phase);
             sm90::wgmma_fence();
             const unsigned a_tile = base + stage * Tr::kStageBytes;
@@ -410,10 +483,7 @@ __global__ void __launch_bounds__(384, 1)
         if (warp_leader) sm90::mbarrier_arrive(empty + 8 * previous);
         if (kPingPong && threadIdx.x % 128 == 0) sm90::mbarrier_arrive(turn + 8 * consumer);
 
-        if (stage_inputs) {
-            detail::cp_async_wait<0>();
-            sm90::named_barrier_sync(staging_barrier, 128);  // every copy of this warpgroup has landed
-        }
+        const detail::InputRing ring{ring_buffers, in_full, in_empty, local * Tr::kChunks};
         typename Epilogue::template State<L> st;
         Epilogue::template begin_tile<L>(st);
         // Two instantiations of the visits, so that neither carries the other's addressing in registers.
@@ -421,14 +491,14 @@ __global__ void __launch_bounds__(384, 1)
             HopperTiles<typename detail::Pick<Tr::kStageInputs, typename Tr::StagedIn, GlobalTiles>::type,
                         typename detail::Pick<Tr::kStageOutputs, typename Tr::StagedOut, GlobalTiles>::type>
                 tiles{};
-            if constexpr (Tr::kStageInputs) tiles.in = staged_in;
+            if constexpr (Tr::kStageInputs) tiles.in = typename Tr::StagedIn{ring_buffers, tm * BM, 0};
             if constexpr (Tr::kStageOutputs) tiles.out = typename Tr::StagedOut{{out_buffer, tm * BM + first_row, 0}};
             detail::hopper_visit_tile<Tr, L, Epilogue, BN>(args, problem, st, tiles, tm * BM, tn * BN, acc,
-                                                           staging_barrier);
+                                                           staging_barrier, ring);
         } else {
             HopperTiles<GlobalTiles, GlobalTiles> tiles{};
             detail::hopper_visit_tile<Tr, L, Epilogue, BN>(args, problem, st, tiles, tm * BM, tn * BN, acc,
-                                                           staging_barrier);
+                                                           staging_barrier, ring);
         }
         Epilogue::template end_tile<L>(args, st, my_scratch, TileCoord{tm, tn, problem.m, problem.n});
     }

@@ -1,32 +1,33 @@
-// Tile inputs and outputs staged in shared memory for the Hopper mainloop's epilogue. sm_80 and newer
-// (cp.async); NVRTC, no host headers.
+// Tile inputs and outputs staged in shared memory for the Hopper mainloop's epilogue. sm_90a (TMA); NVRTC, no
+// host headers.
 //
 // Why: a visit touches 4-8 bytes of a row at 8 rows per warp, so reading inputs and writing outputs straight
 // from the accumulator layout moves half-sectors and waits one memory latency per batch of visits; measured on
 // an H200, such an epilogue streams about 1 TB/s and does not overlap the mainloop. Staged, the global side
-// moves whole 16-byte units of whole rows.
+// moves whole rows of a chunk.
 //
-//   - Inputs (StagedTileInputs): the consumer warpgroup that will visit a tile's rows copies them (cp.async,
-//     16 bytes a copy) when it starts that tile's mainloop; by the epilogue they have landed, and the visits
-//     read shared memory.
+//   - Inputs (TmaTileInputs): a loader thread of the producer warpgroup copies each chunk of 32 columns of a
+//     tile's inputs (all BM rows) with TMA into a small ring of buffers, ahead of the visits; the visits wait for
+//     their chunk, read it from shared memory and free it.
 //   - Outputs (StagedTileOutputs): the visits of one column chunk (kChunkSlots column slots = 8 * kChunkSlots
 //     columns) write shared memory; then the warpgroup writes the chunk's rows out with 16-byte stores.
 //
 // Contract:
-//   - Layout: tile input or output i occupies kRows rows of pitch(i) bytes, in the order of the Epilogue's
-//     tables (kTileInputs / tile_input_pair_bytes / tile_input, and likewise for outputs). A row holds the
-//     tile's (inputs) or chunk's (outputs) column pairs of pair_bytes(i) bytes each, plus 16 bytes of padding:
-//     the 8 rows a warp visits at once then start in 8 different 16-byte bank groups (conflict-free).
-//   - Staging needs 16-byte units: every staged tensor's base and row pitch must be multiples of 16 bytes (as
-//     for TMA). stageable(args) checks that at run time; the mainloop otherwise visits with GlobalTiles.
-//   - Rows outside M and columns outside N are neither copied nor written; no visit touches them.
-//   - Synchronization is the caller's (a named barrier over the warpgroup): between the copies' completion
-//     (cp.async wait) and the first read; between the last read and the next copy; between a chunk's visits
-//     and its write-out; between the write-out and the next chunk's visits.
+//   - Tensors are numbered as in the Epilogue's tables (kTileInputs / tile_input_pair_bytes / tile_input, and
+//     likewise for outputs).
+//   - Input layout: see TmaTileInputs (TMA-swizzled boxes). Output layout: tile output i occupies kRows rows of
+//     pitch(i) bytes; a row holds the chunk's column pairs of pair_bytes(i) bytes each, plus 16 bytes of padding,
+//     so the 8 rows a warp visits at once start in 8 different 16-byte bank groups (conflict-free).
+//   - Staging needs 16-byte units: every tile tensor's base and row pitch must be multiples of 16 bytes (TMA's
+//     rule). detail::aligned_16 checks that at run time; the mainloop otherwise visits with GlobalTiles.
+//   - Rows outside M and columns outside N are never written (TMA zero-fills them on input); no visit reads them.
+//   - Synchronization is the caller's: the input ring's mbarriers (hopper_gemm.cuh) between a chunk's load and
+//     its visits and between its visits and the next load into its buffer; a named barrier over the warpgroup
+//     between a chunk's visits and its write-out, and between the write-out and the next chunk's visits.
 #pragma once
 
 #include "coda/epilogue_contract.cuh"
-#include "coda/mma_sync_ops.cuh"
+#include "coda/sm90_ops.cuh"
 
 namespace coda {
 
@@ -60,9 +61,21 @@ struct TileOutputTable {
     __device__ static TileView view(const typename Epilogue::Args& args, int i) { return Epilogue::tile_output(args, i); }
 };
 
+// Whether every tensor of Table has its base and row pitch on multiples of 16 bytes (as staging and TMA need).
+template <class Table, class Args>
+__device__ bool aligned_16(const Args& args) {
+    bool all = true;
+    for (int i = 0; i < Table::kCount; ++i) {
+        const TileView v = Table::view(args, i);
+        all = all && ((reinterpret_cast<unsigned long long>(v.base) | static_cast<unsigned long long>(v.row_bytes)) &
+                      15ull) == 0;
+    }
+    return all;
+}
+
 }  // namespace detail
 
-// The shared-memory layout both directions use (see the contract above): the tensors of Table, each kRows rows of
+// The shared-memory layout of staged tile outputs (see the contract above): the tensors of Table, each kRows rows of
 // kColumns / 2 column pairs plus 16 bytes of padding, and where the buffer sits in the output.
 template <class Table, int kRows, int kColumns>
 struct PaddedRows {
@@ -78,17 +91,6 @@ struct PaddedRows {
     int m0;           // global row of buffer row 0
     int n0;           // global column of buffer column pair 0
 
-    // Whether every tensor's base and row pitch are multiples of 16 bytes.
-    template <class Args>
-    __device__ static bool stageable(const Args& args) {
-        bool all = true;
-        for (int i = 0; i < kCount; ++i) {
-            const TileView v = Table::view(args, i);
-            all = all && ((reinterpret_cast<unsigned long long>(v.base) | static_cast<unsigned long long>(v.row_bytes)) &
-                          15ull) == 0;
-        }
-        return all;
-    }
 
     // Where tensor i's column pair of the visit at c lies in the buffer.
     __device__ unsigned at(int i, const Coord& c) const {
@@ -96,47 +98,62 @@ struct PaddedRows {
     }
 };
 
-template <class Epilogue, int kRows, int BN>
-struct StagedTileInputs : PaddedRows<detail::TileInputTable<Epilogue>, kRows, BN> {
-    using Rows = PaddedRows<detail::TileInputTable<Epilogue>, kRows, BN>;
-    using Rows::kCount;
-    using Rows::offset;
-    using Rows::pair_bytes;
-    using Rows::pitch;
-    using Rows::row_bytes;
+// Tile inputs loaded by TMA (the producer warpgroup's loader thread, hopper_gemm.cuh) into a ring of chunk
+// buffers. One buffer holds, for each tile input i, kRows rows (the CTA tile's) of one chunk of kChunkColumns
+// columns, as boxes of span(i) bytes a row (32, 64 or 128: the chunk's row, or 128-byte parts of it), each
+// swizzled by the TMA in the mode of that span, so that the 8 rows a warp visits fall in different banks.
+// The host encodes one tensor map per tile input to match (box {span(i) bytes, kRows}, coda_kernel_info).
+template <class Epilogue, int kRows, int kChunkColumns>
+struct TmaTileInputs {
+    using Table = detail::TileInputTable<Epilogue>;
+    static constexpr int kCount = Table::kCount;
+    __host__ __device__ static constexpr int pair_bytes(int i) { return Table::pair_bytes(i); }
+    __host__ __device__ static constexpr int row_bytes(int i) { return kChunkColumns / 2 * pair_bytes(i); }
+    __host__ __device__ static constexpr int span(int i) { return row_bytes(i) < 128 ? row_bytes(i) : 128; }
+    __host__ __device__ static constexpr int boxes(int i) { return row_bytes(i) / span(i); }
+    __host__ __device__ static constexpr int offset(int i) { return i == 0 ? 0 : offset(i - 1) + kRows * row_bytes(i - 1); }
+    static constexpr int kBytes = offset(kCount);
+    // Swizzled boxes must start on 1024-byte boundaries (the buffer's are; each box is kRows x span bytes).
+    static_assert(kRows % 32 == 0, "coda: a TMA tile-input box needs a multiple of 32 rows");
+
+    unsigned buffer;  // shared-window address of this chunk's buffer, 1024-byte aligned
+    int m0;           // global row of buffer row 0
+    int n0;           // global column of the chunk's first column
 
     // The visit's read of tile input i (the generated Epilogue::load calls it); the global pointer is unused.
     template <int V, class T, class R>
     __device__ void load(int i, const T*, const Coord& c, R (&out)[V]) const {
-        coda::load_shared<T>(this->at(i, c), out);
+        const int r = c.m - m0;
+        const int b = ((c.n - n0) / 2) * pair_bytes(i);  // byte of the pair in the chunk's row
+        const int s = span(i);
+        const int granule = ((b % s) >> 4) ^ ((r * s >> 7) & (s / 16 - 1));  // the TMA's swizzle of 16-byte units
+        coda::load_shared<T>(buffer + offset(i) + (b / s) * kRows * s + r * s + (granule << 4) + (b & 15), out);
     }
 
-    // Issues the copies of buffer rows [first, first + rows) (tile rows m0 + first ...) by `threads` threads, this
-    // one being `t`, as one cp.async group. The tile is clipped to M x N.
-    __device__ void copy(const typename Epilogue::Args& args, int first, int rows, int t, int threads, int M,
-                         int N) const {
-        const int m0 = this->m0;
-        const int n0 = this->n0;
-        const int columns = N - n0 < BN ? N - n0 : BN;
+    // Loader thread: the copies of the chunk at (m0, n0) into `dst`, completing on `bar` (kBytes in all).
+    __device__ static void issue(const TmaDescriptor* maps, unsigned dst, unsigned bar, int m0, int n0) {
 #pragma unroll
-        for (int i = 0; i < kCount; ++i) {
-            const TileView v = Epilogue::tile_input(args, i);
-            const int chunks = row_bytes(i) / 16;
-            const int valid = columns / 2 * pair_bytes(i);  // bytes of a row inside the problem
-            const unsigned char* src = v.base + static_cast<long long>(n0 / 2) * pair_bytes(i);
-            const unsigned dst = this->buffer + offset(i);
-            for (int idx = t; idx < rows * chunks; idx += threads) {
-                const int r = first + idx / chunks;
-                const int chunk = idx % chunks;
-                const int bytes = valid - chunk * 16;
-                if (m0 + r >= M || bytes <= 0) continue;
-                detail::cp_async_16(dst + r * pitch(i) + chunk * 16,
-                                    src + static_cast<long long>(m0 + r) * v.row_bytes + chunk * 16,
-                                    bytes < 16 ? bytes : 16);
-            }
-        }
-        detail::cp_async_commit();
+        for (int i = 0; i < kCount; ++i)
+#pragma unroll
+            for (int b = 0; b < boxes(i); ++b)
+                sm90::tma_load_2d(dst + offset(i) + b * kRows * span(i), &maps[i], bar,
+                                  n0 / 2 * pair_bytes(i) + b * span(i), m0);
     }
+    // L2 prefetch of the chunk at (m0, n0).
+    __device__ static void prefetch(const TmaDescriptor* maps, int m0, int n0) {
+#pragma unroll
+        for (int i = 0; i < kCount; ++i)
+#pragma unroll
+            for (int b = 0; b < boxes(i); ++b)
+                sm90::tma_prefetch_2d(&maps[i], n0 / 2 * pair_bytes(i) + b * span(i), m0);
+    }
+};
+
+// The tensor maps of a kernel's TMA-loaded tile inputs (at least one, unused when there are none), passed as one
+// __grid_constant__ parameter after the operands' maps.
+template <int kCount>
+struct TileMaps {
+    TmaDescriptor map[kCount];
 };
 
 template <class Epilogue, int kRows, int kChunkSlots>
@@ -194,12 +211,22 @@ template <class Epilogue, int kRows, int kChunkSlots>
 struct StagesOutputs<StagedTileOutputs<Epilogue, kRows, kChunkSlots>> {
     static constexpr bool value = true;
 };
+// Whether a tile source reads inputs from the TMA-loaded ring (the visits then wait for each chunk).
+template <class In>
+struct StagesInputs {
+    static constexpr bool value = false;
+};
+template <class Epilogue, int kRows, int kChunkColumns>
+struct StagesInputs<TmaTileInputs<Epilogue, kRows, kChunkColumns>> {
+    static constexpr bool value = true;
+};
 
-// What the Hopper mainloop's visits read and write through: tile inputs from In (StagedTileInputs or
+// What the Hopper mainloop's visits read and write through: tile inputs from In (TmaTileInputs or
 // GlobalTiles), tile outputs to Out (StagedTileOutputs or GlobalTiles).
 template <class In, class Out>
 struct HopperTiles {
     static constexpr bool kStagedOutputs = StagesOutputs<Out>::value;
+    static constexpr bool kStagedInputs = StagesInputs<In>::value;
     In in;
     Out out;
     template <int V, class T, class R>

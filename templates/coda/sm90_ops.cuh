@@ -70,6 +70,14 @@ __device__ __forceinline__ void tma_load_2d(unsigned dst, const TmaDescriptor* d
         : "memory");
 }
 
+// L2 prefetch of the box at (c0, c1) of the tensor `desc` describes: no shared memory, no completion.
+__device__ __forceinline__ void tma_prefetch_2d(const TmaDescriptor* desc, int c0, int c1) {
+    asm volatile("cp.async.bulk.prefetch.tensor.2d.L2.global.tile [%0, {%1, %2}];" ::"l"(
+                     reinterpret_cast<unsigned long long>(desc)),
+                 "r"(c0), "r"(c1)
+                 : "memory");
+}
+
 // ---- register reallocation and named barriers ----------------------------------------------------------
 template <int kRegisters>
 __device__ __forceinline__ void release_registers() {
