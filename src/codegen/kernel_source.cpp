@@ -159,21 +159,21 @@ KernelSource generate_kernel_source(const CheckedGraph& g, const KernelConfig& c
     src += fmt::format("\nusing Traits = {};\n\n}}  // namespace coda_gen\n\n", k.traits);
     src += "// Read by the host after loading the module: block size, dynamic shared memory, CTA tile, mainloop\n"
            "// (1: Hopper, persistent with TMA operands), pipeline stages (Hopper: after fitting the epilogue), and\n"
-           "// the Hopper kernel's tile maps: how many it takes, which tile tensors TMA moves (1: inputs, 2: outputs),\n"
-           "// the columns of one chunk, and the rows of an output box (an input box has the CTA tile's rows).\n";
+           "// the Hopper tile-input maps: how many the kernel takes, whether it loads tile inputs by TMA, and the\n"
+           "// columns of one chunk (the box is that many columns by the CTA tile's rows).\n";
     const bool hopper = g.graph.domain() == Domain::Gemm && cfg.mainloop == Mainloop::Hopper;
     if (g.graph.domain() == Domain::Finalize)
-        src += "extern \"C\" __constant__ int coda_kernel_info[10] = {coda_gen::Traits::kThreads, "
-               "coda_gen::Traits::kSmemBytes, 0, 0, 0, 0, 0, 0, 0, 0};\n";
+        src += "extern \"C\" __constant__ int coda_kernel_info[9] = {coda_gen::Traits::kThreads, "
+               "coda_gen::Traits::kSmemBytes, 0, 0, 0, 0, 0, 0, 0};\n";
     else if (!hopper)
-        src += "extern \"C\" __constant__ int coda_kernel_info[10] = {coda_gen::Traits::kThreads, "
+        src += "extern \"C\" __constant__ int coda_kernel_info[9] = {coda_gen::Traits::kThreads, "
                "coda_gen::Traits::kSmemBytes, coda_gen::Traits::Layout::kBM, coda_gen::Traits::Layout::kBN, 0, 0, 0, 0, "
-               "0, 0};\n";
+               "0};\n";
     else
-        src += "extern \"C\" __constant__ int coda_kernel_info[10] = {coda_gen::Traits::kThreads, "
+        src += "extern \"C\" __constant__ int coda_kernel_info[9] = {coda_gen::Traits::kThreads, "
                "coda_gen::Traits::kSmemBytes, coda_gen::Traits::Layout::kBM, coda_gen::Traits::Layout::kBN, 1, "
-               "coda_gen::Traits::kStages, coda_gen::Traits::kTileMaps, (coda_gen::Traits::kStageInputs ? 1 : 0) | "
-               "(coda_gen::Traits::kStageOutputs ? 2 : 0), coda_gen::Traits::kChunkColumns, coda_gen::Traits::kWgM};\n";
+               "coda_gen::Traits::kStages, coda_gen::Traits::kTileMaps, coda_gen::Traits::kStageInputs ? 1 : 0, "
+               "coda_gen::Traits::kChunkColumns};\n";
     return {src, k.kernel};
 }
 

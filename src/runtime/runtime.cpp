@@ -41,8 +41,8 @@ struct LoadedKernel {
     mutable std::mutex tma_mutex;
     mutable abi::GemmProblem tma_problem{};
     mutable TmaOperands tma{};
-    // Likewise the tile tensors' maps, keyed by the parameter slots and the problem they were encoded for.
-    TileMapLayout tile_map_layout;
+    // Likewise the tile inputs' maps, keyed by the parameter slots and the problem they were encoded for.
+    TileInputMaps tile_input_maps;
     mutable std::vector<std::uint64_t> tile_maps_slots;
     mutable abi::GemmProblem tile_maps_problem{};
     mutable std::vector<CUtensorMap> tile_maps;
@@ -131,8 +131,8 @@ std::shared_ptr<const LoadedKernel> load(const BuiltKernel& built, const KernelC
     loaded->module = ModuleHandle(built.cached.entry->cubin);
     loaded->function = driver.function(loaded->module.get(), built.cached.entry->kernel_name);
     // threads, dynamic smem bytes, tile rows, tile columns, mainloop (1: Hopper), pipeline stages, tile-input maps,
-    // tile tensors moved by TMA (1: inputs, 2: outputs), chunk columns, output box rows (kernel_source.hpp)
-    int info[10] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+    // tile inputs loaded by TMA, chunk columns (kernel_source.hpp)
+    int info[9] = {0, 0, 0, 0, 0, 0, 0, 0, 0};
     driver.read_global(loaded->module.get(), "coda_kernel_info", info, sizeof info);
     loaded->threads = info[0];
     loaded->smem_bytes = info[1];
@@ -141,7 +141,7 @@ std::shared_ptr<const LoadedKernel> load(const BuiltKernel& built, const KernelC
         throw InternalError(fmt::format("kernel '{}' reports mainloop {}, the host expected config '{}'", built.name,
                                         info[4], config.to_text()));
     loaded->sm_count = driver.current_device().sm_count;
-    loaded->tile_map_layout = TileMapLayout{info[6], (info[7] & 1) != 0, (info[7] & 2) != 0, info[8], info[2], info[9]};
+    loaded->tile_input_maps = TileInputMaps{info[6], info[7] == 1, info[8], info[2]};
     // The host cuts partials and sizes grids with its own copy of the tile; it must be the kernel's.
     if (info[0] <= 0 || (domain != Domain::Finalize && (info[2] != loaded->tile.bm || info[3] != loaded->tile.bn)))
         throw InternalError(fmt::format("kernel '{}' reports {} threads and a {}x{} tile; the host expected a {}x{} "
@@ -257,7 +257,7 @@ void Kernel::launch(const Args& args, CUstream_st* stream) const {
             tma = k.tma;
             if (k.tile_maps.empty() || k.tile_maps_slots != plan.slots ||
                 std::memcmp(&k.tile_maps_problem, &plan.gemm, sizeof plan.gemm) != 0) {
-                k.tile_maps = encode_tile_maps(k.checked, plan, k.tile_map_layout);
+                k.tile_maps = encode_tile_input_maps(k.checked, plan, k.tile_input_maps);
                 k.tile_maps_slots = plan.slots;
                 k.tile_maps_problem = plan.gemm;
             }

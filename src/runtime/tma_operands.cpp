@@ -52,16 +52,17 @@ CUtensorMapSwizzle swizzle_for(int span) {
 
 }  // namespace
 
-std::vector<CUtensorMap> encode_tile_maps(const CheckedGraph& g, const LaunchPlan& plan, const TileMapLayout& how) {
+std::vector<CUtensorMap> encode_tile_input_maps(const CheckedGraph& g, const LaunchPlan& plan,
+                                                const TileInputMaps& how) {
     std::vector<CUtensorMap> maps(static_cast<std::size_t>(std::max(how.count, 1)), CUtensorMap{});
-    if (!how.inputs && !how.outputs) return maps;
+    if (!how.loaded_by_tma) return maps;
     // The tile tensors the kernel's staging covers (tile inputs and stores), with their parameter slots.
     struct Tile {
         const Binding* binding;
         std::uint64_t pointer;
         std::uint64_t ld;
     };
-    std::vector<Tile> inputs, outputs;
+    std::vector<Tile> inputs;
     bool aligned = true;
     for (std::size_t i = 0; i < g.bindings.size(); ++i) {
         const Binding& b = g.bindings[i];
@@ -71,37 +72,32 @@ std::vector<CUtensorMap> encode_tile_maps(const CheckedGraph& g, const LaunchPla
         const std::size_t slot = static_cast<std::size_t>(first_slot(g, i));
         const Tile t{&b, plan.slots.at(slot), plan.slots.at(slot + 1)};
         aligned = aligned && aligned_16(b, t.pointer, t.ld);
-        (op == Op::TileInput ? inputs : outputs).push_back(t);
+        if (op == Op::TileInput) inputs.push_back(t);
     }
-    const std::size_t expected = (how.inputs ? inputs.size() : 0) + (how.outputs ? outputs.size() : 0);
-    if (static_cast<std::size_t>(std::max(how.count, 1)) != std::max<std::size_t>(expected, 1))
-        throw InternalError(fmt::format("the kernel takes {} tile maps; the graph has {} tile inputs and {} tile "
-                                        "outputs", how.count, inputs.size(), outputs.size()));
+    if (static_cast<int>(inputs.size()) != how.count)
+        throw InternalError(fmt::format("the kernel takes {} tile-input maps; the graph has {} tile inputs", how.count,
+                                        inputs.size()));
     if (!aligned) return maps;
     Driver& d = Driver::instance();
-    std::size_t next = 0;
-    const auto encode_all = [&](const std::vector<Tile>& tiles, int rows) {
-        for (const Tile& t : tiles) {
-            const Binding& b = *t.binding;
-            const int pair_bytes = values_per_pair(b.width) * static_cast<int>(size_of(b.dtype));
-            const int span = std::min(how.chunk_columns / 2 * pair_bytes, 128);
-            const cuuint64_t row_bytes = static_cast<cuuint64_t>(plan.gemm.n / 2) * static_cast<cuuint64_t>(pair_bytes);
-            const cuuint64_t dims[2] = {row_bytes, static_cast<cuuint64_t>(plan.gemm.m)};
-            const cuuint64_t strides[1] = {t.ld * size_of(b.dtype)};
-            const cuuint32_t box[2] = {static_cast<cuuint32_t>(span), static_cast<cuuint32_t>(rows)};
-            const cuuint32_t element_strides[2] = {1, 1};
-            const CUresult r = d.api().cuTensorMapEncodeTiled(
-                &maps.at(next++), CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, reinterpret_cast<void*>(t.pointer), dims, strides,
-                box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle_for(span),
-                CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-            if (r != CUDA_SUCCESS)
-                d.check(r, "cuTensorMapEncodeTiled",
-                        fmt::format("tile tensor '{}': {} rows of {} bytes, {} bytes apart, box {} bytes x {} rows",
-                                    b.name, plan.gemm.m, row_bytes, strides[0], span, rows));
-        }
-    };
-    if (how.inputs) encode_all(inputs, how.input_rows);
-    if (how.outputs) encode_all(outputs, how.output_rows);
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+        const Binding& b = *inputs[i].binding;
+        const int pair_bytes = values_per_pair(b.width) * static_cast<int>(size_of(b.dtype));
+        const int chunk_bytes = how.chunk_columns / 2 * pair_bytes;
+        const int span = std::min(chunk_bytes, 128);
+        const cuuint64_t row_bytes = static_cast<cuuint64_t>(plan.gemm.n / 2) * static_cast<cuuint64_t>(pair_bytes);
+        const cuuint64_t dims[2] = {row_bytes, static_cast<cuuint64_t>(plan.gemm.m)};
+        const cuuint64_t strides[1] = {inputs[i].ld * size_of(b.dtype)};
+        const cuuint32_t box[2] = {static_cast<cuuint32_t>(span), static_cast<cuuint32_t>(how.rows)};
+        const cuuint32_t element_strides[2] = {1, 1};
+        const CUresult r = d.api().cuTensorMapEncodeTiled(
+            &maps[i], CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, reinterpret_cast<void*>(inputs[i].pointer), dims, strides, box,
+            element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle_for(span), CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+        if (r != CUDA_SUCCESS)
+            d.check(r, "cuTensorMapEncodeTiled",
+                    fmt::format("tile input '{}': {} rows of {} bytes, {} bytes apart, box {} bytes x {} rows", b.name,
+                                plan.gemm.m, row_bytes, strides[0], span, how.rows));
+    }
     return maps;
 }
 

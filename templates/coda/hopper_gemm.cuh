@@ -109,42 +109,29 @@ struct HopperGemmTraits {
     static constexpr int kAlignSlack = 1024;  // swizzled TMA tiles need 1024-byte alignment
     static constexpr int kBarrierBytes = 8 * (2 * STAGES + 2 + 2 * kHopperInputSlots);
     static constexpr int kFixedBytes = kAlignSlack + kScratchBytes + kBarrierBytes;
-    // Staged tiles (hopper_staging.cuh), each only where it leaves enough pipeline stages: tile outputs, one or
-    // two chunk buffers of each consumer warpgroup's rows (the second only where it costs no stage); tile inputs,
-    // a ring of kHopperInputSlots chunk buffers of all BM rows. Every buffer is a multiple of 1024 bytes, placed
-    // right after the stages (1024-byte aligned too), as the TMA's swizzled boxes need.
+    // Staged tile outputs (hopper_staging.cuh): one column chunk of each consumer warpgroup's rows. Staged tile
+    // inputs: BM rows of each per tile in flight (two in ping-pong). Each only where it leaves enough stages.
     static constexpr int kStateRegisters = static_cast<int>(sizeof(typename Epilogue::template State<Layout>) / 4);
     static constexpr bool kRoomToStage =
         kM64 * BN / 2 + kStateRegisters + kHopperStagingRegisters <= kHopperConsumerRegisters;
     static constexpr int kChunkColumns = 8 * kHopperChunkSlots;
     static constexpr int kChunks = BN / kChunkColumns;
     using StagedIn = TmaTileInputs<Epilogue, BM, kChunkColumns>;
-    using StagedOut = TmaTileOutputs<Epilogue, kWgM, kChunkColumns>;
-    static constexpr int kOutputBufferBytes = (StagedOut::kBytes + 1023) / 1024 * 1024;
+    using StagedOut = StagedTileOutputs<Epilogue, kWgM, kHopperChunkSlots>;
+    static constexpr int kStagedOutPerGroup = (StagedOut::kBytes + 15) / 16 * 16;
+    static constexpr bool kStageOutputs =
+        kRoomToStage && Epilogue::kTileOutputs > 0 &&
+        (kHopperMaxSmemBytes - kFixedBytes - 2 * kStagedOutPerGroup) / kStageBytes >= kHopperMinStagesOutputs;
+    static constexpr int kOutputBytes = kStageOutputs ? 2 * kStagedOutPerGroup : 0;
+    // The input ring comes first after the stages, so its chunk buffers keep the stages' 1024-byte alignment.
     static constexpr int kInputSlotBytes = (StagedIn::kBytes + 1023) / 1024 * 1024;
     static constexpr int kInputRingBytes = kHopperInputSlots * kInputSlotBytes;
-    static constexpr int stages_left(int staging_bytes) {
-        return (kHopperMaxSmemBytes - kFixedBytes - staging_bytes) / kStageBytes;
-    }
-    static constexpr bool kStageOutputs = kRoomToStage && Epilogue::kTileOutputs > 0 &&
-                                          Epilogue::kTileOutputs <= kHopperMaxTileMaps &&
-                                          stages_left(2 * kOutputBufferBytes) >= kHopperMinStagesOutputs;
-    static constexpr int kSingleOutputBytes = kStageOutputs ? 2 * kOutputBufferBytes : 0;
     static constexpr bool kStageInputs =
-        kRoomToStage && Epilogue::kTileInputs > 0 &&
-        Epilogue::kTileInputs + (kStageOutputs ? Epilogue::kTileOutputs : 0) <= kHopperMaxTileMaps &&
-        stages_left(kSingleOutputBytes + kInputRingBytes) >= kHopperMinStagesInputs;
+        kRoomToStage && Epilogue::kTileInputs > 0 && Epilogue::kTileInputs <= kHopperMaxTileMaps &&
+        (kHopperMaxSmemBytes - kFixedBytes - kOutputBytes - kInputRingBytes) / kStageBytes >= kHopperMinStagesInputs;
     static constexpr int kInputBytes = kStageInputs ? kInputRingBytes : 0;
-    static constexpr int kStagesSingle = STAGES < stages_left(kInputBytes + kSingleOutputBytes)
-                                             ? STAGES
-                                             : stages_left(kInputBytes + kSingleOutputBytes);
-    static constexpr int kOutputBuffers =
-        kStageOutputs && stages_left(kInputBytes + 2 * kSingleOutputBytes) >= kStagesSingle ? 2 : 1;
-    static constexpr int kOutputBytes = kSingleOutputBytes * kOutputBuffers;
-    // Tensor maps the kernel takes (TileMaps): the staged inputs', then the staged outputs'; at least one.
-    static constexpr int kInputMaps = kStageInputs ? Epilogue::kTileInputs : 0;
-    static constexpr int kOutputMaps = kStageOutputs ? Epilogue::kTileOutputs : 0;
-    static constexpr int kTileMaps = kInputMaps + kOutputMaps > 0 ? kInputMaps + kOutputMaps : 1;
+    // Tensor maps the kernel takes for its tile inputs (TileMaps; at least one, unused without staged inputs).
+    static constexpr int kTileMaps = kStageInputs ? Epilogue::kTileInputs : 1;
     static constexpr int kStagingBytes = kInputBytes + kOutputBytes;
     static constexpr int kFitStages = (kHopperMaxSmemBytes - kFixedBytes - kStagingBytes) / kStageBytes;
     // Fewer stages than asked when the epilogue's scratch and staged tiles need the room.
@@ -270,15 +257,6 @@ __device__ __forceinline__ void hopper_prefetch_epilogue(const typename Epilogue
     }
 }
 
-// Where a consumer warpgroup writes its chunks of tile outputs (TMA-stored): kOutputBuffers buffers, used in turn
-// by its running chunk count; the named barrier over its 128 threads; the outputs' tensor maps.
-struct OutputBuffers {
-    unsigned buffers;
-    int barrier;
-    const TmaDescriptor* maps;
-    int chunk;
-};
-
 // Where a consumer finds the chunks of its tile's inputs (TMA-loaded): the ring's buffers and barriers, and the
 // ring position of the tile's first chunk (each tile of the CTA takes kChunks positions, in tile order).
 struct InputRing {
@@ -303,8 +281,8 @@ struct Pick<false, T, F> {
 template <class Tr, class L, class Epilogue, int BN, class Tiles>
 __device__ __forceinline__ void hopper_visit_tile(const typename Epilogue::Args& args, const GemmProblem& problem,
                                                   typename Epilogue::template State<L>& st, Tiles& tiles, int m0,
-                                                  int n0, float (&acc)[Tr::kM64][BN / 2], const InputRing& ring,
-                                                  OutputBuffers& out) {
+                                                  int n0, float (&acc)[Tr::kM64][BN / 2], int barrier,
+                                                  const InputRing& ring) {
     constexpr bool kChunked = Tiles::kStagedOutputs || Tiles::kStagedInputs;
     constexpr int kChunk = kChunked ? kHopperChunkSlots : BN / 8;
     // kBatch visits at a time: all their loads first, then their math and stores, so that the loads are in
@@ -312,10 +290,7 @@ __device__ __forceinline__ void hopper_visit_tile(const typename Epilogue::Args&
     constexpr int kBatch = Tr::kVisitBatch < kChunk ? Tr::kVisitBatch : kChunk;
 #pragma unroll
     for (int c0 = 0; c0 < BN / 8; c0 += kChunk) {
-        if constexpr (Tiles::kStagedOutputs) {
-            tiles.out.n0 = n0 + 8 * c0;
-            tiles.out.buffer = out.buffers + (out.chunk & (Tr::kOutputBuffers - 1)) * Tr::kOutputBufferBytes;
-        }
+        if constexpr (Tiles::kStagedOutputs) tiles.out.n0 = n0 + 8 * c0;
         int slot = 0;
         if constexpr (Tiles::kStagedInputs) {
             const int position = ring.first + c0 / kHopperChunkSlots;
@@ -356,17 +331,9 @@ __device__ __forceinline__ void hopper_visit_tile(const typename Epilogue::Args&
             if (threadIdx.x % 32 == 0) sm90::mbarrier_arrive(ring.empty + 8 * slot);
         }
         if constexpr (Tiles::kStagedOutputs) {
-            const bool storer = threadIdx.x % 128 == 0;
-            sm90::fence_proxy_async_shared();  // this thread's writes of the chunk, visible to the TMA store
-            // Two buffers: the previous chunk's store must have read its buffer before the next chunk writes it.
-            if (Tr::kOutputBuffers == 2 && storer) sm90::bulk_wait_group_read<0>();
-            sm90::named_barrier_sync(out.barrier, 128);  // the chunk is in shared memory
-            if (storer && tiles.out.n0 < problem.n) tiles.out.issue(out.maps);
-            if (Tr::kOutputBuffers == 1) {
-                if (storer) sm90::bulk_wait_group_read<0>();
-                sm90::named_barrier_sync(out.barrier, 128);  // and read out of it: the next chunk may write it
-            }
-            ++out.chunk;
+            sm90::named_barrier_sync(barrier, 128);  // the chunk is in shared memory
+            tiles.out.write_out(args, Tr::kWgM, static_cast<int>(threadIdx.x) % 128, 128, problem.m, problem.n);
+            sm90::named_barrier_sync(barrier, 128);  // and out of it: the next chunk may overwrite it
         }
     }
 }
@@ -459,9 +426,9 @@ __global__ void __launch_bounds__(384, 1)
     // Rows of the tile this warpgroup multiplies: its half (cooperative) or all of them (ping-pong).
     const int first_row = kPingPong ? 0 : consumer * Tr::kWgM;
     float* const my_scratch = scratch + (kPingPong ? consumer * Tr::kScratchPerTile / 4 : 0);
-    // This warpgroup's output chunk buffers; barrier 2 or 3 (not 1, the cooperative tile barrier) over its threads.
-    detail::OutputBuffers out{staging + Tr::kInputBytes + consumer * Tr::kOutputBytes / 2, warpgroup + 1,
-                                    tile_maps.map + Tr::kInputMaps, 0};
+    // (The staging views are rebuilt per tile from these: nothing extra stays live across the mainloop.)
+    const unsigned out_buffer = staging + Tr::kInputBytes + consumer * Tr::kStagedOutPerGroup;
+    const int staging_barrier = warpgroup + 1;  // 2 or 3: not 1, the cooperative tile barrier
     // One thread per tile asks L2 for the tile's input chunks ahead of the loader (cooperative: warpgroup 1's).
     const bool prefetcher = threadIdx.x % 128 == 0 && (kPingPong || consumer == 0);
 
@@ -524,19 +491,17 @@ __global__ void __launch_bounds__(384, 1)
             HopperTiles<typename detail::Pick<Tr::kStageInputs, typename Tr::StagedIn, GlobalTiles>::type,
                         typename detail::Pick<Tr::kStageOutputs, typename Tr::StagedOut, GlobalTiles>::type>
                 tiles{};
-            if constexpr (Tr::kStageInputs) tiles.in = typename Tr::StagedIn{{ring_buffers, tm * BM, 0}};
-            if constexpr (Tr::kStageOutputs) tiles.out = typename Tr::StagedOut{{0u, tm * BM + first_row, 0}};
-            detail::hopper_visit_tile<Tr, L, Epilogue, BN>(args, problem, st, tiles, tm * BM, tn * BN, acc, ring,
-                                                           out);
+            if constexpr (Tr::kStageInputs) tiles.in = typename Tr::StagedIn{ring_buffers, tm * BM, 0};
+            if constexpr (Tr::kStageOutputs) tiles.out = typename Tr::StagedOut{{out_buffer, tm * BM + first_row, 0}};
+            detail::hopper_visit_tile<Tr, L, Epilogue, BN>(args, problem, st, tiles, tm * BM, tn * BN, acc,
+                                                           staging_barrier, ring);
         } else {
             HopperTiles<GlobalTiles, GlobalTiles> tiles{};
-            detail::hopper_visit_tile<Tr, L, Epilogue, BN>(args, problem, st, tiles, tm * BM, tn * BN, acc, ring,
-                                                           out);
+            detail::hopper_visit_tile<Tr, L, Epilogue, BN>(args, problem, st, tiles, tm * BM, tn * BN, acc,
+                                                           staging_barrier, ring);
         }
         Epilogue::template end_tile<L>(args, st, my_scratch, TileCoord{tm, tn, problem.m, problem.n});
     }
-    // The last chunks' TMA stores must be done before the CTA's shared memory goes away.
-    if (Tr::kStageOutputs && threadIdx.x % 128 == 0) sm90::bulk_wait_group<0>();
 }
 
 }  // namespace coda

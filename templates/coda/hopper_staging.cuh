@@ -9,20 +9,21 @@
 //   - Inputs (TmaTileInputs): a loader thread of the producer warpgroup copies each chunk of 32 columns of a
 //     tile's inputs (all BM rows) with TMA into a small ring of buffers, ahead of the visits; the visits wait for
 //     their chunk, read it from shared memory and free it.
-//   - Outputs (TmaTileOutputs): the visits of one chunk write a consumer warpgroup's rows of it into shared
-//     memory; then one thread stores the chunk with TMA, while the visits of the next chunk go on (two buffers
-//     per warpgroup where shared memory allows, else one).
+//   - Outputs (StagedTileOutputs): the visits of one column chunk (kChunkSlots column slots = 8 * kChunkSlots
+//     columns) write shared memory; then the warpgroup writes the chunk's rows out with 16-byte stores.
 //
 // Contract:
 //   - Tensors are numbered as in the Epilogue's tables (kTileInputs / tile_input_pair_bytes / tile_input, and
-//     likewise for outputs); the layout of a chunk in shared memory is SwizzledChunk's.
+//     likewise for outputs).
+//   - Input layout: see TmaTileInputs (TMA-swizzled boxes). Output layout: tile output i occupies kRows rows of
+//     pitch(i) bytes; a row holds the chunk's column pairs of pair_bytes(i) bytes each, plus 16 bytes of padding,
+//     so the 8 rows a warp visits at once start in 8 different 16-byte bank groups (conflict-free).
 //   - Staging needs 16-byte units: every tile tensor's base and row pitch must be multiples of 16 bytes (TMA's
 //     rule). detail::aligned_16 checks that at run time; the mainloop otherwise visits with GlobalTiles.
 //   - Rows outside M and columns outside N are never written (TMA zero-fills them on input); no visit reads them.
-//   - Synchronization is the caller's (hopper_gemm.cuh): the input ring's mbarriers between a chunk's load and
-//     its visits and between its visits and the next load into its buffer; for outputs, a proxy fence and a
-//     barrier over the warpgroup between a chunk's visits and its store, and the storing thread's bulk-group
-//     wait plus a barrier between the store's reading of a buffer and the next visits that write it.
+//   - Synchronization is the caller's: the input ring's mbarriers (hopper_gemm.cuh) between a chunk's load and
+//     its visits and between its visits and the next load into its buffer; a named barrier over the warpgroup
+//     between a chunk's visits and its write-out, and between the write-out and the next chunk's visits.
 #pragma once
 
 #include "coda/epilogue_contract.cuh"
@@ -31,6 +32,20 @@
 namespace coda {
 
 namespace detail {
+
+// Copies `bytes` (a multiple of `granule`: 2, 4 or 8) from shared memory to global memory, `granule` bytes at a
+// time: the part of a 16-byte unit that lies inside N.
+__device__ __forceinline__ void copy_out_partial(unsigned src, unsigned char* dst, int bytes, int granule) {
+    for (int b = 0; b < bytes; b += granule) {
+        const SharedReader at{src + b};
+        if (granule == 2)
+            *reinterpret_cast<unsigned short*>(dst + b) = at.get<unsigned short>();
+        else if (granule == 4)
+            *reinterpret_cast<unsigned*>(dst + b) = at.get<unsigned>();
+        else
+            *reinterpret_cast<uint2*>(dst + b) = at.get<uint2>();
+    }
+}
 
 // The Epilogue's table of tile inputs or of tile outputs, seen alike.
 template <class Epilogue>
@@ -60,13 +75,37 @@ __device__ bool aligned_16(const Args& args) {
 
 }  // namespace detail
 
-// The layout of one chunk of kChunkColumns columns x kRows rows of the tensors of Table, as TMA moves it: tensor
-// i as boxes of span(i) bytes a row (32, 64 or 128: the chunk's row, or 128-byte parts of it), one after the
-// other, each kRows x span(i) bytes and swizzled in the TMA mode of that span (16-byte unit u of row r sits at
-// unit u ^ (bits 7.. of r * span)), so the 8 rows a warp visits at once fall in different banks. Every box
-// starts on a 1024-byte boundary when the buffer does. The host encodes each tensor's map to match (tma_operands).
-template <class Table, int kRows, int kChunkColumns>
-struct SwizzledChunk {
+// The shared-memory layout of staged tile outputs (see the contract above): the tensors of Table, each kRows rows of
+// kColumns / 2 column pairs plus 16 bytes of padding, and where the buffer sits in the output.
+template <class Table, int kRows, int kColumns>
+struct PaddedRows {
+    static constexpr int kCount = Table::kCount;
+    __host__ __device__ static constexpr int pair_bytes(int i) { return Table::pair_bytes(i); }
+    __host__ __device__ static constexpr int row_bytes(int i) { return kColumns / 2 * pair_bytes(i); }
+    __host__ __device__ static constexpr int pitch(int i) { return row_bytes(i) + 16; }
+    __host__ __device__ static constexpr int offset(int i) { return i == 0 ? 0 : offset(i - 1) + kRows * pitch(i - 1); }
+    static constexpr int kBytes = offset(kCount);
+
+    // 32-bit shared addresses throughout: generic 64-bit pointers would cost the epilogue registers.
+    unsigned buffer;  // shared-window address of kBytes, 16-byte aligned
+    int m0;           // global row of buffer row 0
+    int n0;           // global column of buffer column pair 0
+
+
+    // Where tensor i's column pair of the visit at c lies in the buffer.
+    __device__ unsigned at(int i, const Coord& c) const {
+        return buffer + offset(i) + (c.m - m0) * pitch(i) + ((c.n - n0) / 2) * pair_bytes(i);
+    }
+};
+
+// Tile inputs loaded by TMA (the producer warpgroup's loader thread, hopper_gemm.cuh) into a ring of chunk
+// buffers. One buffer holds, for each tile input i, kRows rows (the CTA tile's) of one chunk of kChunkColumns
+// columns, as boxes of span(i) bytes a row (32, 64 or 128: the chunk's row, or 128-byte parts of it), each
+// swizzled by the TMA in the mode of that span, so that the 8 rows a warp visits fall in different banks.
+// The host encodes one tensor map per tile input to match (box {span(i) bytes, kRows}, coda_kernel_info).
+template <class Epilogue, int kRows, int kChunkColumns>
+struct TmaTileInputs {
+    using Table = detail::TileInputTable<Epilogue>;
     static constexpr int kCount = Table::kCount;
     __host__ __device__ static constexpr int pair_bytes(int i) { return Table::pair_bytes(i); }
     __host__ __device__ static constexpr int row_bytes(int i) { return kChunkColumns / 2 * pair_bytes(i); }
@@ -74,37 +113,21 @@ struct SwizzledChunk {
     __host__ __device__ static constexpr int boxes(int i) { return row_bytes(i) / span(i); }
     __host__ __device__ static constexpr int offset(int i) { return i == 0 ? 0 : offset(i - 1) + kRows * row_bytes(i - 1); }
     static constexpr int kBytes = offset(kCount);
-    static_assert(kRows % 32 == 0, "coda: a TMA box of the epilogue needs a multiple of 32 rows (1024-byte boxes)");
+    // Swizzled boxes must start on 1024-byte boundaries (the buffer's are; each box is kRows x span bytes).
+    static_assert(kRows % 32 == 0, "coda: a TMA tile-input box needs a multiple of 32 rows");
 
-    // 32-bit shared addresses throughout: generic 64-bit pointers would cost the epilogue registers.
-    unsigned buffer;  // shared-window address of the chunk, 1024-byte aligned
+    unsigned buffer;  // shared-window address of this chunk's buffer, 1024-byte aligned
     int m0;           // global row of buffer row 0
     int n0;           // global column of the chunk's first column
-
-    // Where tensor i's column pair of the visit at c lies.
-    __device__ unsigned at(int i, const Coord& c) const {
-        const int r = c.m - m0;
-        const int b = ((c.n - n0) / 2) * pair_bytes(i);  // byte of the pair in the chunk's row
-        const int s = span(i);
-        const int unit = ((b % s) >> 4) ^ ((r * s >> 7) & (s / 16 - 1));
-        return buffer + offset(i) + (b / s) * kRows * s + r * s + (unit << 4) + (b & 15);
-    }
-    // The global coordinates (byte of the row, row) of box b of tensor i for the chunk at (m, n).
-    __device__ static int box_x(int i, int b, int n) { return n / 2 * pair_bytes(i) + b * span(i); }
-    __device__ static unsigned box_at(unsigned chunk, int i, int b) { return chunk + offset(i) + b * kRows * span(i); }
-};
-
-// Tile inputs loaded by TMA (the producer warpgroup's loader thread, hopper_gemm.cuh) into a ring of chunk
-// buffers of all BM rows (kRows); the visits read them here.
-template <class Epilogue, int kRows, int kChunkColumns>
-struct TmaTileInputs : SwizzledChunk<detail::TileInputTable<Epilogue>, kRows, kChunkColumns> {
-    using Chunk = SwizzledChunk<detail::TileInputTable<Epilogue>, kRows, kChunkColumns>;
-    using Chunk::kCount;
 
     // The visit's read of tile input i (the generated Epilogue::load calls it); the global pointer is unused.
     template <int V, class T, class R>
     __device__ void load(int i, const T*, const Coord& c, R (&out)[V]) const {
-        coda::load_shared<T>(this->at(i, c), out);
+        const int r = c.m - m0;
+        const int b = ((c.n - n0) / 2) * pair_bytes(i);  // byte of the pair in the chunk's row
+        const int s = span(i);
+        const int granule = ((b % s) >> 4) ^ ((r * s >> 7) & (s / 16 - 1));  // the TMA's swizzle of 16-byte units
+        coda::load_shared<T>(buffer + offset(i) + (b / s) * kRows * s + r * s + (granule << 4) + (b & 15), out);
     }
 
     // Loader thread: the copies of the chunk at (m0, n0) into `dst`, completing on `bar` (kBytes in all).
@@ -112,24 +135,36 @@ struct TmaTileInputs : SwizzledChunk<detail::TileInputTable<Epilogue>, kRows, kC
 #pragma unroll
         for (int i = 0; i < kCount; ++i)
 #pragma unroll
-            for (int b = 0; b < Chunk::boxes(i); ++b)
-                sm90::tma_load_2d(Chunk::box_at(dst, i, b), &maps[i], bar, Chunk::box_x(i, b, n0), m0);
+            for (int b = 0; b < boxes(i); ++b)
+                sm90::tma_load_2d(dst + offset(i) + b * kRows * span(i), &maps[i], bar,
+                                  n0 / 2 * pair_bytes(i) + b * span(i), m0);
     }
     // L2 prefetch of the chunk at (m0, n0).
     __device__ static void prefetch(const TmaDescriptor* maps, int m0, int n0) {
 #pragma unroll
         for (int i = 0; i < kCount; ++i)
 #pragma unroll
-            for (int b = 0; b < Chunk::boxes(i); ++b) sm90::tma_prefetch_2d(&maps[i], Chunk::box_x(i, b, n0), m0);
+            for (int b = 0; b < boxes(i); ++b)
+                sm90::tma_prefetch_2d(&maps[i], n0 / 2 * pair_bytes(i) + b * span(i), m0);
     }
 };
 
-// Tile outputs: the visits of one chunk write a consumer warpgroup's kRows rows here; then one thread stores the
-// chunk with TMA (rows beyond M and columns beyond N are not written).
-template <class Epilogue, int kRows, int kChunkColumns>
-struct TmaTileOutputs : SwizzledChunk<detail::TileOutputTable<Epilogue>, kRows, kChunkColumns> {
-    using Chunk = SwizzledChunk<detail::TileOutputTable<Epilogue>, kRows, kChunkColumns>;
-    using Chunk::kCount;
+// The tensor maps of a kernel's TMA-loaded tile inputs (at least one, unused when there are none), passed as one
+// __grid_constant__ parameter after the operands' maps.
+template <int kCount>
+struct TileMaps {
+    TmaDescriptor map[kCount];
+};
+
+template <class Epilogue, int kRows, int kChunkSlots>
+struct StagedTileOutputs : PaddedRows<detail::TileOutputTable<Epilogue>, kRows, 8 * kChunkSlots> {
+    static constexpr int kChunkColumns = 8 * kChunkSlots;
+    using Rows = PaddedRows<detail::TileOutputTable<Epilogue>, kRows, kChunkColumns>;
+    using Rows::kCount;
+    using Rows::offset;
+    using Rows::pair_bytes;
+    using Rows::pitch;
+    using Rows::row_bytes;
 
     // The visit's write of tile output i (the generated Epilogue::visit calls it); the global pointer is unused.
     template <int V, class T, class R>
@@ -137,32 +172,43 @@ struct TmaTileOutputs : SwizzledChunk<detail::TileOutputTable<Epilogue>, kRows, 
         coda::store_shared<T>(this->at(i, c), in);
     }
 
-    // The stores of this chunk, as one bulk group of the calling thread. The writes of every visiting thread must
-    // be visible to the async proxy first (fence_proxy_async_shared, then a barrier).
-    __device__ void issue(const TmaDescriptor* maps) const {
+    // Writes the chunk's rows [0, rows) inside M x N to global memory by `threads` threads, this one being `t`:
+    // consecutive threads take consecutive 16-byte units of a row, so a warp writes whole sectors. (n0 is the
+    // chunk's first column.)
+    __device__ void write_out(const typename Epilogue::Args& args, int rows, int t, int threads, int M, int N) const {
+        const int m0 = this->m0;
+        const int n0 = this->n0;
+        const int columns = N - n0 < kChunkColumns ? N - n0 : kChunkColumns;
 #pragma unroll
-        for (int i = 0; i < kCount; ++i)
-#pragma unroll
-            for (int b = 0; b < Chunk::boxes(i); ++b)
-                sm90::tma_store_2d(&maps[i], Chunk::box_at(this->buffer, i, b), Chunk::box_x(i, b, this->n0), this->m0);
-        sm90::bulk_commit_group();
+        for (int i = 0; i < kCount; ++i) {
+            const TileView v = Epilogue::tile_output(args, i);
+            const int units = row_bytes(i) / 16;
+            const int valid = columns / 2 * pair_bytes(i);  // bytes of a row inside the problem
+            unsigned char* const dst = v.base + static_cast<long long>(n0 / 2) * pair_bytes(i);
+            const unsigned src = this->buffer + offset(i);
+            for (int idx = t; idx < rows * units; idx += threads) {
+                const int r = idx / units;
+                const int unit = idx % units;
+                const int bytes = valid - unit * 16;
+                if (m0 + r >= M || bytes <= 0) continue;
+                unsigned char* const to = dst + static_cast<long long>(m0 + r) * v.row_bytes + unit * 16;
+                const unsigned from = src + r * pitch(i) + unit * 16;
+                if (bytes >= 16)
+                    *reinterpret_cast<uint4*>(to) = detail::SharedReader{from}.get<uint4>();
+                else
+                    detail::copy_out_partial(from, to, bytes, pair_bytes(i) < 8 ? pair_bytes(i) : 8);
+            }
+        }
     }
 };
 
-// The tensor maps of a kernel's TMA-moved tile tensors (at least one, unused when there are none): the staged
-// inputs', then the staged outputs', passed as one __grid_constant__ parameter after the operands' maps.
-template <int kCount>
-struct TileMaps {
-    TmaDescriptor map[kCount];
-};
-
-// Whether a tile sink stages outputs (the visits then go chunk by chunk, each followed by its store).
+// Whether a tile sink stages outputs (the visits then go chunk by chunk, each followed by its write-out).
 template <class Out>
 struct StagesOutputs {
     static constexpr bool value = false;
 };
-template <class Epilogue, int kRows, int kChunkColumns>
-struct StagesOutputs<TmaTileOutputs<Epilogue, kRows, kChunkColumns>> {
+template <class Epilogue, int kRows, int kChunkSlots>
+struct StagesOutputs<StagedTileOutputs<Epilogue, kRows, kChunkSlots>> {
     static constexpr bool value = true;
 };
 // Whether a tile source reads inputs from the TMA-loaded ring (the visits then wait for each chunk).
@@ -176,7 +222,7 @@ struct StagesInputs<TmaTileInputs<Epilogue, kRows, kChunkColumns>> {
 };
 
 // What the Hopper mainloop's visits read and write through: tile inputs from In (TmaTileInputs or
-// GlobalTiles), tile outputs to Out (TmaTileOutputs or GlobalTiles).
+// GlobalTiles), tile outputs to Out (StagedTileOutputs or GlobalTiles).
 template <class In, class Out>
 struct HopperTiles {
     static constexpr bool kStagedOutputs = StagesOutputs<Out>::value;

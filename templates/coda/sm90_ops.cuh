@@ -78,30 +78,6 @@ __device__ __forceinline__ void tma_prefetch_2d(const TmaDescriptor* desc, int c
                  : "memory");
 }
 
-// Copies shared memory at `src` to the box at (c0 innermost, c1) of the tensor `desc` describes, as part of
-// this thread's current bulk async-group; elements outside the tensor are not written.
-__device__ __forceinline__ void tma_store_2d(const TmaDescriptor* desc, unsigned src, int c0, int c1) {
-    asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group [%0, {%2, %3}], [%1];" ::"l"(
-                     reinterpret_cast<unsigned long long>(desc)),
-                 "r"(src), "r"(c0), "r"(c1)
-                 : "memory");
-}
-__device__ __forceinline__ void bulk_commit_group() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
-// Waits until at most kPending of this thread's bulk groups still read their shared-memory source.
-template <int kPending>
-__device__ __forceinline__ void bulk_wait_group_read() {
-    asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(kPending) : "memory");
-}
-// Waits until at most kPending of this thread's bulk groups are incomplete (their writes done).
-template <int kPending>
-__device__ __forceinline__ void bulk_wait_group() {
-    asm volatile("cp.async.bulk.wait_group %0;" ::"n"(kPending) : "memory");
-}
-// Makes this thread's earlier shared-memory writes visible to the async proxy (a TMA store issued after a barrier).
-__device__ __forceinline__ void fence_proxy_async_shared() {
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-}
-
 // ---- register reallocation and named barriers ----------------------------------------------------------
 template <int kRegisters>
 __device__ __forceinline__ void release_registers() {

@@ -135,7 +135,5 @@ using Traits = coda::PortableGemmTraits<coda::bf16, true, true, 128, 128, 32, 2,
 }  // namespace coda_gen
 
 // Read by the host after loading the module: block size, dynamic shared memory, CTA tile, mainloop
-// (1: Hopper, persistent with TMA operands), pipeline stages (Hopper: after fitting the epilogue), and
-// the Hopper kernel's tile maps: how many it takes, which tile tensors TMA moves (1: inputs, 2: outputs),
-// the columns of one chunk, and the rows of an output box (an input box has the CTA tile's rows).
-extern "C" __constant__ int coda_kernel_info[10] = {coda_gen::Traits::kThreads, coda_gen::Traits::kSmemBytes, coda_gen::Traits::Layout::kBM, coda_gen::Traits::Layout::kBN, 0, 0, 0, 0, 0, 0};
+// (1: Hopper, persistent with TMA operands) and pipeline stages (Hopper: after fitting the scratch).
+extern "C" __constant__ int coda_kernel_info[6] = {coda_gen::Traits::kThreads, coda_gen::Traits::kSmemBytes, coda_gen::Traits::Layout::kBM, coda_gen::Traits::Layout::kBN, 0, 0};
