@@ -107,7 +107,7 @@ struct HopperGemmTraits {
     static constexpr int kScratchPerTile = (Epilogue::template scratch_floats<Layout>() * 4 + 15) / 16 * 16;
     static constexpr int kScratchBytes = kScratchPerTile * (kPingPong ? 2 : 1);
     static constexpr int kAlignSlack = 1024;  // swizzled TMA tiles need 1024-byte alignment
-    static constexpr int kBarrierBytes = 8 * (2 * STAGES + 2 + 2 * kHopperInputSlots);
+    static constexpr int kBarrierBytes = 8 * (2 * STAGES + 4 + 2 * kHopperInputSlots);
     static constexpr int kFixedBytes = kAlignSlack + kScratchBytes + kBarrierBytes;
     // Staged tile outputs (hopper_staging.cuh): one column chunk of each consumer warpgroup's rows. Staged tile
     // inputs: BM rows of each per tile in flight (two in ping-pong). Each only where it leaves enough stages.
@@ -375,7 +375,11 @@ __global__ void __launch_bounds__(384, 1)
     const unsigned full = base + Tr::kStages * Tr::kStageBytes + Tr::kStagingBytes + Tr::kScratchBytes;  // stage loaded
     const unsigned empty = full + 8 * Tr::kStages;                                   // kStages barriers: stage free
     const unsigned turn = empty + 8 * Tr::kStages;  // ping-pong: 2 barriers, "consumer c finished a mainloop"
-    const unsigned in_full = turn + 16;               // kHopperInputSlots barriers: input chunk loaded
+    // Ping-pong with staged inputs: 2 barriers, "consumer c finished the visits of a tile". The consumers share
+    // the input ring in tile order; waiting for the other's previous epilogue keeps each within one phase of the
+    // ring's barriers (with short mainloops, one's epilogue could otherwise start two ring phases ahead).
+    const unsigned visits_done = turn + 16;
+    const unsigned in_full = visits_done + 16;        // kHopperInputSlots barriers: input chunk loaded
     const unsigned in_empty = in_full + 8 * kHopperInputSlots;  // and read
 
     const int warpgroup = static_cast<int>(threadIdx.x) / 128;
@@ -386,6 +390,8 @@ __global__ void __launch_bounds__(384, 1)
         }
         sm90::mbarrier_init(turn, 1);
         sm90::mbarrier_init(turn + 8, 1);
+        sm90::mbarrier_init(visits_done, 4);  // lane 0 of each warp of the consumer
+        sm90::mbarrier_init(visits_done + 8, 4);
         for (int s = 0; s < kHopperInputSlots; ++s) {
             sm90::mbarrier_init(in_full + 8 * s, 1);
             sm90::mbarrier_init(in_empty + 8 * s, Tr::kEmptyArrivals);
@@ -488,6 +494,8 @@ __global__ void __launch_bounds__(384, 1)
         Epilogue::template begin_tile<L>(st);
         // Two instantiations of the visits, so that neither carries the other's addressing in registers.
         if (stage_tiles) {
+            if (kPingPong && stage_inputs && local > 0)
+                sm90::mbarrier_wait(visits_done + 8 * (1 - consumer), static_cast<unsigned>((local - 1) / 2) & 1u);
             HopperTiles<typename detail::Pick<Tr::kStageInputs, typename Tr::StagedIn, GlobalTiles>::type,
                         typename detail::Pick<Tr::kStageOutputs, typename Tr::StagedOut, GlobalTiles>::type>
                 tiles{};
@@ -495,6 +503,7 @@ __global__ void __launch_bounds__(384, 1)
             if constexpr (Tr::kStageOutputs) tiles.out = typename Tr::StagedOut{{out_buffer, tm * BM + first_row, 0}};
             detail::hopper_visit_tile<Tr, L, Epilogue, BN>(args, problem, st, tiles, tm * BM, tn * BN, acc,
                                                            staging_barrier, ring);
+            if (kPingPong && stage_inputs && warp_leader) sm90::mbarrier_arrive(visits_done + 8 * consumer);
         } else {
             HopperTiles<GlobalTiles, GlobalTiles> tiles{};
             detail::hopper_visit_tile<Tr, L, Epilogue, BN>(args, problem, st, tiles, tm * BM, tn * BN, acc,

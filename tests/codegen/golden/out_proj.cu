@@ -135,5 +135,7 @@ using Traits = coda::PortableGemmTraits<coda::bf16, true, true, 128, 128, 32, 2,
 }  // namespace coda_gen
 
 // Read by the host after loading the module: block size, dynamic shared memory, CTA tile, mainloop
-// (1: Hopper, persistent with TMA operands) and pipeline stages (Hopper: after fitting the scratch).
-extern "C" __constant__ int coda_kernel_info[6] = {coda_gen::Traits::kThreads, coda_gen::Traits::kSmemBytes, coda_gen::Traits::Layout::kBM, coda_gen::Traits::Layout::kBN, 0, 0};
+// (1: Hopper, persistent with TMA operands), pipeline stages (Hopper: after fitting the epilogue), and
+// the Hopper tile-input maps: how many the kernel takes, whether it loads tile inputs by TMA, and the
+// columns of one chunk (the box is that many columns by the CTA tile's rows).
+extern "C" __constant__ int coda_kernel_info[9] = {coda_gen::Traits::kThreads, coda_gen::Traits::kSmemBytes, coda_gen::Traits::Layout::kBM, coda_gen::Traits::Layout::kBN, 0, 0, 0, 0, 0};
