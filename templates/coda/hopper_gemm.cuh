@@ -109,8 +109,8 @@ struct HopperGemmTraits {
     static constexpr int kAlignSlack = 1024;  // swizzled TMA tiles need 1024-byte alignment
     static constexpr int kBarrierBytes = 8 * (2 * STAGES + 4 + 2 * kHopperInputSlots);
     static constexpr int kFixedBytes = kAlignSlack + kScratchBytes + kBarrierBytes;
-    // Staged tile outputs (hopper_staging.cuh): one column chunk of each consumer warpgroup's rows. Staged tile
-    // inputs: BM rows of each per tile in flight (two in ping-pong). Each only where it leaves enough stages.
+    // Staged tile outputs (hopper_staging.cuh): one column chunk of each consumer warpgroup's rows. Tile inputs:
+    // a ring of kHopperInputSlots chunks of BM rows. Each only where it leaves enough stages.
     static constexpr int kStateRegisters = static_cast<int>(sizeof(typename Epilogue::template State<Layout>) / 4);
     static constexpr bool kRoomToStage =
         kM64 * BN / 2 + kStateRegisters + kHopperStagingRegisters <= kHopperConsumerRegisters;
@@ -370,7 +370,7 @@ __global__ void __launch_bounds__(384, 1)
     const unsigned base = (raw + 1023u) & ~1023u;
     unsigned char* const base_ptr = coda_gemm_smem + (base - raw);
     // Shared memory: pipeline stages | tile-input ring | staged tile outputs | epilogue scratch | barriers.
-    const unsigned staging = base + Tr::kStages * Tr::kStageBytes;
+    const unsigned ring_buffers = base + Tr::kStages * Tr::kStageBytes;  // the input ring, then staged outputs
     float* const scratch = reinterpret_cast<float*>(base_ptr + Tr::kStages * Tr::kStageBytes + Tr::kStagingBytes);
     const unsigned full = base + Tr::kStages * Tr::kStageBytes + Tr::kStagingBytes + Tr::kScratchBytes;  // stage loaded
     const unsigned empty = full + 8 * Tr::kStages;                                   // kStages barriers: stage free
@@ -410,7 +410,6 @@ __global__ void __launch_bounds__(384, 1)
                              detail::aligned_16<detail::TileInputTable<Epilogue>>(args) &&
                              detail::aligned_16<detail::TileOutputTable<Epilogue>>(args);
     const bool stage_inputs = Tr::kStageInputs && stage_tiles;
-    const unsigned ring_buffers = base + Tr::kStages * Tr::kStageBytes;
 
     if (warpgroup == 0) {
         sm90::release_registers<kHopperProducerRegisters>();
@@ -433,7 +432,7 @@ __global__ void __launch_bounds__(384, 1)
     const int first_row = kPingPong ? 0 : consumer * Tr::kWgM;
     float* const my_scratch = scratch + (kPingPong ? consumer * Tr::kScratchPerTile / 4 : 0);
     // (The staging views are rebuilt per tile from these: nothing extra stays live across the mainloop.)
-    const unsigned out_buffer = staging + Tr::kInputBytes + consumer * Tr::kStagedOutPerGroup;
+    const unsigned out_buffer = ring_buffers + Tr::kInputBytes + consumer * Tr::kStagedOutPerGroup;
     const int staging_barrier = warpgroup + 1;  // 2 or 3: not 1, the cooperative tile barrier
     // One thread per tile asks L2 for the tile's input chunks ahead of the loader (cooperative: warpgroup 1's).
     const bool prefetcher = threadIdx.x % 128 == 0 && (kPingPong || consumer == 0);

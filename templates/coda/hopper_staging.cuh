@@ -91,7 +91,6 @@ struct PaddedRows {
     int m0;           // global row of buffer row 0
     int n0;           // global column of buffer column pair 0
 
-
     // Where tensor i's column pair of the visit at c lies in the buffer.
     __device__ unsigned at(int i, const Coord& c) const {
         return buffer + offset(i) + (c.m - m0) * pitch(i) + ((c.n - n0) / 2) * pair_bytes(i);
