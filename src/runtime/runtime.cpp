@@ -4,6 +4,7 @@
 
 #include <tuple>
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -36,15 +37,14 @@ struct LoadedKernel {
     // The Hopper mainloop: persistent (at most one CTA per SM), operands through TMA tensor maps.
     bool hopper = false;
     int sm_count = 0;
-    // The tensor maps of the last launch: training steps launch a kernel on the same buffers again and again,
-    // and encoding costs more than the rest of the launch.
+    // The tensor maps of the last launch (operands and tile inputs), keyed by the problem and parameter slots they
+    // were encoded for: training steps launch a kernel on the same buffers again and again, and encoding costs
+    // more than the rest of the launch.
+    TileInputMaps tile_input_maps;
     mutable std::mutex tma_mutex;
     mutable abi::GemmProblem tma_problem{};
+    mutable std::vector<std::uint64_t> tma_slots;
     mutable TmaOperands tma{};
-    // Likewise the tile inputs' maps, keyed by the parameter slots and the problem they were encoded for.
-    TileInputMaps tile_input_maps;
-    mutable std::vector<std::uint64_t> tile_maps_slots;
-    mutable abi::GemmProblem tile_maps_problem{};
     mutable std::vector<CUtensorMap> tile_maps;
 };
 
@@ -142,6 +142,9 @@ std::shared_ptr<const LoadedKernel> load(const BuiltKernel& built, const KernelC
                                         info[4], config.to_text()));
     loaded->sm_count = driver.current_device().sm_count;
     loaded->tile_input_maps = TileInputMaps{info[6], info[7] == 1, info[8], info[2]};
+    if (loaded->hopper && (info[6] < 1 || info[6] > kMaxTileMaps))
+        throw InternalError(fmt::format("kernel '{}' takes {} tile maps; the host passes 1 to {}", built.name, info[6],
+                                        kMaxTileMaps));
     // The host cuts partials and sizes grids with its own copy of the tile; it must be the kernel's.
     if (info[0] <= 0 || (domain != Domain::Finalize && (info[2] != loaded->tile.bm || info[3] != loaded->tile.bn)))
         throw InternalError(fmt::format("kernel '{}' reports {} threads and a {}x{} tile; the host expected a {}x{} "
@@ -244,26 +247,23 @@ void Kernel::launch(const Args& args, CUstream_st* stream) const {
         case Domain::Tile: problem = &plan.tile; break;
         case Domain::Finalize: problem = &plan.finalize; break;
     }
+    // Copies of the cached maps, so that the launch reads no state another thread may re-encode.
     TmaOperands tma;
-    std::vector<CUtensorMap> tile_maps;
-    void* params[5] = {problem, plan.slots.data(), &tma.a, &tma.b, nullptr};
+    std::array<CUtensorMap, kMaxTileMaps> tile_maps;
+    void* params[5] = {problem, plan.slots.data(), &tma.a, &tma.b, tile_maps.data()};
     if (k.hopper) {
         {
             std::lock_guard<std::mutex> lock(k.tma_mutex);
-            if (std::memcmp(&k.tma_problem, &plan.gemm, sizeof plan.gemm) != 0) {
+            if (k.tile_maps.empty() || k.tma_slots != plan.slots ||
+                std::memcmp(&k.tma_problem, &plan.gemm, sizeof plan.gemm) != 0) {
                 k.tma = encode_tma_operands(plan.gemm, k.checked.graph.spec(), k.tile);
+                k.tile_maps = encode_tile_input_maps(k.checked, plan, k.tile_input_maps);
                 k.tma_problem = plan.gemm;
+                k.tma_slots = plan.slots;
             }
             tma = k.tma;
-            if (k.tile_maps.empty() || k.tile_maps_slots != plan.slots ||
-                std::memcmp(&k.tile_maps_problem, &plan.gemm, sizeof plan.gemm) != 0) {
-                k.tile_maps = encode_tile_input_maps(k.checked, plan, k.tile_input_maps);
-                k.tile_maps_slots = plan.slots;
-                k.tile_maps_problem = plan.gemm;
-            }
-            tile_maps = k.tile_maps;
+            std::copy(k.tile_maps.begin(), k.tile_maps.end(), tile_maps.begin());
         }
-        params[4] = tile_maps.data();
         // Persistent: one CTA per SM (the pipeline fills most of shared memory), each walking its tiles.
         const std::uint64_t tiles = static_cast<std::uint64_t>(plan.grid_x) * plan.grid_y;
         plan.grid_x = static_cast<unsigned>(std::min<std::uint64_t>(tiles, static_cast<std::uint64_t>(k.sm_count)));

@@ -20,6 +20,10 @@ struct TmaOperands {
 // `problem` must have passed plan_launch with tma_operands = true (aligned bases and leading dimensions).
 TmaOperands encode_tma_operands(const abi::GemmProblem& problem, const GemmSpec& spec, TileShape tile);
 
+// The most tile-input maps a Hopper kernel takes (templates/coda/hopper_gemm.cuh's kHopperMaxTileMaps; the
+// runtime checks each kernel's count when it loads it).
+constexpr int kMaxTileMaps = 16;
+
 // How a Hopper kernel loads its tile inputs (coda_kernel_info): `count` maps in its parameter, and whether it
 // loads them by TMA in boxes of `chunk_columns` columns x `rows` rows.
 struct TileInputMaps {

@@ -201,31 +201,14 @@ struct StagedTileOutputs : PaddedRows<detail::TileOutputTable<Epilogue>, kRows, 
     }
 };
 
-// Whether a tile sink stages outputs (the visits then go chunk by chunk, each followed by its write-out).
-template <class Out>
-struct StagesOutputs {
-    static constexpr bool value = false;
-};
-template <class Epilogue, int kRows, int kChunkSlots>
-struct StagesOutputs<StagedTileOutputs<Epilogue, kRows, kChunkSlots>> {
-    static constexpr bool value = true;
-};
-// Whether a tile source reads inputs from the TMA-loaded ring (the visits then wait for each chunk).
-template <class In>
-struct StagesInputs {
-    static constexpr bool value = false;
-};
-template <class Epilogue, int kRows, int kChunkColumns>
-struct StagesInputs<TmaTileInputs<Epilogue, kRows, kChunkColumns>> {
-    static constexpr bool value = true;
-};
-
 // What the Hopper mainloop's visits read and write through: tile inputs from In (TmaTileInputs or
 // GlobalTiles), tile outputs to Out (StagedTileOutputs or GlobalTiles).
+// Anything but GlobalTiles stages: the visits then go chunk by chunk, waiting for each input chunk in the ring
+// and followed by each output chunk's write-out.
 template <class In, class Out>
 struct HopperTiles {
-    static constexpr bool kStagedOutputs = StagesOutputs<Out>::value;
-    static constexpr bool kStagedInputs = StagesInputs<In>::value;
+    static constexpr bool kStagedOutputs = !detail::SameType<Out, GlobalTiles>::value;
+    static constexpr bool kStagedInputs = !detail::SameType<In, GlobalTiles>::value;
     In in;
     Out out;
     template <int V, class T, class R>

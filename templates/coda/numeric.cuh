@@ -29,6 +29,16 @@ struct f16 {
 
 namespace detail {
 
+// Whether A and B are the same type (NVRTC has no <type_traits>).
+template <class A, class B>
+struct SameType {
+    static constexpr bool value = false;
+};
+template <class A>
+struct SameType<A, A> {
+    static constexpr bool value = true;
+};
+
 __device__ __forceinline__ float bf16_bits_to_float(unsigned short b) {
     return __uint_as_float(static_cast<unsigned>(b) << 16);
 }

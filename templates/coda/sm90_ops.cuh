@@ -13,15 +13,6 @@ struct alignas(64) TmaDescriptor {
     unsigned long long opaque[16];
 };
 
-template <class T>
-struct is_bf16 {
-    static constexpr bool value = false;
-};
-template <>
-struct is_bf16<bf16> {
-    static constexpr bool value = true;
-};
-
 namespace sm90 {
 
 __device__ __forceinline__ unsigned smem_address(const void* p) {
@@ -156,7 +147,7 @@ __device__ __forceinline__ void fence_registers(float (&d)[N]) {
 template <class T, int kTransA, int kTransB>
 __device__ __forceinline__ void wgmma_m64n256k16(float (&d)[128], unsigned long long a_desc,
                                                 unsigned long long b_desc) {
-    if constexpr (is_bf16<T>::value)
+    if constexpr (detail::SameType<T, bf16>::value)
         CODA_WGMMA_M64N256K16("bf16");
     else
         CODA_WGMMA_M64N256K16("f16");
@@ -186,7 +177,7 @@ __device__ __forceinline__ void wgmma_m64n256k16(float (&d)[128], unsigned long 
 template <class T, int kTransA, int kTransB>
 __device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], unsigned long long a_desc,
                                                 unsigned long long b_desc) {
-    if constexpr (is_bf16<T>::value)
+    if constexpr (detail::SameType<T, bf16>::value)
         CODA_WGMMA_M64N128K16("bf16");
     else
         CODA_WGMMA_M64N128K16("f16");
