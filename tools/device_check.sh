@@ -25,10 +25,12 @@ grep -E "PASS|FAIL|OK|FAILED" "$out/demo.log" | grep -v "^  " | tail -n 14
 
 if [ "${CODA_SANITIZE:-0}" = 1 ] && command -v compute-sanitizer >/dev/null; then
   # One kernel per operand layout (and dtype), for each Hopper schedule: `coda demo --layouts`.
-  echo "== compute-sanitizer memcheck and racecheck over coda demo --layouts (cooperative and ping-pong)"
+  echo "== compute-sanitizer memcheck and racecheck over coda demo --layouts (both schedules, with and without clusters)"
   for config in "hopper bm=128 bn=256 bk=64 stages=4 cooperative cluster=1" \
-                "hopper bm=128 bn=128 bk=64 stages=6 pingpong cluster=1"; do
-    tag=$(echo "$config" | awk '{print $6}')
+                "hopper bm=128 bn=128 bk=64 stages=6 pingpong cluster=1" \
+                "hopper bm=128 bn=256 bk=64 stages=4 cooperative cluster=2" \
+                "hopper bm=128 bn=128 bk=64 stages=6 pingpong cluster=2"; do
+    tag=$(echo "$config" | awk '{print $6 "_" $7}' | tr -d =)
     for tool in memcheck racecheck; do
       timeout 240 compute-sanitizer --tool "$tool" --error-exitcode 9 "$build/coda" demo --layouts --config "$config" \
         > "$out/sanitizer_${tool}_$tag.log" 2>&1 || status=1

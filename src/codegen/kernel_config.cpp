@@ -85,6 +85,9 @@ const std::vector<NamedConfig>& hopper_named_configs() {
         {"h128x128", hopper_config(128, 128, 6, Schedule::Cooperative)},
         {"hp128x128", hopper_config(128, 128, 6, Schedule::PingPong)},
         {"hp64x256", hopper_config(64, 256, 5, Schedule::PingPong)},
+        // Pairs of CTAs along M that share B by TMA multicast: half of B's L2 reads.
+        {"h128x256c2", hopper_config(128, 256, 4, Schedule::Cooperative, 2)},
+        {"hp128x128c2", hopper_config(128, 128, 6, Schedule::PingPong, 2)},
     };
     return configs;
 }

@@ -43,7 +43,7 @@ void check_hopper_config(const Graph& g, const KernelConfig& cfg, const std::str
         {wg_rows * cfg.bn <= 128 * 128,
          "a consumer warpgroup's accumulator (rows x bn) must not exceed 128 x 128 (128 registers a thread)"},
         {cfg.stages >= 2 && cfg.stages <= 16, "stages must be between 2 and 16"},
-        {cfg.cluster_m == 1, "cluster must be 1 (2-CTA clusters with TMA multicast are not implemented yet)"},
+        {cfg.cluster_m == 1 || cfg.cluster_m == 2, "cluster must be 1 or 2 (CTAs along M that share B by TMA multicast)"},
     };
     for (const auto& [ok, rule] : rules)
         if (!ok) throw fail(rule);
@@ -108,12 +108,14 @@ KernelChoice choose_kernel(const Graph& g, const KernelConfig& cfg, const std::s
             if (cfg.mainloop == Mainloop::Hopper) {
                 check_hopper_config(g, cfg, arch);
                 const std::string args = fmt::format(
-                    "{}, {}, {}, {}, {}, {}, {}, coda_gen::Epilogue",
-                    spec.input == DType::BF16 ? "coda::bf16" : "coda::f16", spec.a == Major::K ? "true" : "false",
-                    spec.b == Major::K ? "true" : "false", cfg.bm, cfg.bn, cfg.stages,
-                    cfg.schedule == Schedule::PingPong ? "true" : "false");
-                return {"coda/hopper_gemm.cuh", fmt::format("coda::hopper_gemm<{}>", args),
-                        fmt::format("coda::HopperGemmTraits<{}>", args)};
+                    "{}, {}, {}, {}, {}, {}, {}", spec.input == DType::BF16 ? "coda::bf16" : "coda::f16",
+                    spec.a == Major::K ? "true" : "false", spec.b == Major::K ? "true" : "false", cfg.bm, cfg.bn,
+                    cfg.stages, cfg.schedule == Schedule::PingPong ? "true" : "false");
+                // The cluster shape is the entry point's (__cluster_dims__), so it is not a kernel argument.
+                return {"coda/hopper_gemm.cuh",
+                        fmt::format("coda::{}<{}, coda_gen::Epilogue>",
+                                    cfg.cluster_m == 2 ? "hopper_gemm_pair" : "hopper_gemm", args),
+                        fmt::format("coda::HopperGemmTraits<{}, {}, coda_gen::Epilogue>", args, cfg.cluster_m)};
             }
             check_config(g, cfg);
             const std::string args = fmt::format(
@@ -160,20 +162,20 @@ KernelSource generate_kernel_source(const CheckedGraph& g, const KernelConfig& c
     src += "// Read by the host after loading the module: block size, dynamic shared memory, CTA tile, mainloop\n"
            "// (1: Hopper, persistent with TMA operands), pipeline stages (Hopper: after fitting the epilogue), and\n"
            "// the Hopper tile-input maps: how many the kernel takes, whether it loads tile inputs by TMA, and the\n"
-           "// columns of one chunk (the box is that many columns by the CTA tile's rows).\n";
+           "// columns of one chunk (the box is that many columns by the CTA tile's rows); then the CTAs of a cluster.\n";
     const bool hopper = g.graph.domain() == Domain::Gemm && cfg.mainloop == Mainloop::Hopper;
     if (g.graph.domain() == Domain::Finalize)
-        src += "extern \"C\" __constant__ int coda_kernel_info[9] = {coda_gen::Traits::kThreads, "
-               "coda_gen::Traits::kSmemBytes, 0, 0, 0, 0, 0, 0, 0};\n";
+        src += "extern \"C\" __constant__ int coda_kernel_info[10] = {coda_gen::Traits::kThreads, "
+               "coda_gen::Traits::kSmemBytes, 0, 0, 0, 0, 0, 0, 0, 1};\n";
     else if (!hopper)
-        src += "extern \"C\" __constant__ int coda_kernel_info[9] = {coda_gen::Traits::kThreads, "
+        src += "extern \"C\" __constant__ int coda_kernel_info[10] = {coda_gen::Traits::kThreads, "
                "coda_gen::Traits::kSmemBytes, coda_gen::Traits::Layout::kBM, coda_gen::Traits::Layout::kBN, 0, 0, 0, 0, "
-               "0};\n";
+               "0, 1};\n";
     else
-        src += "extern \"C\" __constant__ int coda_kernel_info[9] = {coda_gen::Traits::kThreads, "
+        src += "extern \"C\" __constant__ int coda_kernel_info[10] = {coda_gen::Traits::kThreads, "
                "coda_gen::Traits::kSmemBytes, coda_gen::Traits::Layout::kBM, coda_gen::Traits::Layout::kBN, 1, "
                "coda_gen::Traits::kStages, coda_gen::Traits::kTileMaps, coda_gen::Traits::kStageInputs ? 1 : 0, "
-               "coda_gen::Traits::kChunkColumns};\n";
+               "coda_gen::Traits::kChunkColumns, coda_gen::Traits::kCluster};\n";
     return {src, k.kernel};
 }
 

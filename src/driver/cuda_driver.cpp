@@ -166,6 +166,19 @@ void Driver::set_dynamic_smem(CUfunction function, int bytes) {
           "cuFuncSetAttribute", fmt::format("max dynamic shared memory {} bytes", bytes));
 }
 
+int Driver::max_active_clusters(CUfunction function, unsigned cluster, unsigned block, unsigned smem) {
+    CUlaunchConfig config{};
+    config.gridDimX = cluster;  // one cluster: the grid only has to be a multiple of the cluster shape
+    config.gridDimY = config.gridDimZ = 1;
+    config.blockDimX = block;
+    config.blockDimY = config.blockDimZ = 1;
+    config.sharedMemBytes = smem;
+    int clusters = 0;
+    check(ready().cuOccupancyMaxActiveClusters(&clusters, function, &config), "cuOccupancyMaxActiveClusters",
+          fmt::format("clusters of {} CTAs, block {}, dynamic smem {} bytes", cluster, block, smem));
+    return clusters;
+}
+
 void Driver::launch(CUfunction function, unsigned gx, unsigned gy, unsigned gz, unsigned block, unsigned smem,
                     CUstream stream, void** params) {
     const DriverApi& a = api();

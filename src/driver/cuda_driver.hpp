@@ -48,6 +48,9 @@ public:
     // Copies the __device__ variable `name` of `module` (which must be exactly `bytes` long) to `dst`.
     void read_global(CUmodule module, const std::string& name, void* dst, std::size_t bytes);
     void set_dynamic_smem(CUfunction function, int bytes);  // CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+    // How many clusters of a kernel compiled with a fixed cluster shape (__cluster_dims__) fit on the device at
+    // once, with `block` threads and `smem` bytes of dynamic shared memory a CTA.
+    int max_active_clusters(CUfunction function, unsigned cluster, unsigned block, unsigned smem);
     void launch(CUfunction function, unsigned gx, unsigned gy, unsigned gz, unsigned block, unsigned smem,
                 CUstream stream, void** params);
     CUdeviceptr alloc(std::size_t bytes);  // 0 bytes gives a null pointer

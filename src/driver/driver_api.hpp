@@ -16,7 +16,7 @@ namespace coda {
     X(cuCtxSetCurrent) X(cuCtxGetDevice) X(cuCtxSynchronize) X(cuModuleLoadData) X(cuModuleUnload)          \
     X(cuModuleGetFunction) X(cuModuleGetGlobal) X(cuFuncSetAttribute) X(cuLaunchKernel) X(cuMemAlloc)       \
     X(cuMemFree) X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuMemsetD8) X(cuEventCreate) X(cuEventRecord)            \
-    X(cuEventElapsedTime) X(cuEventDestroy) X(cuTensorMapEncodeTiled)
+    X(cuEventElapsedTime) X(cuEventDestroy) X(cuTensorMapEncodeTiled) X(cuOccupancyMaxActiveClusters)
 
 struct DriverApi {
 #define CODA_DECLARE_DRIVER_FUNCTION(name) decltype(&::name) name = nullptr;

@@ -19,6 +19,7 @@
 #include "runtime/launch_plan.hpp"
 #include "runtime/pipeline.hpp"
 #include "runtime/tma_operands.hpp"
+#include "util/log.hpp"
 
 namespace coda {
 
@@ -34,9 +35,12 @@ struct LoadedKernel {
     CUfunction function = nullptr;
     int threads = 0;
     int smem_bytes = 0;
-    // The Hopper mainloop: persistent (at most one CTA per SM), operands through TMA tensor maps.
+    // The Hopper mainloop: persistent (at most one CTA per SM), operands through TMA tensor maps; with clusters
+    // of `cluster` CTAs along M, at most max_ctas CTAs (the clusters that fit at once).
     bool hopper = false;
     int sm_count = 0;
+    int cluster = 1;
+    int max_ctas = 0;
     // The tensor maps of the last launch (operands and tile inputs), keyed by the problem and parameter slots they
     // were encoded for: training steps launch a kernel on the same buffers again and again, and encoding costs
     // more than the rest of the launch.
@@ -131,8 +135,8 @@ std::shared_ptr<const LoadedKernel> load(const BuiltKernel& built, const KernelC
     loaded->module = ModuleHandle(built.cached.entry->cubin);
     loaded->function = driver.function(loaded->module.get(), built.cached.entry->kernel_name);
     // threads, dynamic smem bytes, tile rows, tile columns, mainloop (1: Hopper), pipeline stages, tile-input maps,
-    // tile inputs loaded by TMA, chunk columns (kernel_source.hpp)
-    int info[9] = {0, 0, 0, 0, 0, 0, 0, 0, 0};
+    // tile inputs loaded by TMA, chunk columns, CTAs of a cluster (kernel_source.hpp)
+    int info[10] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
     driver.read_global(loaded->module.get(), "coda_kernel_info", info, sizeof info);
     loaded->threads = info[0];
     loaded->smem_bytes = info[1];
@@ -141,6 +145,10 @@ std::shared_ptr<const LoadedKernel> load(const BuiltKernel& built, const KernelC
         throw InternalError(fmt::format("kernel '{}' reports mainloop {}, the host expected config '{}'", built.name,
                                         info[4], config.to_text()));
     loaded->sm_count = driver.current_device().sm_count;
+    loaded->cluster = info[9];
+    if (loaded->cluster != (loaded->hopper ? config.cluster_m : 1))
+        throw InternalError(fmt::format("kernel '{}' reports clusters of {} CTAs, the host expected config '{}'",
+                                        built.name, info[9], config.to_text()));
     loaded->tile_input_maps = TileInputMaps{info[6], info[7] == 1, info[8], info[2]};
     if (loaded->hopper && (info[6] < 1 || info[6] > kMaxTileMaps))
         throw InternalError(fmt::format("kernel '{}' takes {} tile maps; the host passes 1 to {}", built.name, info[6],
@@ -152,6 +160,18 @@ std::shared_ptr<const LoadedKernel> load(const BuiltKernel& built, const KernelC
                                         loaded->tile.bn));
     constexpr int kDefaultSmemLimit = 48 * 1024;  // beyond this a kernel must opt in to more dynamic smem
     if (loaded->smem_bytes > kDefaultSmemLimit) driver.set_dynamic_smem(loaded->function, loaded->smem_bytes);
+    loaded->max_ctas = loaded->sm_count;
+    if (loaded->cluster > 1) {
+        const int clusters =
+            driver.max_active_clusters(loaded->function, static_cast<unsigned>(loaded->cluster),
+                                       static_cast<unsigned>(loaded->threads), static_cast<unsigned>(loaded->smem_bytes));
+        if (clusters < 1)
+            throw Error(fmt::format("kernel '{}': no cluster of {} CTAs with {} bytes of shared memory each fits on this "
+                                    "device; use a config with cluster=1",
+                                    built.name, loaded->cluster, loaded->smem_bytes));
+        loaded->max_ctas = clusters * loaded->cluster;
+        logger("coda.runtime")->debug("{}: {} clusters of {} CTAs fit at once", built.name, clusters, loaded->cluster);
+    }
     return loaded;
 }
 
@@ -256,7 +276,7 @@ void Kernel::launch(const Args& args, CUstream_st* stream) const {
             std::lock_guard<std::mutex> lock(k.tma_mutex);
             if (k.tile_maps.empty() || k.tma_slots != plan.slots ||
                 std::memcmp(&k.tma_problem, &plan.gemm, sizeof plan.gemm) != 0) {
-                k.tma = encode_tma_operands(plan.gemm, k.checked.graph.spec(), k.tile);
+                k.tma = encode_tma_operands(plan.gemm, k.checked.graph.spec(), k.tile, k.cluster);
                 k.tile_maps = encode_tile_input_maps(k.checked, plan, k.tile_input_maps);
                 k.tma_problem = plan.gemm;
                 k.tma_slots = plan.slots;
@@ -264,9 +284,13 @@ void Kernel::launch(const Args& args, CUstream_st* stream) const {
             tma = k.tma;
             std::copy(k.tile_maps.begin(), k.tile_maps.end(), tile_maps.begin());
         }
-        // Persistent: one CTA per SM (the pipeline fills most of shared memory), each walking its tiles.
-        const std::uint64_t tiles = static_cast<std::uint64_t>(plan.grid_x) * plan.grid_y;
-        plan.grid_x = static_cast<unsigned>(std::min<std::uint64_t>(tiles, static_cast<std::uint64_t>(k.sm_count)));
+        // Persistent: one CTA per SM (the pipeline fills most of shared memory), each walking its tiles; a cluster
+        // walks units of `cluster` M-tiles (hopper_gemm.cuh's TileOrder), so the grid is whole clusters.
+        const std::uint64_t c = static_cast<std::uint64_t>(k.cluster);
+        const std::uint64_t tiles_m = (static_cast<std::uint64_t>(plan.gemm.m) + k.tile.bm - 1) / k.tile.bm;
+        const std::uint64_t tiles_n = (static_cast<std::uint64_t>(plan.gemm.n) + k.tile.bn - 1) / k.tile.bn;
+        const std::uint64_t units = (tiles_m + c - 1) / c * tiles_n;
+        plan.grid_x = static_cast<unsigned>(std::min<std::uint64_t>(units, static_cast<std::uint64_t>(k.max_ctas) / c) * c);
         plan.grid_y = 1;
     }
     try {

@@ -101,12 +101,12 @@ std::vector<CUtensorMap> encode_tile_input_maps(const CheckedGraph& g, const Lau
     return maps;
 }
 
-TmaOperands encode_tma_operands(const abi::GemmProblem& p, const GemmSpec& spec, TileShape tile) {
+TmaOperands encode_tma_operands(const abi::GemmProblem& p, const GemmSpec& spec, TileShape tile, int cluster) {
     TmaOperands t;
     // A K-major is stored M x K; M-major is stored K x M. B K-major is stored N x K; N-major is stored K x N.
     t.a = spec.a == Major::K ? encode("A", p.a, spec.input, p.m, p.k, p.lda, tile.bm)
                              : encode("A", p.a, spec.input, p.k, p.m, p.lda, 64);
-    t.b = spec.b == Major::K ? encode("B", p.b, spec.input, p.n, p.k, p.ldb, tile.bn)
+    t.b = spec.b == Major::K ? encode("B", p.b, spec.input, p.n, p.k, p.ldb, tile.bn / cluster)
                              : encode("B", p.b, spec.input, p.k, p.n, p.ldb, 64);
     return t;
 }

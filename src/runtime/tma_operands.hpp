@@ -17,8 +17,9 @@ struct TmaOperands {
     CUtensorMap b;
 };
 
-// `problem` must have passed plan_launch with tma_operands = true (aligned bases and leading dimensions).
-TmaOperands encode_tma_operands(const abi::GemmProblem& problem, const GemmSpec& spec, TileShape tile);
+// `problem` must have passed plan_launch with tma_operands = true (aligned bases and leading dimensions). In a
+// cluster of `cluster` CTAs along M, each loads 1 / cluster of a K-major B tile (and multicasts it).
+TmaOperands encode_tma_operands(const abi::GemmProblem& problem, const GemmSpec& spec, TileShape tile, int cluster);
 
 // The most tile-input maps a Hopper kernel takes (templates/coda/hopper_gemm.cuh's kHopperMaxTileMaps; the
 // runtime checks each kernel's count when it loads it).

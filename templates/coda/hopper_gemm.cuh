@@ -8,11 +8,13 @@
 //     GemmProblem (as in portable_gemm.cuh) and by two tensor maps the host encodes (cuTensorMapEncodeTiled,
 //     128-byte swizzle, zero fill out of bounds), 2-D with the stored rows' contiguous dimension innermost:
 //       A K-major: dims {K, M}, box {64, BM}      A M-major: dims {M, K}, box {64, 64}
-//       B K-major: dims {K, N}, box {64, BN}      B N-major: dims {N, K}, box {64, 64}
+//       B K-major: dims {K, N}, box {64, BN / C}  B N-major: dims {N, K}, box {64, 64}     (C: CTAs a cluster)
 //     TMA needs the base 16-byte aligned and the leading dimension a multiple of 8 elements (16 bytes): the
 //     host checks both. Any M, N, K >= 1 (N even): edges are zero-filled by TMA and masked in the epilogue.
 //   - Launch: grid = min(tiles, CTAs that fit on the GPU) (persistent: CTA b owns tiles b, b + grid, ...),
 //     block = kThreads (384), dynamic shared memory = kSmemBytes (the host raises the per-kernel limit).
+//     hopper_gemm_pair runs clusters of 2 CTAs along M (__cluster_dims__): the grid is whole clusters, at most
+//     as many as fit at once, and each cluster walks units of two M-tiles of one N-tile (TileOrder).
 //   - Threads: warpgroup 0 is the producer (one thread issues the operands' TMA copies, another the tile
 //     inputs'; it gives registers away),
 //     warpgroups 1 and 2 consume. Cooperative: both consume every stage and share one BM x BN tile, rows
@@ -92,9 +94,14 @@ struct WgmmaLayout {
     }
 };
 
-template <class T, bool kAKMajor, bool kBKMajor, int BM, int BN, int STAGES, bool kPingPong, class Epilogue>
+template <class T, bool kAKMajor, bool kBKMajor, int BM, int BN, int STAGES, bool kPingPong, int CLUSTER,
+          class Epilogue>
 struct HopperGemmTraits {
     static constexpr int BK = kHopperBK;
+    // CTAs of a cluster along M (1 or 2). A pair works on two M-tiles of one N-tile; each CTA loads half of the B
+    // tile and multicasts it to both (K-major B: a box of BN / 2 rows; N-major: alternate 64-column boxes).
+    static constexpr int kCluster = CLUSTER;
+    static constexpr int kBBoxRows = kBKMajor ? BN / CLUSTER : 64;
     static constexpr int kConsumers = 2;
     static constexpr int kThreads = 128 * (1 + kConsumers);
     static constexpr int kWgM = kPingPong ? BM : BM / 2;  // rows of one consumer warpgroup's accumulator
@@ -144,8 +151,10 @@ struct HopperGemmTraits {
                                        : kInputRegisters * 4 <= kHopperBatchRegisters ? 4
                                        : kInputRegisters * 2 <= kHopperBatchRegisters ? 2
                                                                                       : 1;
-    // Arrivals that free a stage or an input chunk: lane 0 of every warp that reads it.
+    // Arrivals that free an input chunk: lane 0 of every warp that reads it. A stage is free once those of every
+    // CTA of the cluster have arrived (its producer's multicast writes into all of them).
     static constexpr int kEmptyArrivals = 4 * (kPingPong ? 1 : kConsumers);
+    static constexpr int kStageFreeArrivals = kEmptyArrivals * CLUSTER;
 
     static_assert(sizeof(T) == 2, "coda: hopper_gemm takes 16-bit inputs (coda::bf16 or coda::f16)");
     static_assert(BN == 128 || BN == 256, "coda: hopper_gemm's BN must be 128 or 256 (one wgmma covers it)");
@@ -153,35 +162,64 @@ struct HopperGemmTraits {
     static_assert(kWgM * BN <= 128 * 128, "coda: a consumer warpgroup's accumulator must fit 128 registers a thread");
     static_assert(BM <= 256 && BM % 64 == 0, "coda: BM must be 64, 128, 192 or 256 (TMA boxes are at most 256 rows)");
     static_assert(kStages >= 2, "coda: the epilogue's scratch leaves room for fewer than 2 pipeline stages");
+    static_assert(CLUSTER == 1 || CLUSTER == 2, "coda: hopper_gemm's clusters are 1 or 2 CTAs along M");
+    static_assert(kBKMajor || BN / 64 % CLUSTER == 0, "coda: the CTAs of a cluster split B's 64-column boxes");
 };
 
 namespace detail {
 
-// The tile order: bands of kHopperRasterBand M-tiles, column by column inside a band, so that the tiles running
-// at once on all SMs read a few rows of A and columns of B that stay in L2.
-__device__ __forceinline__ void hopper_tile_position(int tile, int tiles_m, int tiles_n, int& tm, int& tn) {
-    const int band = tile / (kHopperRasterBand * tiles_n);
-    const int first_m = band * kHopperRasterBand;
-    const int rows = tiles_m - first_m < kHopperRasterBand ? tiles_m - first_m : kHopperRasterBand;
-    const int in_band = tile - band * kHopperRasterBand * tiles_n;
-    tm = first_m + in_band % rows;
-    tn = in_band / rows;
+// The tile order of a persistent CTA. Work comes in units of kCluster M-tiles of one N-tile (one per CTA of a
+// cluster, in rank order); cluster c takes units c, c + clusters, ... Units go in bands of kHopperRasterBand
+// M-tiles, column by column inside a band, so that the tiles running at once on all SMs read a few rows of A
+// and columns of B that stay in L2. With an odd number of M-tiles, the last pair's second tile is beyond M:
+// that CTA still runs the mainloop (its partner needs its half of B) but has no epilogue (valid() is false).
+template <int kCluster>
+struct TileOrder {
+    int tiles_m, tiles_n, units_m, units, first, step;
+
+    __device__ TileOrder(int tiles_m_, int tiles_n_)
+        : tiles_m(tiles_m_), tiles_n(tiles_n_), units_m((tiles_m_ + kCluster - 1) / kCluster),
+          units(units_m * tiles_n_), first(static_cast<int>(blockIdx.x) / kCluster),
+          step(static_cast<int>(gridDim.x) / kCluster) {}
+
+    // The M- and N-tile of unit `unit` for the CTA of cluster rank `rank`.
+    __device__ void position(int unit, int rank, int& tm, int& tn) const {
+        constexpr int kBand = kHopperRasterBand / kCluster;
+        const int band = unit / (kBand * tiles_n);
+        const int first_m = band * kBand;
+        const int rows = units_m - first_m < kBand ? units_m - first_m : kBand;
+        const int in_band = unit - band * kBand * tiles_n;
+        tm = (first_m + in_band % rows) * kCluster + rank;
+        tn = in_band / rows;
+    }
+    __device__ bool valid(int tm) const { return tm < tiles_m; }
+};
+
+// One box of B into this CTA's stage, or (in a cluster) into every CTA's.
+template <int kCluster>
+__device__ __forceinline__ void hopper_load_b(unsigned dst, const TmaDescriptor* tma_b, unsigned bar, int c0, int c1) {
+    if constexpr (kCluster == 1)
+        sm90::tma_load_2d(dst, tma_b, bar, c0, c1);
+    else
+        sm90::tma_load_2d_multicast(dst, tma_b, bar, c0, c1, static_cast<unsigned short>((1u << kCluster) - 1));
 }
 
 template <class Tr, bool kAKMajor, bool kBKMajor, int BM, int BN>
-__device__ __forceinline__ void hopper_produce(unsigned stages_base, unsigned full, unsigned empty, int tiles_m,
-                                               int tiles_n, int k_tiles, const TmaDescriptor* tma_a,
-                                               const TmaDescriptor* tma_b) {
+__device__ __forceinline__ void hopper_produce(unsigned stages_base, unsigned full, unsigned empty,
+                                               const TileOrder<Tr::kCluster>& order, int rank, int k_tiles,
+                                               const TmaDescriptor* tma_a, const TmaDescriptor* tma_b) {
     int stage = 0;
     unsigned phase = 0;
-    const int tiles = tiles_m * tiles_n;
-    for (int tile = static_cast<int>(blockIdx.x); tile < tiles; tile += static_cast<int>(gridDim.x)) {
+    for (int unit = order.first; unit < order.units; unit += order.step) {
         int tm, tn;
-        hopper_tile_position(tile, tiles_m, tiles_n, tm, tn);
-        const int m0 = tm * BM, n0 = tn * BN;
+        order.position(unit, rank, tm, tn);
+        // A tile beyond M (second of a pair) loads the last valid rows instead: what it computes is discarded.
+        const int m0 = (order.valid(tm) ? tm : order.tiles_m - 1) * BM, n0 = tn * BN;
         for (int kt = 0; kt < k_tiles; ++kt) {
+            // In a cluster, free means free in every CTA: this producer's multicast writes into all of them.
             sm90::mbarrier_wait(empty + 8 * stage, phase ^ 1);
             const unsigned bar = full + 8 * stage;
+            // Each CTA's stage receives all of A and B, whoever issues the copies.
             sm90::mbarrier_arrive_expect_tx(bar, Tr::kStageBytes);
             const unsigned a_dst = stages_base + stage * Tr::kStageBytes;
             const unsigned b_dst = a_dst + Tr::kABytes;
@@ -193,10 +231,12 @@ __device__ __forceinline__ void hopper_produce(unsigned stages_base, unsigned fu
                 for (int c = 0; c < BM / 64; ++c) sm90::tma_load_2d(a_dst + c * 64 * 128, tma_a, bar, m0 + 64 * c, k0);
             }
             if constexpr (kBKMajor) {
-                sm90::tma_load_2d(b_dst, tma_b, bar, k0, n0);
+                constexpr int kRows = Tr::kBBoxRows;  // BN / kCluster: this CTA's share
+                hopper_load_b<Tr::kCluster>(b_dst + rank * kRows * 128, tma_b, bar, k0, n0 + rank * kRows);
             } else {
 #pragma unroll
-                for (int c = 0; c < BN / 64; ++c) sm90::tma_load_2d(b_dst + c * 64 * 128, tma_b, bar, n0 + 64 * c, k0);
+                for (int c = 0; c < BN / 64; c += Tr::kCluster)
+                    hopper_load_b<Tr::kCluster>(b_dst + (c + rank) * 64 * 128, tma_b, bar, n0 + 64 * (c + rank), k0);
             }
             if (++stage == Tr::kStages) {
                 stage = 0;
@@ -211,22 +251,22 @@ __device__ __forceinline__ void hopper_produce(unsigned stages_base, unsigned fu
 // next buffer of the ring once its visits are done with it. Ring position p uses buffer p % kHopperInputSlots.
 template <class Tr, int BM, int BN>
 __device__ __forceinline__ void hopper_load_tile_inputs(const TmaDescriptor* maps, unsigned buffers, unsigned full,
-                                                        unsigned empty, int tiles_m, int tiles_n, int n) {
+                                                        unsigned empty, const TileOrder<Tr::kCluster>& order,
+                                                        int rank, int n) {
     using In = typename Tr::StagedIn;
     int position = 0;
-    const int tiles = tiles_m * tiles_n;
-    for (int tile = static_cast<int>(blockIdx.x); tile < tiles; tile += static_cast<int>(gridDim.x)) {
+    for (int unit = order.first; unit < order.units; unit += order.step) {
         int tm, tn;
-        hopper_tile_position(tile, tiles_m, tiles_n, tm, tn);
+        order.position(unit, rank, tm, tn);
         for (int chunk = 0; chunk < Tr::kChunks; ++chunk, ++position) {
             const int slot = position % kHopperInputSlots;
             sm90::mbarrier_wait(empty + 8 * slot, ((position / kHopperInputSlots) & 1) ^ 1);
             const int n0 = tn * BN + chunk * Tr::kChunkColumns;
-            if (n0 < n) {
+            if (n0 < n && order.valid(tm)) {
                 sm90::mbarrier_arrive_expect_tx(full + 8 * slot, In::kBytes);
                 In::issue(maps, buffers + slot * Tr::kInputSlotBytes, full + 8 * slot, tm * BM, n0);
             } else {
-                sm90::mbarrier_arrive(full + 8 * slot);  // beyond N: nothing to load, and no visit reads it
+                sm90::mbarrier_arrive(full + 8 * slot);  // beyond N or M: nothing to load, and no visit reads it
             }
         }
     }
@@ -355,15 +395,28 @@ __device__ __forceinline__ void hopper_mma_stage(unsigned a_tile, unsigned b_til
     }
 }
 
-}  // namespace detail
+// A consumer warp's release of a stage: to its own CTA's producer, and in a cluster to every CTA's (each one's
+// multicast wrote into this CTA's copy of the stage).
+template <int kCluster>
+__device__ __forceinline__ void free_stage(unsigned bar) {
+    if constexpr (kCluster == 1) {
+        sm90::mbarrier_arrive(bar);
+    } else {
+#pragma unroll
+        for (int r = 0; r < kCluster; ++r) sm90::mbarrier_arrive_cluster(bar, r);
+    }
+}
 
-template <class T, bool kAKMajor, bool kBKMajor, int BM, int BN, int STAGES, bool kPingPong, class Epilogue>
-__global__ void __launch_bounds__(384, 1)
-    hopper_gemm(const GemmProblem problem, const typename Epilogue::Args args,
-                const __grid_constant__ TmaDescriptor tma_a, const __grid_constant__ TmaDescriptor tma_b,
-                const __grid_constant__ TileMaps<HopperGemmTraits<T, kAKMajor, kBKMajor, BM, BN, STAGES, kPingPong,
-                                                                  Epilogue>::kTileMaps> tile_maps) {
-    using Tr = HopperGemmTraits<T, kAKMajor, kBKMajor, BM, BN, STAGES, kPingPong, Epilogue>;
+// The kernel's body; hopper_gemm and hopper_gemm_pair below are its entry points without and with clusters.
+// The descriptors are the kernel's __grid_constant__ parameters (TMA reads them where they are).
+template <class T, bool kAKMajor, bool kBKMajor, int BM, int BN, int STAGES, bool kPingPong, int CLUSTER,
+          class Epilogue>
+__device__ __forceinline__ void hopper_gemm_body(
+    const GemmProblem& problem, const typename Epilogue::Args& args, const TmaDescriptor& tma_a,
+    const TmaDescriptor& tma_b,
+    const TileMaps<HopperGemmTraits<T, kAKMajor, kBKMajor, BM, BN, STAGES, kPingPong, CLUSTER, Epilogue>::kTileMaps>&
+        tile_maps) {
+    using Tr = HopperGemmTraits<T, kAKMajor, kBKMajor, BM, BN, STAGES, kPingPong, CLUSTER, Epilogue>;
     using L = typename Tr::Layout;
     extern __shared__ __align__(1024) unsigned char coda_gemm_smem[];
     const unsigned raw = sm90::smem_address(coda_gemm_smem);
@@ -386,7 +439,7 @@ __global__ void __launch_bounds__(384, 1)
     if (threadIdx.x == 0) {
         for (int s = 0; s < Tr::kStages; ++s) {
             sm90::mbarrier_init(full + 8 * s, 1);
-            sm90::mbarrier_init(empty + 8 * s, Tr::kEmptyArrivals);
+            sm90::mbarrier_init(empty + 8 * s, Tr::kStageFreeArrivals);
         }
         sm90::mbarrier_init(turn, 1);
         sm90::mbarrier_init(turn + 8, 1);
@@ -398,11 +451,14 @@ __global__ void __launch_bounds__(384, 1)
         }
         sm90::fence_barrier_init();
     }
-    __syncthreads();
+    // In a cluster, the partner's producer and consumers use this CTA's barriers too: all are set up first.
+    if constexpr (CLUSTER > 1)
+        sm90::cluster_sync();
+    else
+        __syncthreads();
 
-    const int tiles_m = (problem.m + BM - 1) / BM;
-    const int tiles_n = (problem.n + BN - 1) / BN;
-    const int tiles = tiles_m * tiles_n;
+    const int rank = CLUSTER > 1 ? sm90::cluster_rank() : 0;
+    const TileOrder<CLUSTER> order((problem.m + BM - 1) / BM, (problem.n + BN - 1) / BN);
     const int k_tiles = (problem.k + Tr::BK - 1) / Tr::BK;
     // Staging needs every tile tensor (input or output, staged or not: the host encodes the input maps under the
     // same rule) 16-byte aligned in base and row pitch; otherwise every visit goes to global memory.
@@ -416,12 +472,17 @@ __global__ void __launch_bounds__(384, 1)
         if (threadIdx.x == 0) {
             sm90::prefetch_tma_descriptor(&tma_a);
             sm90::prefetch_tma_descriptor(&tma_b);
-            detail::hopper_produce<Tr, kAKMajor, kBKMajor, BM, BN>(base, full, empty, tiles_m, tiles_n, k_tiles,
-                                                                   &tma_a, &tma_b);
+            hopper_produce<Tr, kAKMajor, kBKMajor, BM, BN>(base, full, empty, order, rank, k_tiles, &tma_a, &tma_b);
         } else if (threadIdx.x == 32 && stage_inputs) {
             for (int i = 0; i < Tr::kTileMaps; ++i) sm90::prefetch_tma_descriptor(&tile_maps.map[i]);
-            detail::hopper_load_tile_inputs<Tr, BM, BN>(tile_maps.map, ring_buffers, in_full, in_empty, tiles_m,
-                                                        tiles_n, problem.n);
+            hopper_load_tile_inputs<Tr, BM, BN>(tile_maps.map, ring_buffers, in_full, in_empty, order, rank,
+                                                problem.n);
+        }
+        // A CTA of a cluster leaves only with its partner: until then, the partner's arrivals and multicasts may
+        // still land in this CTA's shared memory. (Each warp gathers first: lanes 0 of warps 0 and 1 are late.)
+        if constexpr (CLUSTER > 1) {
+            __syncwarp();
+            sm90::cluster_sync();
         }
         return;
     }
@@ -439,10 +500,10 @@ __global__ void __launch_bounds__(384, 1)
 
     float acc[Tr::kM64][BN / 2];
     int local = 0;  // index of the tile among this CTA's tiles
-    for (int tile = static_cast<int>(blockIdx.x); tile < tiles; tile += static_cast<int>(gridDim.x), ++local) {
+    for (int unit = order.first; unit < order.units; unit += order.step, ++local) {
         if (kPingPong && local % 2 != consumer) continue;
         int tm, tn;
-        detail::hopper_tile_position(tile, tiles_m, tiles_n, tm, tn);
+        order.position(unit, rank, tm, tn);
         // Pipeline position of this tile's first k-tile: every tile of the CTA takes k_tiles positions.
         const int start = local * k_tiles;
         int stage = start % Tr::kStages;
@@ -462,8 +523,8 @@ __global__ void __launch_bounds__(384, 1)
             if (kt == prefetch_at) {
                 // (With staged inputs, tile tensors read at the visit, i.e. accumulates, go without this hint.)
                 if (!stage_inputs) {
-                    detail::hopper_prefetch_epilogue<L, BM, BN, Epilogue>(args, problem, tm, tn);
-                } else if (prefetcher) {
+                    hopper_prefetch_epilogue<L, BM, BN, Epilogue>(args, problem, tm, tn);
+                } else if (prefetcher && order.valid(tm)) {
                     for (int n0 = tn * BN; n0 < tn * BN + BN && n0 < problem.n; n0 += Tr::kChunkColumns)
                         Tr::StagedIn::prefetch(tile_maps.map, tm * BM, n0);
                 }
@@ -471,11 +532,11 @@ __global__ void __launch_bounds__(384, 1)
             sm90::mbarrier_wait(full + 8 * stage, phase);
             sm90::wgmma_fence();
             const unsigned a_tile = base + stage * Tr::kStageBytes;
-            detail::hopper_mma_stage<T, Tr, kAKMajor, kBKMajor, BN>(a_tile, a_tile + Tr::kABytes, first_row, acc);
+            hopper_mma_stage<T, Tr, kAKMajor, kBKMajor, BN>(a_tile, a_tile + Tr::kABytes, first_row, acc);
             sm90::wgmma_commit();
             // The previous stage's wgmmas are done once at most this stage's group is pending: free it.
             sm90::wgmma_wait<1>();
-            if (previous >= 0 && warp_leader) sm90::mbarrier_arrive(empty + 8 * previous);
+            if (previous >= 0 && warp_leader) free_stage<CLUSTER>(empty + 8 * previous);
             previous = stage;
             if (++stage == Tr::kStages) {
                 stage = 0;
@@ -485,31 +546,57 @@ __global__ void __launch_bounds__(384, 1)
         sm90::wgmma_wait<0>();
 #pragma unroll
         for (int i = 0; i < Tr::kM64; ++i) sm90::fence_registers(acc[i]);
-        if (warp_leader) sm90::mbarrier_arrive(empty + 8 * previous);
+        if (warp_leader) free_stage<CLUSTER>(empty + 8 * previous);
         if (kPingPong && threadIdx.x % 128 == 0) sm90::mbarrier_arrive(turn + 8 * consumer);
 
-        const detail::InputRing ring{ring_buffers, in_full, in_empty, local * Tr::kChunks};
+        const InputRing ring{ring_buffers, in_full, in_empty, local * Tr::kChunks};
         typename Epilogue::template State<L> st;
         Epilogue::template begin_tile<L>(st);
         // Two instantiations of the visits, so that neither carries the other's addressing in registers.
         if (stage_tiles) {
             if (kPingPong && stage_inputs && local > 0)
                 sm90::mbarrier_wait(visits_done + 8 * (1 - consumer), static_cast<unsigned>((local - 1) / 2) & 1u);
-            HopperTiles<typename detail::Pick<Tr::kStageInputs, typename Tr::StagedIn, GlobalTiles>::type,
-                        typename detail::Pick<Tr::kStageOutputs, typename Tr::StagedOut, GlobalTiles>::type>
+            HopperTiles<typename Pick<Tr::kStageInputs, typename Tr::StagedIn, GlobalTiles>::type,
+                        typename Pick<Tr::kStageOutputs, typename Tr::StagedOut, GlobalTiles>::type>
                 tiles{};
             if constexpr (Tr::kStageInputs) tiles.in = typename Tr::StagedIn{ring_buffers, tm * BM, 0};
             if constexpr (Tr::kStageOutputs) tiles.out = typename Tr::StagedOut{{out_buffer, tm * BM + first_row, 0}};
-            detail::hopper_visit_tile<Tr, L, Epilogue, BN>(args, problem, st, tiles, tm * BM, tn * BN, acc,
-                                                           staging_barrier, ring);
+            hopper_visit_tile<Tr, L, Epilogue, BN>(args, problem, st, tiles, tm * BM, tn * BN, acc, staging_barrier,
+                                                   ring);
             if (kPingPong && stage_inputs && warp_leader) sm90::mbarrier_arrive(visits_done + 8 * consumer);
         } else {
             HopperTiles<GlobalTiles, GlobalTiles> tiles{};
-            detail::hopper_visit_tile<Tr, L, Epilogue, BN>(args, problem, st, tiles, tm * BM, tn * BN, acc,
-                                                           staging_barrier, ring);
+            hopper_visit_tile<Tr, L, Epilogue, BN>(args, problem, st, tiles, tm * BM, tn * BN, acc, staging_barrier,
+                                                   ring);
         }
-        Epilogue::template end_tile<L>(args, st, my_scratch, TileCoord{tm, tn, problem.m, problem.n});
+        // (A tile beyond M visited nothing; it has no partials to write.)
+        if (order.valid(tm)) Epilogue::template end_tile<L>(args, st, my_scratch, TileCoord{tm, tn, problem.m, problem.n});
     }
+    if constexpr (CLUSTER > 1) sm90::cluster_sync();
+}
+
+}  // namespace detail
+
+template <class T, bool kAKMajor, bool kBKMajor, int BM, int BN, int STAGES, bool kPingPong, class Epilogue>
+__global__ void __launch_bounds__(384, 1)
+    hopper_gemm(const GemmProblem problem, const typename Epilogue::Args args,
+                const __grid_constant__ TmaDescriptor tma_a, const __grid_constant__ TmaDescriptor tma_b,
+                const __grid_constant__ TileMaps<HopperGemmTraits<T, kAKMajor, kBKMajor, BM, BN, STAGES, kPingPong, 1,
+                                                                  Epilogue>::kTileMaps> tile_maps) {
+    detail::hopper_gemm_body<T, kAKMajor, kBKMajor, BM, BN, STAGES, kPingPong, 1, Epilogue>(problem, args, tma_a,
+                                                                                          tma_b, tile_maps);
+}
+
+// Clusters of 2 CTAs along M that share B by TMA multicast. The grid must be a multiple of 2 (the host sizes it
+// from the clusters that fit at once).
+template <class T, bool kAKMajor, bool kBKMajor, int BM, int BN, int STAGES, bool kPingPong, class Epilogue>
+__global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(384, 1)
+    hopper_gemm_pair(const GemmProblem problem, const typename Epilogue::Args args,
+                     const __grid_constant__ TmaDescriptor tma_a, const __grid_constant__ TmaDescriptor tma_b,
+                     const __grid_constant__ TileMaps<HopperGemmTraits<T, kAKMajor, kBKMajor, BM, BN, STAGES,
+                                                                       kPingPong, 2, Epilogue>::kTileMaps> tile_maps) {
+    detail::hopper_gemm_body<T, kAKMajor, kBKMajor, BM, BN, STAGES, kPingPong, 2, Epilogue>(problem, args, tma_a,
+                                                                                          tma_b, tile_maps);
 }
 
 }  // namespace coda

@@ -69,6 +69,39 @@ __device__ __forceinline__ void tma_prefetch_2d(const TmaDescriptor* desc, int c
                  : "memory");
 }
 
+// The same copy multicast to every CTA of the cluster in `cta_mask`: each receives the box at `dst` in its own
+// shared memory and a complete_tx on its own barrier at `bar` (the same offsets in every CTA).
+__device__ __forceinline__ void tma_load_2d_multicast(unsigned dst, const TmaDescriptor* desc, unsigned bar, int c0,
+                                                      int c1, unsigned short cta_mask) {
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%3, "
+        "%4}], [%2], %5;" ::"r"(dst),
+        "l"(reinterpret_cast<unsigned long long>(desc)), "r"(bar), "r"(c0), "r"(c1), "h"(cta_mask)
+        : "memory");
+}
+
+// ---- clusters -------------------------------------------------------------------------------------------
+__device__ __forceinline__ int cluster_rank() {
+    unsigned rank;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
+    return static_cast<int>(rank);
+}
+// Every thread of every CTA of the cluster: memory operations before it (barrier inits, remote arrivals) are
+// visible to every thread of the cluster after it.
+__device__ __forceinline__ void cluster_sync() {
+    asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;" ::: "memory");
+}
+// One arrival on the barrier at `bar` (a shared-window address) of CTA `rank` of the cluster (this one included).
+// Release at CTA scope, the default: coda uses it to say "this CTA is done reading a stage", which needs no
+// cluster-scope fence. (With .release.cluster, one such fence per stage made the mainloop 1.5-3x slower.)
+__device__ __forceinline__ void mbarrier_arrive_cluster(unsigned bar, int rank) {
+    asm volatile(
+        "{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, %0, %1;\n"
+        "mbarrier.arrive.shared::cluster.b64 _, [remote];\n}" ::"r"(bar),
+        "r"(rank)
+        : "memory");
+}
+
 // ---- register reallocation and named barriers ----------------------------------------------------------
 template <int kRegisters>
 __device__ __forceinline__ void release_registers() {

@@ -70,9 +70,9 @@ TEST_CASE("the banner carries the graph text, hash, arch, config and kernel", "[
           "coda::portable_gemm<coda::bf16, true, true, 128, 128, 32, 2, 4, 4, coda_gen::Epilogue>");
     CHECK(contains(k.source, "using Traits = coda::PortableGemmTraits<coda::bf16, true, true, 128, 128, 32, 2, 4, 4, "
                              "coda_gen::Epilogue>;"));
-    CHECK(contains(k.source, "extern \"C\" __constant__ int coda_kernel_info[9] = {coda_gen::Traits::kThreads, "
+    CHECK(contains(k.source, "extern \"C\" __constant__ int coda_kernel_info[10] = {coda_gen::Traits::kThreads, "
                              "coda_gen::Traits::kSmemBytes, coda_gen::Traits::Layout::kBM, "
-                             "coda_gen::Traits::Layout::kBN, 0, 0, 0, 0, 0};"));
+                             "coda_gen::Traits::Layout::kBN, 0, 0, 0, 0, 0, 1};"));
 }
 
 TEST_CASE("a Hopper config selects the TMA + wgmma mainloop on sm_90a", "[codegen]") {
@@ -85,7 +85,19 @@ TEST_CASE("a Hopper config selects the TMA + wgmma mainloop on sm_90a", "[codege
     CHECK(k.kernel_expression == "coda::hopper_gemm<coda::f16, false, true, 128, 128, 6, true, coda_gen::Epilogue>");
     CHECK(contains(k.source, "coda_gen::Traits::Layout::kBN, 1, coda_gen::Traits::kStages, "
                              "coda_gen::Traits::kTileMaps, coda_gen::Traits::kStageInputs ? 1 : 0, "
-                             "coda_gen::Traits::kChunkColumns};"));
+                             "coda_gen::Traits::kChunkColumns, coda_gen::Traits::kCluster};"));
+    CHECK(contains(k.source, "using Traits = coda::HopperGemmTraits<coda::f16, false, true, 128, 128, 6, true, 1, "
+                             "coda_gen::Epilogue>;"));
+}
+
+TEST_CASE("a Hopper config with cluster=2 selects the entry point with 2-CTA clusters", "[codegen]") {
+    const KernelSource k = generate_kernel_source(check_graph(test::out_proj_graph()),
+                                                  hopper_config(128, 128, 6, Schedule::PingPong, 2), "sm_90a");
+    CHECK(contains(k.source, "// config: hopper bm=128 bn=128 bk=64 stages=6 pingpong cluster=2\n"));
+    CHECK(k.kernel_expression ==
+          "coda::hopper_gemm_pair<coda::bf16, true, true, 128, 128, 6, true, coda_gen::Epilogue>");
+    CHECK(contains(k.source, "using Traits = coda::HopperGemmTraits<coda::bf16, true, true, 128, 128, 6, true, 2, "
+                             "coda_gen::Epilogue>;"));
 }
 
 TEST_CASE("Hopper configs are checked before NVRTC sees them", "[codegen]") {
@@ -106,7 +118,8 @@ TEST_CASE("Hopper configs are checked before NVRTC sees them", "[codegen]") {
     rejects(hopper_config(256, 256, 4, Schedule::Cooperative), "sm_90a", "must not exceed 128 x 128");
     rejects(hopper_config(128, 256, 4, Schedule::PingPong), "sm_90a", "must not exceed 128 x 128");
     rejects(hopper_config(128, 256, 1, Schedule::Cooperative), "sm_90a", "stages must be between 2 and 16");
-    rejects(hopper_config(128, 256, 4, Schedule::Cooperative, 2), "sm_90a", "cluster must be 1");
+    rejects(hopper_config(128, 256, 4, Schedule::Cooperative, 3), "sm_90a", "cluster must be 1 or 2");
+    rejects(hopper_config(128, 256, 4, Schedule::Cooperative, 0), "sm_90a", "cluster must be 1 or 2");
     for (const NamedConfig& named : hopper_named_configs()) {
         INFO(named.name);
         CHECK_NOTHROW(generate_kernel_source(g, named.config, "sm_90a"));
