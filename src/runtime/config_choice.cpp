@@ -86,7 +86,7 @@ KernelConfig hopper_heuristic(const ProblemShape& shape, int sm_count) {
     // Ping-pong 128 x 128 wins when mainloops are short relative to the epilogue and the per-tile prologue
     // (narrow outputs, N <= 2048; tall problems with K <= 4096), because one consumer's epilogue runs while the
     // other computes; and when 128 x 256 tiles would leave SMs idle (fewer tiles than SMs). 2-CTA clusters
-    // (cluster=2) measured no faster on any shape of the set (2026-12-03), so neither default uses them.
+    // (cluster=2) measured no faster beyond run-to-run noise on the shape set (2026-12-03): neither default uses them.
     const KernelConfig big = hopper_config(128, 256, 4, Schedule::Cooperative);
     const KernelConfig pingpong = hopper_config(128, 128, 6, Schedule::PingPong);
     if (shape.m <= 0 || shape.n <= 0) return big;
