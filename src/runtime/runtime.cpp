@@ -285,11 +285,10 @@ void Kernel::launch(const Args& args, CUstream_st* stream) const {
             std::copy(k.tile_maps.begin(), k.tile_maps.end(), tile_maps.begin());
         }
         // Persistent: one CTA per SM (the pipeline fills most of shared memory), each walking its tiles; a cluster
-        // walks units of `cluster` M-tiles (hopper_gemm.cuh's TileOrder), so the grid is whole clusters.
+        // walks units of `cluster` M-tiles (hopper_gemm.cuh's TileOrder), so the grid is whole clusters. The plan's
+        // grid counts the tiles: grid_x along M, grid_y along N.
         const std::uint64_t c = static_cast<std::uint64_t>(k.cluster);
-        const std::uint64_t tiles_m = (static_cast<std::uint64_t>(plan.gemm.m) + k.tile.bm - 1) / k.tile.bm;
-        const std::uint64_t tiles_n = (static_cast<std::uint64_t>(plan.gemm.n) + k.tile.bn - 1) / k.tile.bn;
-        const std::uint64_t units = (tiles_m + c - 1) / c * tiles_n;
+        const std::uint64_t units = (plan.grid_x + c - 1) / c * plan.grid_y;
         plan.grid_x = static_cast<unsigned>(std::min<std::uint64_t>(units, static_cast<std::uint64_t>(k.max_ctas) / c) * c);
         plan.grid_y = 1;
     }
