@@ -19,18 +19,18 @@ SET_M = [4096, 16384]
 
 
 def median_ms(fn, warmup=5, iters=50):
+    """Median GPU time of fn, timed as `coda bench` times its kernels (tools/coda/kernel_timing.cpp): calls back to
+    back after the warmup, an event between calls and one synchronize at the end, so that the host's launch cost
+    is not in the time unless the host cannot keep ahead of the GPU."""
     for _ in range(warmup):
         fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(iters):
-        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
+    events = [torch.cuda.Event(enable_timing=True) for _ in range(iters + 1)]
+    events[0].record()
+    for i in range(iters):
         fn()
-        stop.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(stop))
-    times.sort()
+        events[i + 1].record()
+    torch.cuda.synchronize()
+    times = sorted(events[i].elapsed_time(events[i + 1]) for i in range(iters))
     return times[len(times) // 2]
 
 

@@ -221,11 +221,13 @@ std::string visit(const CheckedGraph& g, const codegen::LoweringContext& cx, con
 }
 
 // The tile inputs and outputs as a mainloop that stages them in shared memory sees them: how many, the bytes of
-// one column pair of each (lanes x element size), and where each lives (pointer, bytes between rows).
+// one column pair of each (lanes x element size) and of one element, and where each lives (pointer, bytes between
+// rows).
 std::string tile_table(const CheckedGraph& g, const codegen::LoweringContext& cx, bool outputs) {
     const char* what = outputs ? "output" : "input";
     const std::vector<int>& index = outputs ? cx.tile_output_index : cx.tile_input_index;
     std::string sizes;
+    std::string elements;
     std::string views;
     int count = 0;
     for (int id = 0; id < static_cast<int>(g.graph.nodes().size()); ++id) {
@@ -237,6 +239,7 @@ std::string tile_table(const CheckedGraph& g, const codegen::LoweringContext& cx
         const std::size_t pair_bytes = static_cast<std::size_t>(lanes(g.types.at(static_cast<std::size_t>(value)))) * element;
         const int slot = cx.slot.at(static_cast<std::size_t>(id));
         sizes += fmt::format("i == {} ? {} : ", count, pair_bytes);
+        elements += fmt::format("i == {} ? {} : ", count, element);
         views += fmt::format("{}if (i == {}) return {{reinterpret_cast<unsigned char*>(args.slot[{}]), "
                              "static_cast<long long>(args.slot[{}]) * {}}};\n", kBody, count, slot, slot + 1, element);
         ++count;
@@ -245,8 +248,11 @@ std::string tile_table(const CheckedGraph& g, const codegen::LoweringContext& cx
     std::string out = fmt::format("{}// Tile {}s, numbered as tiles.{}() gets them: bytes per column pair, and where each "
                                   "lives.\n", kMember, what, outputs ? "store" : "load");
     out += fmt::format("{}static constexpr int kTile{} = {};\n", kMember, title, count);
+    if (!outputs) out += fmt::format("{}static constexpr int kColInputs = {};\n", kMember, cx.col_inputs);
     out += fmt::format("{}__host__ __device__ static constexpr int tile_{}_pair_bytes(int i) {{ return {}0; }}\n",
                        kMember, what, sizes);
+    out += fmt::format("{}__host__ __device__ static constexpr int tile_{}_element_bytes(int i) {{ return {}0; }}\n",
+                       kMember, what, elements);
     out += fmt::format("{0}__device__ static coda::TileView tile_{1}(const Args& args, int i) {{\n", kMember, what);
     if (count == 0) out += fmt::format("{}(void)args;\n{}(void)i;\n", kBody, kBody);
     out += views;

@@ -24,6 +24,9 @@ struct LoweringContext {
     // at the visit site among the tile outputs (Epilogue::kTileOutputs); -1 for other nodes.
     std::vector<int> tile_input_index;
     std::vector<int> tile_output_index;
+    // Number of each col_input node among the graph's column inputs (Epilogue::kColInputs); -1 for other nodes.
+    std::vector<int> col_input_index;
+    int col_inputs = 0;
 };
 
 LoweringContext make_lowering_context(const CheckedGraph& g);

@@ -18,8 +18,9 @@ struct TargetDevice {
     int sm_count = 0;   // 0: unknown
 };
 
-// The Hopper mainloop's default tile for a problem of `shape` on a GPU of `sm_count` SMs (0: unknown).
-KernelConfig hopper_heuristic(const ProblemShape& shape, int sm_count);
+// The Hopper mainloop's default tile for a problem of `shape` on a GPU of `sm_count` SMs (0: unknown), for an
+// epilogue that reads tile inputs (tile_input nodes) or not.
+KernelConfig hopper_heuristic(const ProblemShape& shape, int sm_count, bool reads_tile_inputs = false);
 
 // Non-GEMM graphs and archs other than sm_90a: the portable KernelConfig{}. sm_90a: the record of `db` for
 // (device name, graph hash, shape class) when there is one, else hopper_heuristic.

@@ -38,12 +38,16 @@
 //   struct Inputs;                             // what one visit reads from input tensors
 //   template <class L, class Tiles = coda::GlobalTiles>
 //   __device__ static void load(const Args& args, const coda::Coord& c, Inputs& in, const Tiles& tiles);
-//                                              // tile inputs are read through tiles.load(i, pointer, c, out)
+//                                              // tile inputs are read through tiles.load(i, pointer, c, out),
+//                                              // column inputs through tiles.load_col(k, pointer, c, out)
+//   static constexpr int kColInputs;           // column inputs, numbered 0.. in graph order
 //   static constexpr int kTileInputs;          // tile inputs, numbered 0.. in graph order, for a mainloop that
 //   __host__ __device__ static constexpr int tile_input_pair_bytes(int i);  // stages them in shared memory:
-//   __device__ static coda::TileView tile_input(const Args& args, int i);    // bytes per column pair, where
+//   __host__ __device__ static constexpr int tile_input_element_bytes(int i);  // bytes per column pair and per
+//   __device__ static coda::TileView tile_input(const Args& args, int i);    // element, where
 //   static constexpr int kTileOutputs;         // likewise the tile outputs (stores), which visit writes through
-//   ... tile_output_pair_bytes(i), tile_output(args, i)                     // tiles.store(i, pointer, c, value)
+//   ... tile_output_pair_bytes(i), tile_output_element_bytes(i),            // tiles.store(i, pointer, c, value)
+//       tile_output(args, i)
 //   template <class L, class Tiles = coda::GlobalTiles>
 //   __device__ static void visit(..., float acc1, const Inputs& in, const Tiles& tiles);  // visit with `in` loaded
 //                                              // (a mainloop may load several visits' inputs before visiting)
@@ -75,12 +79,16 @@ struct EpilogueArgs {
     unsigned long long slot[kSlots];
 };
 
-// Where a visit happens: global row m, global even full column n, and the problem bounds.
+// Where a visit happens: global row m, global even full column n, and the problem bounds; col_slot and row_slot
+// are the visit's slots (Layout) where a mainloop keeps a few visits' data in registers (the Hopper one's staged
+// visits; others leave them 0).
 struct Coord {
     int m;
     int n;
     int M;
     int N;
+    int col_slot;
+    int row_slot;
 };
 
 // Which tile end_tile closes: tile indices along M and N, and the problem bounds.
@@ -107,6 +115,10 @@ struct GlobalTiles {
     template <int V, class T, class R>
     __device__ void store(int, T* p, const Coord&, const R (&in)[V]) const {
         coda::store<V>(p, in);
+    }
+    template <int V, class T, class R>
+    __device__ void load_col(int, const T* p, const Coord&, R (&out)[V]) const {
+        coda::load<V>(p, out);
     }
 };
 

@@ -345,25 +345,30 @@ __device__ __forceinline__ void hopper_visit_tile(const typename Epilogue::Args&
             for (int h = 0; h < 2; ++h) {
                 const int row_slot = 2 * i + h;
                 const int m = m0 + L::slot_row(row_slot);
-                if (m >= problem.m) continue;
+                // Staged fragments move a whole 8-row group at once: every lane takes part, in M or not.
+                if constexpr (Tiles::kStagedInputs) tiles.in.fill(m);
+                if (m < problem.m) {
 #pragma unroll
-                for (int j0 = c0; j0 < c0 + kChunk; j0 += kBatch) {
-                    typename Epilogue::Inputs in[kBatch];
+                    for (int j0 = c0; j0 < c0 + kChunk; j0 += kBatch) {
+                        typename Epilogue::Inputs in[kBatch];
 #pragma unroll
-                    for (int j = j0; j < j0 + kBatch; ++j) {
-                        const int n = n0 + L::slot_col(j);
-                        if (n < problem.n)
-                            Epilogue::template load<L>(args, Coord{m, n, problem.m, problem.n}, in[j - j0], tiles);
-                    }
+                        for (int j = j0; j < j0 + kBatch; ++j) {
+                            const int n = n0 + L::slot_col(j);
+                            if (n < problem.n)
+                                Epilogue::template load<L>(args, Coord{m, n, problem.m, problem.n, j, row_slot}, in[j - j0],
+                                                           tiles);
+                        }
 #pragma unroll
-                    for (int j = j0; j < j0 + kBatch; ++j) {
-                        const int n = n0 + L::slot_col(j);
-                        if (n < problem.n)
-                            Epilogue::template visit<L>(args, st, Coord{m, n, problem.m, problem.n}, row_slot, j,
-                                                        acc[i][4 * j + 2 * h], acc[i][4 * j + 2 * h + 1], in[j - j0],
-                                                        tiles);
+                        for (int j = j0; j < j0 + kBatch; ++j) {
+                            const int n = n0 + L::slot_col(j);
+                            if (n < problem.n)
+                                Epilogue::template visit<L>(args, st, Coord{m, n, problem.m, problem.n, j, row_slot}, row_slot,
+                                                            j, acc[i][4 * j + 2 * h], acc[i][4 * j + 2 * h + 1],
+                                                            in[j - j0], tiles);
+                        }
                     }
                 }
+                if constexpr (Tiles::kStagedOutputs) tiles.out.flush(m);
             }
         }
         if constexpr (Tiles::kStagedInputs) {
@@ -557,7 +562,7 @@ __device__ __forceinline__ void hopper_gemm_body(
             if (kPingPong && stage_inputs && local > 0)
                 sm90::mbarrier_wait(visits_done + 8 * (1 - consumer), static_cast<unsigned>((local - 1) / 2) & 1u);
             HopperTiles<typename Pick<Tr::kStageInputs, typename Tr::StagedIn, GlobalTiles>::type,
-                        typename Pick<Tr::kStageOutputs, typename Tr::StagedOut, GlobalTiles>::type>
+                        typename Pick<Tr::kStageOutputs, typename Tr::StagedOut, GlobalTiles>::type, Epilogue::kColInputs>
                 tiles{};
             if constexpr (Tr::kStageInputs) tiles.in = typename Tr::StagedIn{ring_buffers, tm * BM, 0};
             if constexpr (Tr::kStageOutputs) tiles.out = typename Tr::StagedOut{{out_buffer, tm * BM + first_row, 0}};

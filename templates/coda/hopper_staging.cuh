@@ -11,6 +11,10 @@
 //     their chunk, read it from shared memory and free it.
 //   - Outputs (StagedTileOutputs): the visits of one column chunk (kChunkSlots column slots = 8 * kChunkSlots
 //     columns) write shared memory; then the warpgroup writes the chunk's rows out with 16-byte stores.
+//   - 16-bit tensors of two lanes move as mma fragments (detail::moves_as_fragments): one ldmatrix / stmatrix.x4
+//     per 8-row group and chunk carries four visits' pairs, and the visits read and write registers.
+//   - Column inputs (HopperTiles::load_col) are read from global memory once per chunk, by row slot 0's visits,
+//     and kept in registers for the chunk's other row slots.
 //
 // Contract:
 //   - Tensors are numbered as in the Epilogue's tables (kTileInputs / tile_input_pair_bytes / tile_input, and
@@ -27,6 +31,7 @@
 #pragma once
 
 #include "coda/epilogue_contract.cuh"
+#include "coda/mma_sync_ops.cuh"
 #include "coda/sm90_ops.cuh"
 
 namespace coda {
@@ -52,12 +57,14 @@ template <class Epilogue>
 struct TileInputTable {
     static constexpr int kCount = Epilogue::kTileInputs;
     __host__ __device__ static constexpr int pair_bytes(int i) { return Epilogue::tile_input_pair_bytes(i); }
+    __host__ __device__ static constexpr int element_bytes(int i) { return Epilogue::tile_input_element_bytes(i); }
     __device__ static TileView view(const typename Epilogue::Args& args, int i) { return Epilogue::tile_input(args, i); }
 };
 template <class Epilogue>
 struct TileOutputTable {
     static constexpr int kCount = Epilogue::kTileOutputs;
     __host__ __device__ static constexpr int pair_bytes(int i) { return Epilogue::tile_output_pair_bytes(i); }
+    __host__ __device__ static constexpr int element_bytes(int i) { return Epilogue::tile_output_element_bytes(i); }
     __device__ static TileView view(const typename Epilogue::Args& args, int i) { return Epilogue::tile_output(args, i); }
 };
 
@@ -72,6 +79,24 @@ __device__ bool aligned_16(const Args& args) {
     }
     return all;
 }
+
+// Whether tensor i of Table moves as mma fragments: two 16-bit elements a visit, one 32-bit register, so that one
+// ldmatrix / stmatrix.x4 carries four column slots of an 8-row group (four visits) for the whole warp. The staged
+// visits then issue a quarter of the shared-memory instructions; those compete with the concurrent mainloop's
+// wgmma for shared memory (measured on an H200: each shared or L1 instruction of a ping-pong epilogue costs the
+// other consumer's mainloop a few cycles).
+template <class Table>
+__host__ __device__ constexpr bool moves_as_fragments(int i) {
+    return Table::pair_bytes(i) == 4 && Table::element_bytes(i) == 2;
+}
+
+// The row address lane `lane` gives an ldmatrix / stmatrix.x4 whose matrix k (= lane / 8) is column slot k of a
+// chunk: the row of the 8-row group that holds `row` (buffer-relative), and the slot's first byte in that row.
+struct FragmentLane {
+    int row;   // buffer row this lane addresses
+    int byte;  // byte of its column slot's 8 columns in the chunk's row (16 bytes a slot)
+    __device__ static FragmentLane of(int row, int lane) { return {row - lane / 4 + lane % 8, lane / 8 * 16}; }
+};
 
 }  // namespace detail
 
@@ -115,18 +140,41 @@ struct TmaTileInputs {
     // Swizzled boxes must start on 1024-byte boundaries (the buffer's are; each box is kRows x span bytes).
     static_assert(kRows % 32 == 0, "coda: a TMA tile-input box needs a multiple of 32 rows");
 
+    static constexpr int kChunkSlots = kChunkColumns / 8;
+    static_assert(kChunkSlots == 4, "coda: a fragment load (ldmatrix.x4) covers 4 column slots");
+
     unsigned buffer;  // shared-window address of this chunk's buffer, 1024-byte aligned
     int m0;           // global row of buffer row 0
     int n0;           // global column of the chunk's first column
+    // Fragment inputs (detail::moves_as_fragments): the chunk's four column slots of the current 8-row group.
+    unsigned frag[kCount > 0 ? kCount : 1][kChunkSlots] = {};
+
+    // Where byte b of row r of tile input i's chunk lies: boxes of span(i) bytes a row, each swizzled by the TMA
+    // in 16-byte units.
+    __device__ unsigned address(int i, int r, int b) const {
+        const int s = span(i);
+        const int granule = ((b % s) >> 4) ^ ((r * s >> 7) & (s / 16 - 1));
+        return buffer + offset(i) + (b / s) * kRows * s + r * s + (granule << 4) + (b & 15);
+    }
+
+    // Warp-wide, before the visits of the 8-row group holding global row m: loads that group's fragments.
+    __device__ void fill(int m) {
+        const detail::FragmentLane at = detail::FragmentLane::of(m - m0, static_cast<int>(threadIdx.x) % 32);
+#pragma unroll
+        for (int i = 0; i < kCount; ++i)
+            if (detail::moves_as_fragments<Table>(i)) detail::ldmatrix_x4(frag[i], address(i, at.row, at.byte));
+    }
 
     // The visit's read of tile input i (the generated Epilogue::load calls it); the global pointer is unused.
     template <int V, class T, class R>
     __device__ void load(int i, const T*, const Coord& c, R (&out)[V]) const {
-        const int r = c.m - m0;
-        const int b = ((c.n - n0) / 2) * pair_bytes(i);  // byte of the pair in the chunk's row
-        const int s = span(i);
-        const int granule = ((b % s) >> 4) ^ ((r * s >> 7) & (s / 16 - 1));  // the TMA's swizzle of 16-byte units
-        coda::load_shared<T>(buffer + offset(i) + (b / s) * kRows * s + r * s + (granule << 4) + (b & 15), out);
+        if constexpr (V == 2 && sizeof(T) == 2) {
+            if (detail::moves_as_fragments<Table>(i)) {
+                coda::unpack_pair<T>(frag[i][c.col_slot % kChunkSlots], out);
+                return;
+            }
+        }
+        coda::load_shared<T>(address(i, c.m - m0, ((c.n - n0) / 2) * pair_bytes(i)), out);
     }
 
     // Loader thread: the copies of the chunk at (m0, n0) into `dst`, completing on `bar` (kBytes in all).
@@ -158,6 +206,7 @@ struct TileMaps {
 template <class Epilogue, int kRows, int kChunkSlots>
 struct StagedTileOutputs : PaddedRows<detail::TileOutputTable<Epilogue>, kRows, 8 * kChunkSlots> {
     static constexpr int kChunkColumns = 8 * kChunkSlots;
+    static_assert(kChunkSlots == 4, "coda: a fragment store (stmatrix.x4) covers 4 column slots");
     using Rows = PaddedRows<detail::TileOutputTable<Epilogue>, kRows, kChunkColumns>;
     using Rows::kCount;
     using Rows::offset;
@@ -165,10 +214,31 @@ struct StagedTileOutputs : PaddedRows<detail::TileOutputTable<Epilogue>, kRows, 
     using Rows::pitch;
     using Rows::row_bytes;
 
+    using Table = detail::TileOutputTable<Epilogue>;
+    // Fragment outputs (detail::moves_as_fragments): the chunk's four column slots of the current 8-row group,
+    // written by flush(). Mutable: the generated visit holds the tiles by const reference.
+    mutable unsigned frag[kCount > 0 ? kCount : 1][kChunkSlots] = {};
+
     // The visit's write of tile output i (the generated Epilogue::visit calls it); the global pointer is unused.
     template <int V, class T, class R>
     __device__ void store(int i, T*, const Coord& c, const R (&in)[V]) const {
+        if constexpr (V == 2 && sizeof(T) == 2) {
+            if (detail::moves_as_fragments<Table>(i)) {
+                frag[i][c.col_slot % kChunkSlots] = coda::pack_pair<T>(in);
+                return;
+            }
+        }
         coda::store_shared<T>(this->at(i, c), in);
+    }
+
+    // Warp-wide, after the visits of the 8-row group holding global row m: writes that group's fragments. (Slots a
+    // visit skipped, beyond N, get stale values: write_out never copies them.)
+    __device__ void flush(int m) const {
+        const detail::FragmentLane at = detail::FragmentLane::of(m - this->m0, static_cast<int>(threadIdx.x) % 32);
+#pragma unroll
+        for (int i = 0; i < kCount; ++i)
+            if (detail::moves_as_fragments<Table>(i))
+                sm90::stmatrix_x4(this->buffer + offset(i) + at.row * pitch(i) + at.byte, frag[i]);
     }
 
     // Writes the chunk's rows [0, rows) inside M x N to global memory by `threads` threads, this one being `t`:
@@ -205,12 +275,26 @@ struct StagedTileOutputs : PaddedRows<detail::TileOutputTable<Epilogue>, kRows, 
 // GlobalTiles), tile outputs to Out (StagedTileOutputs or GlobalTiles).
 // Anything but GlobalTiles stages: the visits then go chunk by chunk, waiting for each input chunk in the ring
 // and followed by each output chunk's write-out.
-template <class In, class Out>
+template <class In, class Out, int kColInputs = 0>
 struct HopperTiles {
     static constexpr bool kStagedOutputs = !detail::SameType<Out, GlobalTiles>::value;
     static constexpr bool kStagedInputs = !detail::SameType<In, GlobalTiles>::value;
     In in;
     Out out;
+    // Staged visits go chunk by chunk, row slot by row slot: column inputs are loaded by row slot 0 and kept
+    // in registers for the chunk's other row slots.
+    mutable float col_cache[kColInputs > 0 ? kColInputs : 1][4][2] = {};
+    template <int V, class T, class R>
+    __device__ void load_col(int k, const T* p, const Coord& c, R (&v)[V]) const {
+        if constexpr (V == 2 && (kStagedOutputs || kStagedInputs) && sizeof(R) == 4 && !detail::SameType<R, int>::value) {
+            float (&cached)[2] = col_cache[k][c.col_slot % 4];
+            if (c.row_slot == 0) coda::load<V>(p, cached);
+            v[0] = cached[0];
+            v[1] = cached[1];
+        } else {
+            coda::load<V>(p, v);
+        }
+    }
     template <int V, class T, class R>
     __device__ void load(int i, const T* p, const Coord& c, R (&v)[V]) const {
         in.template load<V>(i, p, c, v);

@@ -291,6 +291,19 @@ __device__ __forceinline__ void st_shared_words(unsigned a, const unsigned (&w)[
 
 // store_shared<T, V>(address, in): store<V>'s bytes, written to a 32-bit shared-memory address (outputs a
 // mainloop stages there before writing them out in wide, coalesced stores).
+// A visit's two 16-bit elements (T = bf16 or f16) as one 32-bit register, the element at the lower column in the
+// low half: the unit of an ldmatrix / stmatrix fragment.
+template <class T>
+__device__ __forceinline__ void unpack_pair(unsigned word, float (&out)[2]) {
+    const typename detail::Convert16<T>::widen widen;
+    out[0] = widen(static_cast<unsigned short>(word & 0xffffu));
+    out[1] = widen(static_cast<unsigned short>(word >> 16));
+}
+template <class T>
+__device__ __forceinline__ unsigned pack_pair(const float (&in)[2]) {
+    return typename detail::Convert16<T>::pack{}(in[0], in[1]);
+}
+
 template <class T, int V>
 __device__ __forceinline__ void store_shared(unsigned address, const float (&in)[V]) {
     detail::check_width<V>();

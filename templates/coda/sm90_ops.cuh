@@ -80,6 +80,16 @@ __device__ __forceinline__ void tma_load_2d_multicast(unsigned dst, const TmaDes
         : "memory");
 }
 
+// ---- fragments ------------------------------------------------------------------------------------------
+// Stores four 8x8 matrices of 16-bit elements from the mma fragment layout (thread t holds row t / 4, elements
+// 2 (t % 4) and 2 (t % 4) + 1 of each, one register per matrix): lanes 8k..8k+7 give the row addresses of
+// matrix k (16 bytes each, 16-byte aligned). Warp-wide: every lane executes it.
+__device__ __forceinline__ void stmatrix_x4(unsigned addr, const unsigned (&r)[4]) {
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(r[0]), "r"(r[1]),
+                 "r"(r[2]), "r"(r[3])
+                 : "memory");
+}
+
 // ---- clusters -------------------------------------------------------------------------------------------
 __device__ __forceinline__ int cluster_rank() {
     unsigned rank;

@@ -130,7 +130,8 @@ TEST_CASE("sources load through their binding slots at the contract's element of
     CHECK(contains(src, "if (i == 0) return {reinterpret_cast<unsigned char*>(args.slot[0]), "
                         "static_cast<long long>(args.slot[1]) * 2};"));
     CHECK(contains(src, "for (int v = 0; v < 2; ++v) v2_x1[v] = (v0_acc[v] + v1_residual[v]);"));
-    CHECK(contains(src, "coda::load<2>(reinterpret_cast<const coda::bf16*>(args.slot[2]) + pair * 2, in.v3_gamma);"));
+    CHECK(contains(src, "tiles.template load_col<2>(0, reinterpret_cast<const coda::bf16*>(args.slot[2]) + pair * 2, c, "
+                        "in.v3_gamma);"));
     // Tile outputs go through the mainloop's tile sink (which may stage them), numbered in graph order.
     CHECK(contains(src, "tiles.template store<2>(1, reinterpret_cast<coda::bf16*>(args.slot[5]) + m * "
                         "static_cast<long long>(args.slot[6]) + pair * 2, c, v4_h);"));
@@ -166,7 +167,8 @@ TEST_CASE("row x column broadcast, scalars, constants and indices", "[codegen]")
     CHECK(contains(src, "using Args = coda::EpilogueArgs<5>;"));
     CHECK(contains(src, "int v0_pos[1];"));
     CHECK(contains(src, "coda::load<1>(reinterpret_cast<const int*>(args.slot[0]) + m, in.v0_pos);"));
-    CHECK(contains(src, "coda::load<1>(reinterpret_cast<const float*>(args.slot[1]) + pair, in.v1_theta);"));
+    CHECK(contains(src, "tiles.template load_col<1>(0, reinterpret_cast<const float*>(args.slot[1]) + pair, c, in.v1_theta);"));
+    CHECK(contains(src, "static constexpr int kColInputs = 1;"));
     CHECK(contains(src, "float v2_posf[1] = {static_cast<float>(v0_pos[0])};"));
     CHECK(contains(src, "float v3_angle[1] = {(v2_posf[0] * v1_theta[0])};"));
     CHECK(contains(src, "float v4_scale[1] = {__uint_as_float(static_cast<unsigned int>(args.slot[2]))};"));

@@ -2,6 +2,7 @@
 // the Hopper heuristic on sm_90a, and a tuned record only for the GPU, graph and shape class it was measured on.
 #include <catch2/catch.hpp>
 
+#include "coda/blocks.hpp"
 #include "coda/runtime.hpp"
 #include "driver/cuda_driver.hpp"
 #include "ir/hash.hpp"
@@ -63,6 +64,20 @@ TEST_CASE("choose_config on sm_90a: cooperative 128x256, ping-pong 128x128 for s
     CHECK(coda::hopper_heuristic({128 * 100, 4096, 8192}, 114) == kBig);
     CHECK(coda::hopper_heuristic({0, 4096, 64}, 114) == kBig);
     (void)kSmall;
+}
+
+TEST_CASE("choose_config on sm_90a: ping-pong 128x128 for epilogues that read tile inputs, at any shape", "[tune]") {
+    coda::Graph g = coda::Graph::gemm("config_choice_residual");
+    g.store(g.accumulator() + g.tile_input("residual", coda::DType::BF16), "D", coda::DType::BF16);
+    const KernelConfig pp = coda::hopper_config(128, 128, 6, Schedule::PingPong);
+    for (const ProblemShape& shape : {ProblemShape{}, ProblemShape{4096, 4096, 4096}, ProblemShape{16384, 4096, 14336},
+                                      ProblemShape{4096, 8192, 8192}}) {
+        INFO(shape.m << "x" << shape.n << "x" << shape.k);
+        CHECK(coda::choose_config(g, "sm_90a", shape, {}, nullptr) == pp);
+        CHECK(coda::choose_config(gemm_graph(), "sm_90a", shape, {}, nullptr) == kBig);  // the same shape, no input
+    }
+    CHECK(coda::choose_config(coda::blocks::out_proj(), "sm_90a", {4096, 4096, 4096}, {}, nullptr) == pp);
+    CHECK(coda::hopper_heuristic({4096, 4096, 4096}, 132, true) == pp);
 }
 
 TEST_CASE("choose_config uses a tuned record only for its GPU, graph and shape class", "[tune]") {

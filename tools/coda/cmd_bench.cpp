@@ -66,6 +66,9 @@ int bench_gemm(Arguments& args) {
     args.positional();
     if (iterations < 1 || iterations > 100000)
         throw Error(fmt::format("bench gemm: need 1 <= --iters <= 100000, got {}", iterations));
+    // --iters launches of each kernel, in rounds of up to 5 (interleaved_ms).
+    const int per_round = static_cast<int>(std::min<long long>(iterations, 5));
+    const int rounds = static_cast<int>((iterations + per_round - 1) / per_round);
     std::vector<ProblemShape> shapes = gemm_shape_set();
     if (m != kAbsent || n != kAbsent || k != kAbsent) {
         // One shape (any of --m/--n/--k given); a dimension left out is 4096.
@@ -97,6 +100,14 @@ int bench_gemm(Arguments& args) {
         Kernel identity, out_proj;
         std::vector<std::int64_t> partials;  // shape of x1_sumsq
     };
+    std::vector<WarmJob> jobs;
+    for (const ProblemShape& s : shapes)
+        for (const Graph* g : {&identity_g, &out_proj_g}) {
+            CompileOptions options = base;
+            options.shape = s;
+            jobs.push_back({g, options});
+        }
+    warm_in_parallel(jobs, d.current_device().arch);
     std::vector<Kernels> kernels;
     std::size_t max_mk = 0, max_nk = 0, max_mn = 0, max_n = 0, max_partials = 0;
     for (const ProblemShape& s : shapes) {
@@ -143,9 +154,6 @@ int bench_gemm(Arguments& args) {
         Args ia;
         ia.bind("A", matrix(ptr(a), DType::BF16, s.m, s.k)).bind("B", matrix_col_major(ptr(b), DType::BF16, s.k, s.n));
         ia.bind("D", matrix(ptr(d_out), DType::BF16, s.m, s.n));
-        const double t_id = median_ms(kernels[i].identity, ia, 5, static_cast<int>(iterations));
-        report("identity", s, t_id, 0, kernels[i].identity);
-
         const auto& pshape = kernels[i].partials;
         Args oa;
         oa.bind("A", matrix(ptr(a), DType::BF16, s.m, s.k)).bind("B", matrix_col_major(ptr(b), DType::BF16, s.k, s.n));
@@ -153,9 +161,13 @@ int bench_gemm(Arguments& args) {
             .bind("gamma", vector(ptr(gamma), DType::BF16, s.n));
         oa.bind("x1", matrix(ptr(x1), DType::BF16, s.m, s.n)).bind("h", matrix(ptr(h), DType::BF16, s.m, s.n));
         oa.bind("x1_sumsq", matrix(ptr(partials), DType::F32, pshape[0], pshape[1]));
-        const double t_op = median_ms(kernels[i].out_proj, oa, 5, static_cast<int>(iterations));
-        report("out_proj", s, t_op, t_op / t_id, kernels[i].out_proj);
-        log_ratio_sum += std::log(t_op / t_id);
+        // Identity and out-proj in interleaved rounds (kernel_timing.hpp), so that their ratio sees one GPU.
+        const Interleaved t = interleaved_ms({{&kernels[i].identity, &ia}, {&kernels[i].out_proj, &oa}}, rounds,
+                                             per_round);
+        const double t_id = t.ms[0], t_op = t.ms[1];
+        report("identity", s, t_id, 0, kernels[i].identity);
+        report("out_proj", s, t_op, t.vs_first[1], kernels[i].out_proj);
+        log_ratio_sum += std::log(t.vs_first[1]);
     }
     if (shapes.size() > 1)
         std::printf("out_proj / identity time, geometric mean over %zu shapes: %.3f\n", shapes.size(),

@@ -1,6 +1,7 @@
 // coda bench epilogue: where a fused epilogue's time goes. Times the GEMM with the identity epilogue and with
 // one ingredient of the out-proj epilogue added at a time (a second store, a residual tile read, a column
-// vector, a row reduction), then out-proj itself, all with the same tile config, as ratios to the identity.
+// vector, a row reduction), then out-proj itself, all with the same tile config, as ratios to the identity,
+// timed in interleaved rounds.
 #include <cstdio>
 
 #include <fmt/format.h>
@@ -54,12 +55,13 @@ std::vector<Graph> ingredient_graphs() {
 
 int bench_epilogue(Arguments& args) {
     const long long m = args.number("--m", 16384), n = args.number("--n", 4096), k = args.number("--k", 4096);
-    const long long iterations = args.number("--iters", 30);
+    const long long rounds = args.number("--rounds", 15), per_round = args.number("--per-round", 5);
     const std::string config_text = args.option("--config");
     args.positional();
-    if (m < 1 || n < 2 || n % 2 != 0 || k < 1 || iterations < 1 || iterations > 100000)
-        throw Error(fmt::format("bench epilogue: need M >= 1, an even N >= 2, K >= 1 and 1 <= --iters <= 100000; got "
-                                "M={} N={} K={} --iters {}", m, n, k, iterations));
+    if (m < 1 || n < 2 || n % 2 != 0 || k < 1 || rounds < 1 || rounds > 10000 || per_round < 1 || per_round > 10000)
+        throw Error(fmt::format("bench epilogue: need M >= 1, an even N >= 2, K >= 1, 1 <= --rounds <= 10000 and "
+                                "1 <= --per-round <= 10000; got M={} N={} K={} --rounds {} --per-round {}",
+                                m, n, k, rounds, per_round));
     CompileOptions options;
     options.shape = {m, n, k};
     if (!config_text.empty()) {
@@ -72,15 +74,26 @@ int bench_epilogue(Arguments& args) {
     if (!d.available()) throw Error("bench epilogue needs a GPU: " + d.unavailable_reason());
     d.ensure_context();
     RandomBindings bindings(m, n, k, 3);
-    std::printf("%-20s %6s %6s %6s %10s %11s  %s\n", "epilogue", "M", "N", "K", "ms", "/identity", "config");
-    double identity_ms = 0;
+    std::vector<WarmJob> jobs;
+    for (const Graph& g : graphs) jobs.push_back({&g, options});
+    warm_in_parallel(jobs, d.current_device().arch);
+    std::vector<Kernel> kernels;
+    std::vector<Args> bound;
     for (const Graph& g : graphs) {
-        const Kernel kernel = Runtime::instance().compile(g, options);
-        const double ms = median_ms(kernel, bindings.bind(kernel), 5, static_cast<int>(iterations));
-        if (identity_ms == 0) identity_ms = ms;
-        std::printf("%-20s %6lld %6lld %6lld %10.4f %11.3f  %s\n", g.name().c_str(), m, n, k, ms, ms / identity_ms,
-                    kernel.config().to_text().c_str());
+        kernels.push_back(Runtime::instance().compile(g, options));
+        bound.push_back(bindings.bind(kernels.back()));
     }
+    std::vector<TimedLaunch> launches;
+    for (std::size_t i = 0; i < kernels.size(); ++i) launches.push_back({&kernels[i], &bound[i]});
+    // Interleaved rounds (kernel_timing.hpp): an ingredient costs a few percent, less than the drift of the GPU's
+    // clocks between one kernel's timing and the next's.
+    const Interleaved t = interleaved_ms(launches, static_cast<int>(rounds), static_cast<int>(per_round));
+    std::printf("%-20s %6s %6s %6s %10s %11s  %s\n", "epilogue", "M", "N", "K", "ms", "/identity", "config");
+    for (std::size_t i = 0; i < kernels.size(); ++i)
+        std::printf("%-20s %6lld %6lld %6lld %10.4f %11.3f  %s\n", graphs[i].name().c_str(), m, n, k, t.ms[i],
+                    t.vs_first[i], kernels[i].config().to_text().c_str());
+    std::printf("(medians over %lld interleaved rounds of %lld launches each; /identity is the median of the rounds' "
+                "ratios)\n", rounds, per_round);
     return 0;
 }
 

@@ -4,7 +4,11 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <atomic>
+#include <exception>
+#include <mutex>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
@@ -34,21 +38,78 @@ std::vector<ProblemShape> gemm_shape_set() {
 }
 
 double median_ms(const Kernel& kernel, const Args& args, int warmup, int iterations) {
+    if (warmup < 1 || iterations < 1) throw InternalError("median_ms needs warmup >= 1 and iterations >= 1");
     Driver& d = Driver::instance();
     for (int i = 0; i < warmup; ++i) kernel.launch(args);
-    std::vector<double> times;
-    CUevent start = d.event_create(), stop = d.event_create();
+    // Back to back, an event between launches, one synchronize at the end: the host queues launches while the GPU
+    // runs earlier ones (the warmup launches first), so each interval is the kernel's time on the GPU and not the
+    // host's time to launch it. (Recording a start event on an idle GPU and then launching would add the launch's
+    // host cost: a few percent of a millisecond-long GEMM, and most of a small one.)
+    std::vector<CUevent> events;
+    for (int i = 0; i <= iterations; ++i) events.push_back(d.event_create());
+    d.event_record(events[0], nullptr);
     for (int i = 0; i < iterations; ++i) {
-        d.event_record(start, nullptr);
         kernel.launch(args);
-        d.event_record(stop, nullptr);
-        d.synchronize();
-        times.push_back(d.event_ms(start, stop));
+        d.event_record(events[i + 1], nullptr);
     }
-    d.event_destroy(start);
-    d.event_destroy(stop);
+    d.synchronize();
+    std::vector<double> times;
+    for (int i = 0; i < iterations; ++i) times.push_back(d.event_ms(events[i], events[i + 1]));
+    for (CUevent e : events) d.event_destroy(e);
     std::sort(times.begin(), times.end());
     return times[times.size() / 2];
+}
+
+void warm_in_parallel(const std::vector<WarmJob>& jobs, const std::string& arch) {
+    std::atomic<std::size_t> next{0};
+    std::mutex mutex;
+    std::exception_ptr failure;
+    const auto worker = [&] {
+        for (std::size_t i = next++; i < jobs.size(); i = next++) {
+            try {
+                Runtime::instance().warm(*jobs[i].graph, arch, jobs[i].options);
+            } catch (...) {  // anything escaping a std::thread would end the process
+                std::lock_guard<std::mutex> lock(mutex);
+                if (!failure) failure = std::current_exception();
+            }
+        }
+    };
+    const std::size_t threads = std::min<std::size_t>(jobs.size(), std::max(1u, std::thread::hardware_concurrency()));
+    std::vector<std::thread> pool;
+    for (std::size_t t = 0; t < threads; ++t) pool.emplace_back(worker);
+    for (std::thread& t : pool) t.join();
+    if (failure) std::rethrow_exception(failure);
+}
+
+namespace {
+
+double median_of(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+}
+
+}  // namespace
+
+Interleaved interleaved_ms(const std::vector<TimedLaunch>& launches, int rounds, int per_round) {
+    if (launches.empty() || rounds < 1 || per_round < 1)
+        throw InternalError("interleaved_ms needs kernels, rounds >= 1 and per_round >= 1");
+    const std::size_t n = launches.size();
+    std::vector<std::vector<double>> times(n), ratios(n);
+    for (const TimedLaunch& l : launches) median_ms(*l.kernel, *l.args, 5, 1);  // warm up (and load) each first
+    for (int r = 0; r < rounds; ++r) {
+        std::vector<double> round(n);
+        for (std::size_t i = 0; i < n; ++i) round[i] = median_ms(*launches[i].kernel, *launches[i].args, 1, per_round);
+        for (std::size_t i = 0; i < n; ++i) {
+            times[i].push_back(round[i]);
+            ratios[i].push_back(round[i] / round[0]);
+        }
+    }
+    Interleaved result;
+    for (std::size_t i = 0; i < n; ++i) {
+        result.ms.push_back(median_of(times[i]));
+        result.vs_first.push_back(median_of(ratios[i]));
+    }
+    return result;
 }
 
 RandomBindings::RandomBindings(std::int64_t m, std::int64_t n, std::int64_t k, std::uint64_t seed)

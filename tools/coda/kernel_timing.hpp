@@ -18,8 +18,31 @@ namespace coda::cli {
 // tools/bench_torch.py (SET_M, SET_NK) times the same set.
 std::vector<ProblemShape> gemm_shape_set();
 
-// Median milliseconds of `iterations` launches, each timed with device events, after `warmup` launches.
+// Median milliseconds of `iterations` launches after `warmup` launches: launched back to back, each timed on the
+// GPU by the events recorded between them (so the host's cost of a launch is not in its time).
 double median_ms(const Kernel& kernel, const Args& args, int warmup, int iterations);
+
+// Builds every (graph, options) for arch into the kernel cache, on all cores, before anything is launched: a
+// compile takes seconds and a benchmark needs dozens of kernels. Rethrows the first failure.
+struct WarmJob {
+    const Graph* graph;
+    CompileOptions options;
+};
+void warm_in_parallel(const std::vector<WarmJob>& jobs, const std::string& arch);
+
+// Kernels timed side by side: `rounds` rounds, each timing every kernel in turn (the median of `per_round`
+// launches). The GPU's clocks drift over a run (power, temperature), and one kernel timed after another sees a
+// different GPU; interleaving exposes all of them to the same drift. For each kernel: the median over rounds of
+// its time, and of its time over kernel 0's in the same round (the ratio that comparisons should quote).
+struct Interleaved {
+    std::vector<double> ms;
+    std::vector<double> vs_first;
+};
+struct TimedLaunch {
+    const Kernel* kernel;
+    const Args* args;
+};
+Interleaved interleaved_ms(const std::vector<TimedLaunch>& launches, int rounds, int per_round);
 
 // Random device tensors for every binding of a GEMM graph's kernel at M x N x K: A and B in the graph's
 // layouts, inputs random (never zeros: zeros run faster than real data), outputs and partials allocated.

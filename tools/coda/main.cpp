@@ -22,8 +22,9 @@ commands:
                                        no shape, the 12-shape set of docs/PERFORMANCE.md
   bench jit                            time a cold compile, a disk-cache hit and a memory hit + launch
   bench tile [--m M --n N]             GB/s of tile programs (a copy, RoPE backward) on the GPU
-  bench epilogue [--m M --n N --k K] [--config TEXT]
+  bench epilogue [--m M --n N --k K] [--rounds R] [--per-round P] [--config TEXT]
                                        what each ingredient of the out-proj epilogue adds to the GEMM
+                                       (all kernels timed in R interleaved rounds of P launches)
   tune [--m M --n N --k K] [--iters N] BLOCK|FILE...
                                        time each tile config of GEMM graphs on the GPU; record the fastest
   help                                 this text

@@ -55,7 +55,9 @@ struct Epilogue {
 
     // Tile inputs, numbered as tiles.load() gets them: bytes per column pair, and where each lives.
     static constexpr int kTileInputs = 1;
+    static constexpr int kColInputs = 1;
     __host__ __device__ static constexpr int tile_input_pair_bytes(int i) { return i == 0 ? 4 : 0; }
+    __host__ __device__ static constexpr int tile_input_element_bytes(int i) { return i == 0 ? 2 : 0; }
     __device__ static coda::TileView tile_input(const Args& args, int i) {
         if (i == 0) return {reinterpret_cast<unsigned char*>(args.slot[0]), static_cast<long long>(args.slot[1]) * 2};
         return {nullptr, 0};
@@ -64,6 +66,7 @@ struct Epilogue {
     // Tile outputs, numbered as tiles.store() gets them: bytes per column pair, and where each lives.
     static constexpr int kTileOutputs = 2;
     __host__ __device__ static constexpr int tile_output_pair_bytes(int i) { return i == 0 ? 4 : i == 1 ? 4 : 0; }
+    __host__ __device__ static constexpr int tile_output_element_bytes(int i) { return i == 0 ? 2 : i == 1 ? 2 : 0; }
     __device__ static coda::TileView tile_output(const Args& args, int i) {
         if (i == 0) return {reinterpret_cast<unsigned char*>(args.slot[3]), static_cast<long long>(args.slot[4]) * 2};
         if (i == 1) return {reinterpret_cast<unsigned char*>(args.slot[5]), static_cast<long long>(args.slot[6]) * 2};
@@ -81,7 +84,7 @@ struct Epilogue {
         const long long m = c.m;  // 64-bit: m * leading dimension can pass 2^31
         const int pair = c.n / 2;  // lane v of V lanes is element pair * V + v
         tiles.template load<2>(0, reinterpret_cast<const coda::bf16*>(args.slot[0]) + m * static_cast<long long>(args.slot[1]) + pair * 2, c, in.v1_residual);
-        coda::load<2>(reinterpret_cast<const coda::bf16*>(args.slot[2]) + pair * 2, in.v3_gamma);
+        tiles.template load_col<2>(0, reinterpret_cast<const coda::bf16*>(args.slot[2]) + pair * 2, c, in.v3_gamma);
     }
 
     template <class L, class Tiles = coda::GlobalTiles>
