@@ -82,9 +82,10 @@ __device__ bool aligned_16(const Args& args) {
 
 // Whether tensor i of Table moves as mma fragments: two 16-bit elements a visit, one 32-bit register, so that one
 // ldmatrix / stmatrix.x4 carries four column slots of an 8-row group (four visits) for the whole warp. The staged
-// visits then issue a quarter of the shared-memory instructions; those compete with the concurrent mainloop's
-// wgmma for shared memory (measured on an H200: each shared or L1 instruction of a ping-pong epilogue costs the
-// other consumer's mainloop a few cycles).
+// visits then issue a quarter of the shared-memory instructions. Why: on ping-pong, the epilogue's shared-memory
+// and L1 instructions slow the other consumer's concurrent mainloop (wgmma reads its operands from shared
+// memory). Measured on an H200 (docs/PERFORMANCE.md, 2026-12-03): ldmatrix cut the residual read's cost by a
+// quarter; stmatrix left the staged stores' cost where it was (their write-out remains).
 template <class Table>
 __host__ __device__ constexpr bool moves_as_fragments(int i) {
     return Table::pair_bytes(i) == 4 && Table::element_bytes(i) == 2;
