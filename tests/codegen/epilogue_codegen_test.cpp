@@ -199,9 +199,10 @@ TEST_CASE("even and odd split lanes, join interleaves them", "[codegen]") {
     CHECK(contains(src, "float v5_j[2] = {v3_ee[0], v4_oo[0]};"));
 }
 
-// The tables a staging mainloop sizes its shared memory from: bytes per column pair = lanes x element size, for
-// every width and dtype; pointers and row pitches (leading dimension x element size) from the binding slots.
-TEST_CASE("tile input and output tables give each tensor's bytes per column pair and its row pitch", "[codegen]") {
+// The tables a staging mainloop sizes its shared memory from: bytes per column pair = lanes x element size, and
+// the element size, for every width and dtype; pointers and row pitches (leading dimension x element size) from the binding slots.
+TEST_CASE("tile input and output tables give each tensor's bytes per column pair and per element and its row pitch",
+          "[codegen]") {
     Graph g = Graph::gemm("tables");
     Value wide = g.tile_input("wide", DType::F32, Width::Double);  // 4 lanes x 4 bytes
     Value half = g.tile_input("half", DType::BF16, Width::Half);   // 1 lane x 2 bytes
@@ -215,6 +216,10 @@ TEST_CASE("tile input and output tables give each tensor's bytes per column pair
     CHECK(contains(src, "tile_input_pair_bytes(int i) { return i == 0 ? 16 : i == 1 ? 2 : i == 2 ? 8 : 0; }"));
     CHECK(contains(src, "static constexpr int kTileOutputs = 3;"));
     CHECK(contains(src, "tile_output_pair_bytes(int i) { return i == 0 ? 4 : i == 1 ? 2 : i == 2 ? 16 : 0; }"));
+    // Element sizes tell a mainloop which tensors are pairs of 16-bit elements (y, f16 x 2 lanes: mma fragments),
+    // which pair bytes alone do not (a half-width f32 tensor also has 4 bytes a pair).
+    CHECK(contains(src, "tile_input_element_bytes(int i) { return i == 0 ? 4 : i == 1 ? 2 : i == 2 ? 4 : 0; }"));
+    CHECK(contains(src, "tile_output_element_bytes(int i) { return i == 0 ? 2 : i == 1 ? 2 : i == 2 ? 4 : 0; }"));
     // wide: slots 0-1 (f32, 4 bytes an element); half: slots 2-3 (bf16).
     CHECK(contains(src, "if (i == 0) return {reinterpret_cast<unsigned char*>(args.slot[0]), "
                         "static_cast<long long>(args.slot[1]) * 4};"));

@@ -26,6 +26,11 @@ constexpr std::size_t kPatternElements = std::size_t(1) << 20;
 
 const void* ptr(const DeviceBuffer& b) { return reinterpret_cast<const void*>(static_cast<std::uintptr_t>(b.ptr())); }
 
+double median_of(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+}
+
 }  // namespace
 
 std::vector<ProblemShape> gemm_shape_set() {
@@ -56,8 +61,7 @@ double median_ms(const Kernel& kernel, const Args& args, int warmup, int iterati
     std::vector<double> times;
     for (int i = 0; i < iterations; ++i) times.push_back(d.event_ms(events[i], events[i + 1]));
     for (CUevent e : events) d.event_destroy(e);
-    std::sort(times.begin(), times.end());
-    return times[times.size() / 2];
+    return median_of(times);
 }
 
 void warm_in_parallel(const std::vector<WarmJob>& jobs, const std::string& arch) {
@@ -80,15 +84,6 @@ void warm_in_parallel(const std::vector<WarmJob>& jobs, const std::string& arch)
     for (std::thread& t : pool) t.join();
     if (failure) std::rethrow_exception(failure);
 }
-
-namespace {
-
-double median_of(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-}
-
-}  // namespace
 
 Interleaved interleaved_ms(const std::vector<TimedLaunch>& launches, int rounds, int per_round) {
     if (launches.empty() || rounds < 1 || per_round < 1)
