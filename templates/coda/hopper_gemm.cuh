@@ -562,7 +562,8 @@ __device__ __forceinline__ void hopper_gemm_body(
             if (kPingPong && stage_inputs && local > 0)
                 sm90::mbarrier_wait(visits_done + 8 * (1 - consumer), static_cast<unsigned>((local - 1) / 2) & 1u);
             HopperTiles<typename Pick<Tr::kStageInputs, typename Tr::StagedIn, GlobalTiles>::type,
-                        typename Pick<Tr::kStageOutputs, typename Tr::StagedOut, GlobalTiles>::type, Epilogue::kColInputs>
+                        typename Pick<Tr::kStageOutputs, typename Tr::StagedOut, GlobalTiles>::type, Epilogue::kColInputs,
+                        kHopperChunkSlots>
                 tiles{};
             if constexpr (Tr::kStageInputs) tiles.in = typename Tr::StagedIn{ring_buffers, tm * BM, 0};
             if constexpr (Tr::kStageOutputs) tiles.out = typename Tr::StagedOut{{out_buffer, tm * BM + first_row, 0}};

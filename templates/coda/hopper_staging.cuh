@@ -276,19 +276,19 @@ struct StagedTileOutputs : PaddedRows<detail::TileOutputTable<Epilogue>, kRows, 
 // GlobalTiles), tile outputs to Out (StagedTileOutputs or GlobalTiles).
 // Anything but GlobalTiles stages: the visits then go chunk by chunk, waiting for each input chunk in the ring
 // and followed by each output chunk's write-out.
-template <class In, class Out, int kColInputs = 0>
+template <class In, class Out, int kColInputs = 0, int kChunkSlots = 4>
 struct HopperTiles {
     static constexpr bool kStagedOutputs = !detail::SameType<Out, GlobalTiles>::value;
     static constexpr bool kStagedInputs = !detail::SameType<In, GlobalTiles>::value;
     In in;
     Out out;
-    // Staged visits go chunk by chunk, row slot by row slot: column inputs are loaded by row slot 0 and kept
-    // in registers for the chunk's other row slots.
-    mutable float col_cache[kColInputs > 0 ? kColInputs : 1][4][2] = {};
+    // Staged visits go chunk by chunk (kChunkSlots column slots), row slot by row slot: column inputs are loaded
+    // by row slot 0 and kept in registers for the chunk's other row slots.
+    mutable float col_cache[kColInputs > 0 ? kColInputs : 1][kChunkSlots][2] = {};
     template <int V, class T, class R>
     __device__ void load_col(int k, const T* p, const Coord& c, R (&v)[V]) const {
         if constexpr (V == 2 && (kStagedOutputs || kStagedInputs) && sizeof(R) == 4 && !detail::SameType<R, int>::value) {
-            float (&cached)[2] = col_cache[k][c.col_slot % 4];
+            float (&cached)[2] = col_cache[k][c.col_slot % kChunkSlots];
             if (c.row_slot == 0) coda::load<V>(p, cached);
             v[0] = cached[0];
             v[1] = cached[1];

@@ -3,9 +3,12 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -102,6 +105,16 @@ void Progress::step(const std::string& label) {
 
 void Progress::finish() {
     if (tty_) std::fprintf(stderr, "\n");
+}
+
+void run_in_parallel(std::size_t count, std::size_t threads, const std::function<void(std::size_t)>& work) {
+    std::atomic<std::size_t> next{0};
+    const auto worker = [&] {
+        for (std::size_t i = next++; i < count; i = next++) work(i);
+    };
+    std::vector<std::thread> pool;
+    for (std::size_t t = 0; t < std::min(threads, count); ++t) pool.emplace_back(worker);
+    for (std::thread& t : pool) t.join();
 }
 
 }  // namespace coda::cli

@@ -1,6 +1,8 @@
 // Shared pieces of the coda command line: argument parsing, graph files and the progress bar.
 #pragma once
 
+#include <cstddef>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -43,6 +45,10 @@ private:
     std::size_t done_ = 0;
     bool tty_;
 };
+
+// Calls work(0) .. work(count - 1) on up to `threads` threads, each taking the next index as it finishes one.
+// `work` must not throw (anything escaping a std::thread ends the process): callers catch and record.
+void run_in_parallel(std::size_t count, std::size_t threads, const std::function<void(std::size_t)>& work);
 
 int cmd_dump(Arguments args);
 int cmd_warm(Arguments args);

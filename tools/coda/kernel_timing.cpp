@@ -3,9 +3,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <functional>
-#include <atomic>
 #include <exception>
+#include <functional>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -13,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "coda/cli.hpp"
 #include "coda/error.hpp"
 #include "ir/check_graph.hpp"
 #include "verify/host_data.hpp"
@@ -65,23 +65,16 @@ double median_ms(const Kernel& kernel, const Args& args, int warmup, int iterati
 }
 
 void warm_in_parallel(const std::vector<WarmJob>& jobs, const std::string& arch) {
-    std::atomic<std::size_t> next{0};
     std::mutex mutex;
     std::exception_ptr failure;
-    const auto worker = [&] {
-        for (std::size_t i = next++; i < jobs.size(); i = next++) {
-            try {
-                Runtime::instance().warm(*jobs[i].graph, arch, jobs[i].options);
-            } catch (...) {  // anything escaping a std::thread would end the process
-                std::lock_guard<std::mutex> lock(mutex);
-                if (!failure) failure = std::current_exception();
-            }
+    run_in_parallel(jobs.size(), std::max(1u, std::thread::hardware_concurrency()), [&](std::size_t i) {
+        try {
+            Runtime::instance().warm(*jobs[i].graph, arch, jobs[i].options);
+        } catch (...) {  // run_in_parallel's work must not throw
+            std::lock_guard<std::mutex> lock(mutex);
+            if (!failure) failure = std::current_exception();
         }
-    };
-    const std::size_t threads = std::min<std::size_t>(jobs.size(), std::max(1u, std::thread::hardware_concurrency()));
-    std::vector<std::thread> pool;
-    for (std::size_t t = 0; t < threads; ++t) pool.emplace_back(worker);
-    for (std::thread& t : pool) t.join();
+    });
     if (failure) std::rethrow_exception(failure);
 }
 
