@@ -162,20 +162,22 @@ KernelSource generate_kernel_source(const CheckedGraph& g, const KernelConfig& c
     src += "// Read by the host after loading the module: block size, dynamic shared memory, CTA tile, mainloop\n"
            "// (1: Hopper, persistent with TMA operands), pipeline stages (Hopper: after fitting the epilogue), and\n"
            "// the Hopper tile-input maps: how many the kernel takes, whether it loads tile inputs by TMA, and the\n"
-           "// columns of one chunk (the box is that many columns by the CTA tile's rows); then the CTAs of a cluster.\n";
+           "// columns of one chunk (the box is that many columns by the CTA tile's rows); then the CTAs of a cluster;\n"
+           "// then the staged tile outputs stored by TMA (their maps follow the inputs') and the rows of their box.\n";
     const bool hopper = g.graph.domain() == Domain::Gemm && cfg.mainloop == Mainloop::Hopper;
     if (g.graph.domain() == Domain::Finalize)
-        src += "extern \"C\" __constant__ int coda_kernel_info[10] = {coda_gen::Traits::kThreads, "
-               "coda_gen::Traits::kSmemBytes, 0, 0, 0, 0, 0, 0, 0, 1};\n";
+        src += "extern \"C\" __constant__ int coda_kernel_info[12] = {coda_gen::Traits::kThreads, "
+               "coda_gen::Traits::kSmemBytes, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0};\n";
     else if (!hopper)
-        src += "extern \"C\" __constant__ int coda_kernel_info[10] = {coda_gen::Traits::kThreads, "
+        src += "extern \"C\" __constant__ int coda_kernel_info[12] = {coda_gen::Traits::kThreads, "
                "coda_gen::Traits::kSmemBytes, coda_gen::Traits::Layout::kBM, coda_gen::Traits::Layout::kBN, 0, 0, 0, 0, "
-               "0, 1};\n";
+               "0, 1, 0, 0};\n";
     else
-        src += "extern \"C\" __constant__ int coda_kernel_info[10] = {coda_gen::Traits::kThreads, "
+        src += "extern \"C\" __constant__ int coda_kernel_info[12] = {coda_gen::Traits::kThreads, "
                "coda_gen::Traits::kSmemBytes, coda_gen::Traits::Layout::kBM, coda_gen::Traits::Layout::kBN, 1, "
                "coda_gen::Traits::kStages, coda_gen::Traits::kTileMaps, coda_gen::Traits::kStageInputs ? 1 : 0, "
-               "coda_gen::Traits::kChunkColumns, coda_gen::Traits::kCluster};\n";
+               "coda_gen::Traits::kChunkColumns, coda_gen::Traits::kCluster, coda_gen::Traits::kOutputMaps, "
+               "coda_gen::Traits::kWgM};\n";
     return {src, k.kernel};
 }
 

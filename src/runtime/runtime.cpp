@@ -44,7 +44,7 @@ struct LoadedKernel {
     // The tensor maps of the last launch (operands and tile inputs), keyed by the problem and parameter slots they
     // were encoded for: training steps launch a kernel on the same buffers again and again, and encoding costs
     // more than the rest of the launch.
-    TileInputMaps tile_input_maps;
+    TileTensorMaps tile_maps_plan;
     mutable std::mutex tma_mutex;
     mutable abi::GemmProblem tma_problem{};
     mutable std::vector<std::uint64_t> tma_slots;
@@ -134,9 +134,10 @@ std::shared_ptr<const LoadedKernel> load(const BuiltKernel& built, const KernelC
     loaded->context = context;
     loaded->module = ModuleHandle(built.cached.entry->cubin);
     loaded->function = driver.function(loaded->module.get(), built.cached.entry->kernel_name);
-    // threads, dynamic smem bytes, tile rows, tile columns, mainloop (1: Hopper), pipeline stages, tile-input maps,
-    // tile inputs loaded by TMA, chunk columns, CTAs of a cluster (kernel_source.hpp)
-    int info[10] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+    // threads, dynamic smem bytes, tile rows, tile columns, mainloop (1: Hopper), pipeline stages, tile maps, tile
+    // inputs loaded by TMA, chunk columns, CTAs of a cluster, tile outputs stored by TMA, rows of their box
+    // (kernel_source.cpp)
+    int info[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
     driver.read_global(loaded->module.get(), "coda_kernel_info", info, sizeof info);
     loaded->threads = info[0];
     loaded->smem_bytes = info[1];
@@ -149,7 +150,7 @@ std::shared_ptr<const LoadedKernel> load(const BuiltKernel& built, const KernelC
     if (loaded->cluster != (loaded->hopper ? config.cluster_m : 1))
         throw InternalError(fmt::format("kernel '{}' reports clusters of {} CTAs, the host expected config '{}'",
                                         built.name, info[9], config.to_text()));
-    loaded->tile_input_maps = TileInputMaps{info[6], info[7] == 1, info[8], info[2]};
+    loaded->tile_maps_plan = TileTensorMaps{info[6], info[7] == 1, info[8], info[2], info[10], info[11]};
     if (loaded->hopper && (info[6] < 1 || info[6] > kMaxTileMaps))
         throw InternalError(fmt::format("kernel '{}' takes {} tile maps; the host passes 1 to {}", built.name, info[6],
                                         kMaxTileMaps));
@@ -277,7 +278,7 @@ void Kernel::launch(const Args& args, CUstream_st* stream) const {
             if (k.tile_maps.empty() || k.tma_slots != plan.slots ||
                 std::memcmp(&k.tma_problem, &plan.gemm, sizeof plan.gemm) != 0) {
                 k.tma = encode_tma_operands(plan.gemm, k.checked.graph.spec(), k.tile, k.cluster);
-                k.tile_maps = encode_tile_input_maps(k.checked, plan, k.tile_input_maps);
+                k.tile_maps = encode_tile_maps(k.checked, plan, k.tile_maps_plan);
                 k.tma_problem = plan.gemm;
                 k.tma_slots = plan.slots;
             }

@@ -52,17 +52,18 @@ CUtensorMapSwizzle swizzle_for(int span) {
 
 }  // namespace
 
-std::vector<CUtensorMap> encode_tile_input_maps(const CheckedGraph& g, const LaunchPlan& plan,
-                                                const TileInputMaps& how) {
+std::vector<CUtensorMap> encode_tile_maps(const CheckedGraph& g, const LaunchPlan& plan, const TileTensorMaps& how) {
     std::vector<CUtensorMap> maps(static_cast<std::size_t>(std::max(how.count, 1)), CUtensorMap{});
-    if (!how.loaded_by_tma) return maps;
-    // The tile tensors the kernel's staging covers (tile inputs and stores), with their parameter slots.
+    if (!how.inputs_by_tma && how.outputs == 0) return maps;
+    // The tile tensors the kernel's staging covers (tile inputs and stores), with their parameter slots, in graph
+    // order (the generated epilogue's numbering).
     struct Tile {
+        int node;
         const Binding* binding;
         std::uint64_t pointer;
         std::uint64_t ld;
     };
-    std::vector<Tile> inputs;
+    std::vector<Tile> inputs, outputs;
     bool aligned = true;
     for (std::size_t i = 0; i < g.bindings.size(); ++i) {
         const Binding& b = g.bindings[i];
@@ -70,34 +71,45 @@ std::vector<CUtensorMap> encode_tile_input_maps(const CheckedGraph& g, const Lau
         const Op op = g.graph.node(b.node).op;
         if (op != Op::TileInput && op != Op::Store) continue;
         const std::size_t slot = static_cast<std::size_t>(first_slot(g, i));
-        const Tile t{&b, plan.slots.at(slot), plan.slots.at(slot + 1)};
+        const Tile t{b.node, &b, plan.slots.at(slot), plan.slots.at(slot + 1)};
         aligned = aligned && aligned_16(b, t.pointer, t.ld);
-        if (op == Op::TileInput) inputs.push_back(t);
+        (op == Op::TileInput ? inputs : outputs).push_back(t);
     }
-    if (static_cast<int>(inputs.size()) != how.count)
-        throw InternalError(fmt::format("the kernel takes {} tile-input maps; the graph has {} tile inputs", how.count,
-                                        inputs.size()));
+    const auto by_node = [](const Tile& x, const Tile& y) { return x.node < y.node; };
+    std::sort(inputs.begin(), inputs.end(), by_node);
+    std::sort(outputs.begin(), outputs.end(), by_node);
+    const int input_maps = how.inputs_by_tma ? static_cast<int>(inputs.size()) : 0;
+    if (input_maps + how.outputs != how.count || (how.outputs > 0 && how.outputs != static_cast<int>(outputs.size())))
+        throw InternalError(fmt::format("the kernel takes {} tile maps ({} for outputs); the graph has {} tile inputs "
+                                        "and {} tile outputs",
+                                        how.count, how.outputs, inputs.size(), outputs.size()));
     if (!aligned) return maps;
     Driver& d = Driver::instance();
-    for (std::size_t i = 0; i < inputs.size(); ++i) {
-        const Binding& b = *inputs[i].binding;
+    const auto encode_chunks = [&](CUtensorMap& map, const Tile& t, int rows, const char* what) {
+        const Binding& b = *t.binding;
         const int pair_bytes = values_per_pair(b.width) * static_cast<int>(size_of(b.dtype));
         const int chunk_bytes = how.chunk_columns / 2 * pair_bytes;
         const int span = std::min(chunk_bytes, 128);
         const cuuint64_t row_bytes = static_cast<cuuint64_t>(plan.gemm.n / 2) * static_cast<cuuint64_t>(pair_bytes);
         const cuuint64_t dims[2] = {row_bytes, static_cast<cuuint64_t>(plan.gemm.m)};
-        const cuuint64_t strides[1] = {inputs[i].ld * size_of(b.dtype)};
-        const cuuint32_t box[2] = {static_cast<cuuint32_t>(span), static_cast<cuuint32_t>(how.rows)};
+        const cuuint64_t strides[1] = {t.ld * size_of(b.dtype)};
+        const cuuint32_t box[2] = {static_cast<cuuint32_t>(span), static_cast<cuuint32_t>(rows)};
         const cuuint32_t element_strides[2] = {1, 1};
         const CUresult r = d.api().cuTensorMapEncodeTiled(
-            &maps[i], CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, reinterpret_cast<void*>(inputs[i].pointer), dims, strides, box,
+            &map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, reinterpret_cast<void*>(t.pointer), dims, strides, box,
             element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle_for(span), CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
         if (r != CUDA_SUCCESS)
             d.check(r, "cuTensorMapEncodeTiled",
-                    fmt::format("tile input '{}': {} rows of {} bytes, {} bytes apart, box {} bytes x {} rows", b.name,
-                                plan.gemm.m, row_bytes, strides[0], span, how.rows));
-    }
+                    fmt::format("{} '{}': {} rows of {} bytes, {} bytes apart, box {} bytes x {} rows", what, b.name,
+                                plan.gemm.m, row_bytes, strides[0], span, rows));
+    };
+    for (int i = 0; i < input_maps; ++i)
+        encode_chunks(maps[static_cast<std::size_t>(i)], inputs[static_cast<std::size_t>(i)], how.input_rows,
+                      "tile input");
+    for (int i = 0; i < how.outputs; ++i)
+        encode_chunks(maps[static_cast<std::size_t>(input_maps + i)], outputs[static_cast<std::size_t>(i)],
+                      how.output_rows, "tile output");
     return maps;
 }
 

@@ -21,25 +21,27 @@ struct TmaOperands {
 // cluster of `cluster` CTAs along M, each loads 1 / cluster of a K-major B tile (and multicasts it).
 TmaOperands encode_tma_operands(const abi::GemmProblem& problem, const GemmSpec& spec, TileShape tile, int cluster);
 
-// The most tile-input maps a Hopper kernel takes (templates/coda/hopper_gemm.cuh's kHopperMaxTileMaps; the
+// The most tile-tensor maps a Hopper kernel takes (templates/coda/hopper_gemm.cuh's kHopperMaxTileMaps; the
 // runtime checks each kernel's count when it loads it).
 constexpr int kMaxTileMaps = 16;
 
-// How a Hopper kernel loads its tile inputs (coda_kernel_info): `count` maps in its parameter, and whether it
-// loads them by TMA in boxes of `chunk_columns` columns x `rows` rows.
-struct TileInputMaps {
+// How a Hopper kernel moves its tile tensors by TMA (coda_kernel_info): `count` maps in its parameter; whether it
+// loads its tile inputs by TMA, in boxes of `chunk_columns` columns x `input_rows` rows; and how many tile
+// outputs it stores by TMA (their maps follow the inputs'), in boxes of `chunk_columns` x `output_rows`.
+struct TileTensorMaps {
     int count = 0;
-    bool loaded_by_tma = false;
+    bool inputs_by_tma = false;
     int chunk_columns = 0;
-    int rows = 0;
+    int input_rows = 0;
+    int outputs = 0;
+    int output_rows = 0;
 };
 
-// The maps of the graph's tile inputs, in the order the generated epilogue numbers them (graph order), as
-// templates/coda/hopper_staging.cuh's TmaTileInputs reads them: each input's rows as bytes, a box of the chunk's
-// row bytes (at most 128, in parts beyond) by `rows` rows, swizzled in the mode of that span. All zero when the
-// kernel does not load by TMA or some tile tensor is not 16-byte aligned in base and row pitch; the kernel then
-// reads tile tensors from global memory (it checks the same rule).
-std::vector<CUtensorMap> encode_tile_input_maps(const CheckedGraph& g, const LaunchPlan& plan,
-                                                const TileInputMaps& how);
+// The maps of the graph's tile inputs, then of its tile outputs, each in the order the generated epilogue numbers
+// them (graph order), as templates/coda/hopper_staging.cuh's SwizzledChunk lays them out: each tensor's rows as
+// bytes, a box of the chunk's row bytes (at most 128, in parts beyond) by the rows above, swizzled in the mode of
+// that span. All zero when the kernel moves nothing by TMA or some tile tensor is not 16-byte aligned in base and
+// row pitch; the kernel then reads and writes tile tensors in global memory (it checks the same rule).
+std::vector<CUtensorMap> encode_tile_maps(const CheckedGraph& g, const LaunchPlan& plan, const TileTensorMaps& how);
 
 }  // namespace coda

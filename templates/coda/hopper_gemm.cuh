@@ -125,20 +125,37 @@ struct HopperGemmTraits {
     static constexpr int kChunks = BN / kChunkColumns;
     using StagedIn = TmaTileInputs<Epilogue, BM, kChunkColumns>;
     using StagedOut = StagedTileOutputs<Epilogue, kWgM, kHopperChunkSlots>;
-    static constexpr int kStagedOutPerGroup = (StagedOut::kBytes + 15) / 16 * 16;
+    // Swizzled TMA boxes start on 1024-byte boundaries: so do the output buffers (after the input ring).
+    static constexpr int kStagedOutPerGroup = (StagedOut::kBytes + 1023) / 1024 * 1024;
     static constexpr bool kStageOutputs =
-        kRoomToStage && Epilogue::kTileOutputs > 0 &&
+        kRoomToStage && Epilogue::kTileOutputs > 0 && Epilogue::kTileOutputs <= kHopperMaxTileMaps &&
         (kHopperMaxSmemBytes - kFixedBytes - 2 * kStagedOutPerGroup) / kStageBytes >= kHopperMinStagesOutputs;
-    static constexpr int kOutputBytes = kStageOutputs ? 2 * kStagedOutPerGroup : 0;
+    static constexpr int kOneOutputBufferBytes = kStageOutputs ? 2 * kStagedOutPerGroup : 0;  // both consumers
     // The input ring comes first after the stages, so its chunk buffers keep the stages' 1024-byte alignment.
     static constexpr int kInputSlotBytes = (StagedIn::kBytes + 1023) / 1024 * 1024;
     static constexpr int kInputRingBytes = kHopperInputSlots * kInputSlotBytes;
     static constexpr bool kStageInputs =
-        kRoomToStage && Epilogue::kTileInputs > 0 && Epilogue::kTileInputs <= kHopperMaxTileMaps &&
-        (kHopperMaxSmemBytes - kFixedBytes - kOutputBytes - kInputRingBytes) / kStageBytes >= kHopperMinStagesInputs;
+        kRoomToStage && Epilogue::kTileInputs > 0 &&
+        Epilogue::kTileInputs + (kStageOutputs ? Epilogue::kTileOutputs : 0) <= kHopperMaxTileMaps &&
+        (kHopperMaxSmemBytes - kFixedBytes - kOneOutputBufferBytes - kInputRingBytes) / kStageBytes >=
+            kHopperMinStagesInputs;
     static constexpr int kInputBytes = kStageInputs ? kInputRingBytes : 0;
-    // Tensor maps the kernel takes for its tile inputs (TileMaps; at least one, unused without staged inputs).
-    static constexpr int kTileMaps = kStageInputs ? Epilogue::kTileInputs : 1;
+    // A second output buffer per consumer lets one chunk's TMA store read a buffer while the visits write the
+    // next chunk into the other. Taken only where it costs no pipeline stage.
+    static constexpr int stages_beside(int staging) { return (kHopperMaxSmemBytes - kFixedBytes - staging) / kStageBytes; }
+    static constexpr int kOutputBuffers =
+        kStageOutputs && stages_beside(kInputBytes + 2 * kOneOutputBufferBytes) >=
+                             (STAGES < stages_beside(kInputBytes + kOneOutputBufferBytes)
+                                  ? STAGES
+                                  : stages_beside(kInputBytes + kOneOutputBufferBytes))
+            ? 2
+            : 1;
+    static constexpr int kOutputBytes = kOutputBuffers * kOneOutputBufferBytes;
+    // Tensor maps the kernel takes (TileMaps): its staged tile inputs', then its staged outputs' (at least one,
+    // unused without staging).
+    static constexpr int kInputMaps = kStageInputs ? Epilogue::kTileInputs : 0;
+    static constexpr int kOutputMaps = kStageOutputs ? Epilogue::kTileOutputs : 0;
+    static constexpr int kTileMaps = kInputMaps + kOutputMaps > 0 ? kInputMaps + kOutputMaps : 1;
     static constexpr int kStagingBytes = kInputBytes + kOutputBytes;
     static constexpr int kFitStages = (kHopperMaxSmemBytes - kFixedBytes - kStagingBytes) / kStageBytes;
     // Fewer stages than asked when the epilogue's scratch and staged tiles need the room.
@@ -158,6 +175,7 @@ struct HopperGemmTraits {
 
     static_assert(sizeof(T) == 2, "coda: hopper_gemm takes 16-bit inputs (coda::bf16 or coda::f16)");
     static_assert(BN == 128 || BN == 256, "coda: hopper_gemm's BN must be 128 or 256 (one wgmma covers it)");
+    static_assert(kChunks % kOutputBuffers == 0, "coda: each tile's first chunk must take the first output buffer");
     static_assert(kWgM == 64 || kWgM == 128, "coda: each consumer warpgroup holds 64 or 128 rows");
     static_assert(kWgM * BN <= 128 * 128, "coda: a consumer warpgroup's accumulator must fit 128 registers a thread");
     static_assert(BM <= 256 && BM % 64 == 0, "coda: BM must be 64, 128, 192 or 256 (TMA boxes are at most 256 rows)");
@@ -272,14 +290,20 @@ __device__ __forceinline__ void hopper_load_tile_inputs(const TmaDescriptor* map
     }
 }
 
-// wgmma descriptors for k16 step kk of a stage. K-major: rows of 128 bytes, 8-row groups 1024 bytes apart, a
-// k16 step is 32 bytes along the (swizzled) row. M/N-major: 64-element chunks of 64 k-rows (8 KB) side by side,
-// a k16 step is 16 k-rows (2 KB).
+// wgmma descriptors of one operand (sm90::smem_descriptor_low). K-major: rows of 128 bytes, 8-row groups 1024
+// bytes apart, a k16 step is 32 bytes along the (swizzled) row. M/N-major: 64-element chunks of 64 k-rows (8 KB)
+// side by side, a k16 step is 16 k-rows (2 KB).
 template <bool kKMajor>
-__device__ __forceinline__ unsigned long long hopper_descriptor(unsigned tile, int first_row, int kk) {
-    if constexpr (kKMajor) return sm90::smem_descriptor(tile + first_row * 128 + kk * 32, 16, 1024);
-    return sm90::smem_descriptor(tile + (first_row / 64) * 64 * 128 + kk * 16 * 128, 64 * 128, 1024);
-}
+struct HopperOperand {
+    static constexpr unsigned kHigh = sm90::smem_descriptor_high(1024);
+    // The low half of the descriptor of the tile at `tile`.
+    __device__ static unsigned low(unsigned tile) { return sm90::smem_descriptor_low(tile, kKMajor ? 16 : 64 * 128); }
+    // What to add to a tile's low half for its rows from `first_row` (a multiple of 64) and k16 step kk.
+    __host__ __device__ static constexpr unsigned offset(int first_row, int kk) {
+        return kKMajor ? static_cast<unsigned>(first_row * 128 + kk * 32) >> 4
+                       : static_cast<unsigned>((first_row / 64) * 64 * 128 + kk * 16 * 128) >> 4;
+    }
+};
 
 // L2 prefetch of every tile-tensor element this thread's visits of tile (tm, tn) will read.
 template <class L, int BM, int BN, class Epilogue>
@@ -317,20 +341,26 @@ struct Pick<false, T, F> {
 
 // The visits of one tile (begin_tile .. end_tile excluded), reading and writing tiles through `tiles`. With
 // staged inputs or outputs, column chunk by column chunk: each waits for its input chunk in the ring and frees
-// it after its visits, and writes its outputs out (between two barriers over the warpgroup, id `barrier`).
+// it after its visits, and stores its outputs with TMA (output_maps; between two barriers over the warpgroup, id
+// `barrier`).
 template <class Tr, class L, class Epilogue, int BN, class Tiles>
 __device__ __forceinline__ void hopper_visit_tile(const typename Epilogue::Args& args, const GemmProblem& problem,
                                                   typename Epilogue::template State<L>& st, Tiles& tiles, int m0,
                                                   int n0, float (&acc)[Tr::kM64][BN / 2], int barrier,
-                                                  const InputRing& ring) {
+                                                  const InputRing& ring, const TmaDescriptor* output_maps) {
     constexpr bool kChunked = Tiles::kStagedOutputs || Tiles::kStagedInputs;
     constexpr int kChunk = kChunked ? kHopperChunkSlots : BN / 8;
     // kBatch visits at a time: all their loads first, then their math and stores, so that the loads are in
     // flight together instead of one latency per visit.
     constexpr int kBatch = Tr::kVisitBatch < kChunk ? Tr::kVisitBatch : kChunk;
+    unsigned out_buffers = 0;
+    if constexpr (Tiles::kStagedOutputs) out_buffers = tiles.out.buffer;
 #pragma unroll
     for (int c0 = 0; c0 < BN / 8; c0 += kChunk) {
-        if constexpr (Tiles::kStagedOutputs) tiles.out.n0 = n0 + 8 * c0;
+        if constexpr (Tiles::kStagedOutputs) {
+            tiles.out.n0 = n0 + 8 * c0;
+            tiles.out.buffer = out_buffers + (c0 / kChunk) % Tr::kOutputBuffers * Tr::kStagedOutPerGroup;
+        }
         int slot = 0;
         if constexpr (Tiles::kStagedInputs) {
             const int position = ring.first + c0 / kHopperChunkSlots;
@@ -376,22 +406,31 @@ __device__ __forceinline__ void hopper_visit_tile(const typename Epilogue::Args&
             if (threadIdx.x % 32 == 0) sm90::mbarrier_arrive(ring.empty + 8 * slot);
         }
         if constexpr (Tiles::kStagedOutputs) {
-            sm90::named_barrier_sync(barrier, 128);  // the chunk is in shared memory
-            tiles.out.write_out(args, Tr::kWgM, static_cast<int>(threadIdx.x) % 128, 128, problem.m, problem.n);
-            sm90::named_barrier_sync(barrier, 128);  // and out of it: the next chunk may overwrite it
+            sm90::fence_async_shared();              // this thread's writes of the chunk, for the TMA to read
+            sm90::named_barrier_sync(barrier, 128);  // every thread's
+            if (threadIdx.x % 128 == 0) {
+                tiles.out.issue(output_maps);
+                // The TMA has read the buffer the next chunk writes: this chunk's, or with two, the previous one's.
+                sm90::bulk_wait<Tr::kOutputBuffers - 1, true>();
+            }
+            sm90::named_barrier_sync(barrier, 128);
         }
     }
 }
 
+// One stage's wgmmas. a_low and b_low are the low descriptor halves of the stage's A (at this warpgroup's first
+// row) and B tiles: every descriptor below adds a constant to them, so the loop spends few instructions on
+// addressing (measured: ~130 per warp and k-tile when each descriptor was built from an address).
 template <class T, class Tr, bool kAKMajor, bool kBKMajor, int BN>
-__device__ __forceinline__ void hopper_mma_stage(unsigned a_tile, unsigned b_tile, int first_row,
-                                                 float (&acc)[Tr::kM64][BN / 2]) {
+__device__ __forceinline__ void hopper_mma_stage(unsigned a_low, unsigned b_low, float (&acc)[Tr::kM64][BN / 2]) {
+    using A = HopperOperand<kAKMajor>;
+    using B = HopperOperand<kBKMajor>;
 #pragma unroll
     for (int kk = 0; kk < Tr::BK / 16; ++kk) {
-        const unsigned long long b_desc = hopper_descriptor<kBKMajor>(b_tile, 0, kk);
+        const unsigned long long b_desc = sm90::smem_descriptor_join(b_low + B::offset(0, kk), B::kHigh);
 #pragma unroll
         for (int i = 0; i < Tr::kM64; ++i) {
-            const unsigned long long a_desc = hopper_descriptor<kAKMajor>(a_tile, first_row + 64 * i, kk);
+            const unsigned long long a_desc = sm90::smem_descriptor_join(a_low + A::offset(64 * i, kk), A::kHigh);
             if constexpr (BN == 256)
                 sm90::wgmma_m64n256k16<T, kAKMajor ? 0 : 1, kBKMajor ? 0 : 1>(acc[i], a_desc, b_desc);
             else
@@ -440,7 +479,9 @@ __device__ __forceinline__ void hopper_gemm_body(
     const unsigned in_full = visits_done + 16;        // kHopperInputSlots barriers: input chunk loaded
     const unsigned in_empty = in_full + 8 * kHopperInputSlots;  // and read
 
-    const int warpgroup = static_cast<int>(threadIdx.x) / 128;
+    // Broadcast from lane 0, so that ptxas knows it is the same in every lane of a warp: the consumer's loop
+    // state (stage, phase, descriptors) then lives in uniform registers and costs one instruction per warp.
+    const int warpgroup = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x) / 128, 0);
     if (threadIdx.x == 0) {
         for (int s = 0; s < Tr::kStages; ++s) {
             sm90::mbarrier_init(full + 8 * s, 1);
@@ -496,12 +537,18 @@ __device__ __forceinline__ void hopper_gemm_body(
     const bool warp_leader = threadIdx.x % 32 == 0;
     // Rows of the tile this warpgroup multiplies: its half (cooperative) or all of them (ping-pong).
     const int first_row = kPingPong ? 0 : consumer * Tr::kWgM;
+    // Low descriptor halves of stage 0's operands; a stage adds its offset (hopper_mma_stage).
+    const unsigned a_low = HopperOperand<kAKMajor>::low(base) + HopperOperand<kAKMajor>::offset(first_row, 0);
+    const unsigned b_low = HopperOperand<kBKMajor>::low(base + Tr::kABytes);
     float* const my_scratch = scratch + (kPingPong ? consumer * Tr::kScratchPerTile / 4 : 0);
     // (The staging views are rebuilt per tile from these: nothing extra stays live across the mainloop.)
-    const unsigned out_buffer = ring_buffers + Tr::kInputBytes + consumer * Tr::kStagedOutPerGroup;
+    const unsigned out_buffer = ring_buffers + Tr::kInputBytes + consumer * Tr::kOutputBuffers * Tr::kStagedOutPerGroup;
     const int staging_barrier = warpgroup + 1;  // 2 or 3: not 1, the cooperative tile barrier
     // One thread per tile asks L2 for the tile's input chunks ahead of the loader (cooperative: warpgroup 1's).
     const bool prefetcher = threadIdx.x % 128 == 0 && (kPingPong || consumer == 0);
+
+    if (Tr::kStageOutputs && stage_tiles && threadIdx.x % 128 == 0)
+        for (int i = 0; i < Tr::kOutputMaps; ++i) sm90::prefetch_tma_descriptor(&tile_maps.map[Tr::kInputMaps + i]);
 
     float acc[Tr::kM64][BN / 2];
     int local = 0;  // index of the tile among this CTA's tiles
@@ -536,8 +583,8 @@ __device__ __forceinline__ void hopper_gemm_body(
             }
             sm90::mbarrier_wait(full + 8 * stage, phase);
             sm90::wgmma_fence();
-            const unsigned a_tile = base + stage * Tr::kStageBytes;
-            hopper_mma_stage<T, Tr, kAKMajor, kBKMajor, BN>(a_tile, a_tile + Tr::kABytes, first_row, acc);
+            const unsigned stage_offset = static_cast<unsigned>(stage) * (Tr::kStageBytes >> 4);
+            hopper_mma_stage<T, Tr, kAKMajor, kBKMajor, BN>(a_low + stage_offset, b_low + stage_offset, acc);
             sm90::wgmma_commit();
             // The previous stage's wgmmas are done once at most this stage's group is pending: free it.
             sm90::wgmma_wait<1>();
@@ -565,19 +612,21 @@ __device__ __forceinline__ void hopper_gemm_body(
                         typename Pick<Tr::kStageOutputs, typename Tr::StagedOut, GlobalTiles>::type, Epilogue::kColInputs,
                         kHopperChunkSlots>
                 tiles{};
-            if constexpr (Tr::kStageInputs) tiles.in = typename Tr::StagedIn{ring_buffers, tm * BM, 0};
+            if constexpr (Tr::kStageInputs) tiles.in = typename Tr::StagedIn{{ring_buffers, tm * BM, 0}};
             if constexpr (Tr::kStageOutputs) tiles.out = typename Tr::StagedOut{{out_buffer, tm * BM + first_row, 0}};
             hopper_visit_tile<Tr, L, Epilogue, BN>(args, problem, st, tiles, tm * BM, tn * BN, acc, staging_barrier,
-                                                   ring);
+                                                   ring, tile_maps.map + Tr::kInputMaps);
             if (kPingPong && stage_inputs && warp_leader) sm90::mbarrier_arrive(visits_done + 8 * consumer);
         } else {
             HopperTiles<GlobalTiles, GlobalTiles> tiles{};
             hopper_visit_tile<Tr, L, Epilogue, BN>(args, problem, st, tiles, tm * BM, tn * BN, acc, staging_barrier,
-                                                   ring);
+                                                   ring, tile_maps.map + Tr::kInputMaps);
         }
         // (A tile beyond M visited nothing; it has no partials to write.)
         if (order.valid(tm)) Epilogue::template end_tile<L>(args, st, my_scratch, TileCoord{tm, tn, problem.m, problem.n});
     }
+    // The last TMA stores must be done before the CTA's shared memory goes away.
+    if (Tr::kStageOutputs && threadIdx.x % 128 == 0) sm90::bulk_wait<0, false>();
     if constexpr (CLUSTER > 1) sm90::cluster_sync();
 }
 

@@ -10,7 +10,8 @@
 //     tile's inputs (all BM rows) with TMA into a small ring of buffers, ahead of the visits; the visits wait for
 //     their chunk, read it from shared memory and free it.
 //   - Outputs (StagedTileOutputs): the visits of one column chunk (kChunkSlots column slots = 8 * kChunkSlots
-//     columns) write shared memory; then the warpgroup writes the chunk's rows out with 16-byte stores.
+//     columns) write shared memory; then one thread of the warpgroup stores the chunk with TMA. (Written out by
+//     every thread with 16-byte stores instead, the out-proj epilogue cost its concurrent mainloop ~3% a store.)
 //   - 16-bit tensors of two lanes move as mma fragments (detail::moves_as_fragments): one ldmatrix / stmatrix.x4
 //     per 8-row group and chunk carries four visits' pairs, and the visits read and write registers.
 //   - Column inputs (HopperTiles::load_col) are read from global memory once per chunk, by row slot 0's visits,
@@ -19,15 +20,15 @@
 // Contract:
 //   - Tensors are numbered as in the Epilogue's tables (kTileInputs / tile_input_pair_bytes / tile_input, and
 //     likewise for outputs).
-//   - Input layout: see TmaTileInputs (TMA-swizzled boxes). Output layout: tile output i occupies kRows rows of
-//     pitch(i) bytes; a row holds the chunk's column pairs of pair_bytes(i) bytes each, plus 16 bytes of padding,
-//     so the 8 rows a warp visits at once start in 8 different 16-byte bank groups (conflict-free).
+//   - Layout: SwizzledChunk (TMA-swizzled boxes, one tensor map per tensor), for inputs and outputs alike.
 //   - Staging needs 16-byte units: every tile tensor's base and row pitch must be multiples of 16 bytes (TMA's
 //     rule). detail::aligned_16 checks that at run time; the mainloop otherwise visits with GlobalTiles.
-//   - Rows outside M and columns outside N are never written (TMA zero-fills them on input); no visit reads them.
+//   - Rows outside M and columns outside N are never written (TMA zero-fills them on input and clips them on
+//     output); no visit reads them.
 //   - Synchronization is the caller's: the input ring's mbarriers (hopper_gemm.cuh) between a chunk's load and
-//     its visits and between its visits and the next load into its buffer; a named barrier over the warpgroup
-//     between a chunk's visits and its write-out, and between the write-out and the next chunk's visits.
+//     its visits and between its visits and the next load into its buffer; for outputs, a proxy fence by every
+//     thread and a named barrier over the warpgroup between a chunk's visits and its TMA store, and the store's
+//     read of shared memory (bulk_wait) and a second barrier before the next chunk's visits overwrite it.
 #pragma once
 
 #include "coda/epilogue_contract.cuh"
@@ -37,20 +38,6 @@
 namespace coda {
 
 namespace detail {
-
-// Copies `bytes` (a multiple of `granule`: 2, 4 or 8) from shared memory to global memory, `granule` bytes at a
-// time: the part of a 16-byte unit that lies inside N.
-__device__ __forceinline__ void copy_out_partial(unsigned src, unsigned char* dst, int bytes, int granule) {
-    for (int b = 0; b < bytes; b += granule) {
-        const SharedReader at{src + b};
-        if (granule == 2)
-            *reinterpret_cast<unsigned short*>(dst + b) = at.get<unsigned short>();
-        else if (granule == 4)
-            *reinterpret_cast<unsigned*>(dst + b) = at.get<unsigned>();
-        else
-            *reinterpret_cast<uint2*>(dst + b) = at.get<uint2>();
-    }
-}
 
 // The Epilogue's table of tile inputs or of tile outputs, seen alike.
 template <class Epilogue>
@@ -101,36 +88,13 @@ struct FragmentLane {
 
 }  // namespace detail
 
-// The shared-memory layout of staged tile outputs (see the contract above): the tensors of Table, each kRows rows of
-// kColumns / 2 column pairs plus 16 bytes of padding, and where the buffer sits in the output.
-template <class Table, int kRows, int kColumns>
-struct PaddedRows {
-    static constexpr int kCount = Table::kCount;
-    __host__ __device__ static constexpr int pair_bytes(int i) { return Table::pair_bytes(i); }
-    __host__ __device__ static constexpr int row_bytes(int i) { return kColumns / 2 * pair_bytes(i); }
-    __host__ __device__ static constexpr int pitch(int i) { return row_bytes(i) + 16; }
-    __host__ __device__ static constexpr int offset(int i) { return i == 0 ? 0 : offset(i - 1) + kRows * pitch(i - 1); }
-    static constexpr int kBytes = offset(kCount);
-
-    // 32-bit shared addresses throughout: generic 64-bit pointers would cost the epilogue registers.
-    unsigned buffer;  // shared-window address of kBytes, 16-byte aligned
-    int m0;           // global row of buffer row 0
-    int n0;           // global column of buffer column pair 0
-
-    // Where tensor i's column pair of the visit at c lies in the buffer.
-    __device__ unsigned at(int i, const Coord& c) const {
-        return buffer + offset(i) + (c.m - m0) * pitch(i) + ((c.n - n0) / 2) * pair_bytes(i);
-    }
-};
-
-// Tile inputs loaded by TMA (the producer warpgroup's loader thread, hopper_gemm.cuh) into a ring of chunk
-// buffers. One buffer holds, for each tile input i, kRows rows (the CTA tile's) of one chunk of kChunkColumns
-// columns, as boxes of span(i) bytes a row (32, 64 or 128: the chunk's row, or 128-byte parts of it), each
-// swizzled by the TMA in the mode of that span, so that the 8 rows a warp visits fall in different banks.
-// The host encodes one tensor map per tile input to match (box {span(i) bytes, kRows}, coda_kernel_info).
-template <class Epilogue, int kRows, int kChunkColumns>
-struct TmaTileInputs {
-    using Table = detail::TileInputTable<Epilogue>;
+// The shared-memory layout of one chunk of staged tile tensors (inputs or outputs), as TMA moves them: for each
+// tensor i of Table, kRows rows of the chunk's kChunkColumns columns, as boxes of span(i) bytes a row (32, 64 or
+// 128: the chunk's row, or 128-byte parts of it), each swizzled by the TMA in the mode of its span, so that the 8
+// rows a warp visits fall in different banks. The host encodes one tensor map per tensor to match (box {span(i)
+// bytes, kRows}, coda_kernel_info).
+template <class Table, int kRows, int kChunkColumns>
+struct SwizzledChunk {
     static constexpr int kCount = Table::kCount;
     __host__ __device__ static constexpr int pair_bytes(int i) { return Table::pair_bytes(i); }
     __host__ __device__ static constexpr int row_bytes(int i) { return kChunkColumns / 2 * pair_bytes(i); }
@@ -139,24 +103,45 @@ struct TmaTileInputs {
     __host__ __device__ static constexpr int offset(int i) { return i == 0 ? 0 : offset(i - 1) + kRows * row_bytes(i - 1); }
     static constexpr int kBytes = offset(kCount);
     // Swizzled boxes must start on 1024-byte boundaries (the buffer's are; each box is kRows x span bytes).
-    static_assert(kRows % 32 == 0, "coda: a TMA tile-input box needs a multiple of 32 rows");
+    static_assert(kRows % 32 == 0, "coda: a staged TMA box needs a multiple of 32 rows");
 
-    static constexpr int kChunkSlots = kChunkColumns / 8;
-    static_assert(kChunkSlots == 4, "coda: a fragment load (ldmatrix.x4) covers 4 column slots");
-
+    // 32-bit shared addresses throughout: generic 64-bit pointers would cost the epilogue registers.
     unsigned buffer;  // shared-window address of this chunk's buffer, 1024-byte aligned
     int m0;           // global row of buffer row 0
     int n0;           // global column of the chunk's first column
-    // Fragment inputs (detail::moves_as_fragments): the chunk's four column slots of the current 8-row group.
-    unsigned frag[kCount > 0 ? kCount : 1][kChunkSlots] = {};
 
-    // Where byte b of row r of tile input i's chunk lies: boxes of span(i) bytes a row, each swizzled by the TMA
-    // in 16-byte units.
+    // Where byte b of row r of tensor i's chunk lies: boxes of span(i) bytes a row, each swizzled by the TMA in
+    // 16-byte units.
     __device__ unsigned address(int i, int r, int b) const {
         const int s = span(i);
         const int granule = ((b % s) >> 4) ^ ((r * s >> 7) & (s / 16 - 1));
         return buffer + offset(i) + (b / s) * kRows * s + r * s + (granule << 4) + (b & 15);
     }
+    // Where tensor i's box b of the chunk lies: in shared memory, and its TMA coordinates (byte column, row).
+    __device__ unsigned box(int i, int b) const { return buffer + offset(i) + b * kRows * span(i); }
+    __device__ int box_column(int i, int b) const { return n0 / 2 * pair_bytes(i) + b * span(i); }
+};
+
+// Tile inputs loaded by TMA (the producer warpgroup's loader thread, hopper_gemm.cuh) into a ring of chunk
+// buffers, one SwizzledChunk of the CTA tile's rows each.
+template <class Epilogue, int kRows, int kChunkColumns>
+struct TmaTileInputs : SwizzledChunk<detail::TileInputTable<Epilogue>, kRows, kChunkColumns> {
+    using Table = detail::TileInputTable<Epilogue>;
+    using Chunk = SwizzledChunk<Table, kRows, kChunkColumns>;
+    using Chunk::address;
+    using Chunk::boxes;
+    using Chunk::kCount;
+    using Chunk::m0;
+    using Chunk::n0;
+    using Chunk::offset;
+    using Chunk::pair_bytes;
+    using Chunk::span;
+
+    static constexpr int kChunkSlots = kChunkColumns / 8;
+    static_assert(kChunkSlots == 4, "coda: a fragment load (ldmatrix.x4) covers 4 column slots");
+
+    // Fragment inputs (detail::moves_as_fragments): the chunk's four column slots of the current 8-row group.
+    unsigned frag[kCount > 0 ? kCount : 1][kChunkSlots] = {};
 
     // Warp-wide, before the visits of the 8-row group holding global row m: loads that group's fragments.
     __device__ void fill(int m) {
@@ -204,18 +189,24 @@ struct TileMaps {
     TmaDescriptor map[kCount];
 };
 
+// Tile outputs staged for TMA stores: the visits of one column chunk write one SwizzledChunk of the consumer
+// warpgroup's rows, then one thread stores it (issue). Only the rows and columns inside M x N reach global memory:
+// the tensor maps clip the boxes, so slots a visit skipped (beyond N or M) may hold stale values.
 template <class Epilogue, int kRows, int kChunkSlots>
-struct StagedTileOutputs : PaddedRows<detail::TileOutputTable<Epilogue>, kRows, 8 * kChunkSlots> {
+struct StagedTileOutputs : SwizzledChunk<detail::TileOutputTable<Epilogue>, kRows, 8 * kChunkSlots> {
     static constexpr int kChunkColumns = 8 * kChunkSlots;
     static_assert(kChunkSlots == 4, "coda: a fragment store (stmatrix.x4) covers 4 column slots");
-    using Rows = PaddedRows<detail::TileOutputTable<Epilogue>, kRows, kChunkColumns>;
-    using Rows::kCount;
-    using Rows::offset;
-    using Rows::pair_bytes;
-    using Rows::pitch;
-    using Rows::row_bytes;
-
     using Table = detail::TileOutputTable<Epilogue>;
+    using Chunk = SwizzledChunk<Table, kRows, kChunkColumns>;
+    using Chunk::address;
+    using Chunk::box;
+    using Chunk::box_column;
+    using Chunk::boxes;
+    using Chunk::kCount;
+    using Chunk::m0;
+    using Chunk::n0;
+    using Chunk::pair_bytes;
+
     // Fragment outputs (detail::moves_as_fragments): the chunk's four column slots of the current 8-row group,
     // written by flush(). Mutable: the generated visit holds the tiles by const reference.
     mutable unsigned frag[kCount > 0 ? kCount : 1][kChunkSlots] = {};
@@ -229,46 +220,25 @@ struct StagedTileOutputs : PaddedRows<detail::TileOutputTable<Epilogue>, kRows, 
                 return;
             }
         }
-        coda::store_shared<T>(this->at(i, c), in);
+        coda::store_shared<T>(address(i, c.m - m0, ((c.n - n0) / 2) * pair_bytes(i)), in);
     }
 
-    // Warp-wide, after the visits of the 8-row group holding global row m: writes that group's fragments. (Slots a
-    // visit skipped, beyond N, get stale values: write_out never copies them.)
+    // Warp-wide, after the visits of the 8-row group holding global row m: writes that group's fragments.
     __device__ void flush(int m) const {
-        const detail::FragmentLane at = detail::FragmentLane::of(m - this->m0, static_cast<int>(threadIdx.x) % 32);
+        const detail::FragmentLane at = detail::FragmentLane::of(m - m0, static_cast<int>(threadIdx.x) % 32);
 #pragma unroll
         for (int i = 0; i < kCount; ++i)
-            if (detail::moves_as_fragments<Table>(i))
-                sm90::stmatrix_x4(this->buffer + offset(i) + at.row * pitch(i) + at.byte, frag[i]);
+            if (detail::moves_as_fragments<Table>(i)) sm90::stmatrix_x4(address(i, at.row, at.byte), frag[i]);
     }
 
-    // Writes the chunk's rows [0, rows) inside M x N to global memory by `threads` threads, this one being `t`:
-    // consecutive threads take consecutive 16-byte units of a row, so a warp writes whole sectors. (n0 is the
-    // chunk's first column.)
-    __device__ void write_out(const typename Epilogue::Args& args, int rows, int t, int threads, int M, int N) const {
-        const int m0 = this->m0;
-        const int n0 = this->n0;
-        const int columns = N - n0 < kChunkColumns ? N - n0 : kChunkColumns;
+    // One thread, once every thread's writes of the chunk are fenced (sm90::fence_async_shared) and behind a
+    // barrier: the TMA stores of the chunk (maps: the outputs' tensor maps), as one bulk group.
+    __device__ void issue(const TmaDescriptor* maps) const {
 #pragma unroll
-        for (int i = 0; i < kCount; ++i) {
-            const TileView v = Epilogue::tile_output(args, i);
-            const int units = row_bytes(i) / 16;
-            const int valid = columns / 2 * pair_bytes(i);  // bytes of a row inside the problem
-            unsigned char* const dst = v.base + static_cast<long long>(n0 / 2) * pair_bytes(i);
-            const unsigned src = this->buffer + offset(i);
-            for (int idx = t; idx < rows * units; idx += threads) {
-                const int r = idx / units;
-                const int unit = idx % units;
-                const int bytes = valid - unit * 16;
-                if (m0 + r >= M || bytes <= 0) continue;
-                unsigned char* const to = dst + static_cast<long long>(m0 + r) * v.row_bytes + unit * 16;
-                const unsigned from = src + r * pitch(i) + unit * 16;
-                if (bytes >= 16)
-                    *reinterpret_cast<uint4*>(to) = detail::SharedReader{from}.get<uint4>();
-                else
-                    detail::copy_out_partial(from, to, bytes, pair_bytes(i) < 8 ? pair_bytes(i) : 8);
-            }
-        }
+        for (int i = 0; i < kCount; ++i)
+#pragma unroll
+            for (int b = 0; b < boxes(i); ++b) sm90::tma_store_2d(&maps[i], box(i, b), box_column(i, b), m0);
+        sm90::bulk_commit();
     }
 };
 

@@ -69,6 +69,28 @@ __device__ __forceinline__ void tma_prefetch_2d(const TmaDescriptor* desc, int c
                  : "memory");
 }
 
+// The other direction: the box at (c0 innermost, c1) of the tensor `desc` describes, from shared memory at `src`.
+// Parts of the box outside the tensor are not written. The copy joins this thread's open bulk group.
+__device__ __forceinline__ void tma_store_2d(const TmaDescriptor* desc, unsigned src, int c0, int c1) {
+    asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];" ::"l"(
+                     reinterpret_cast<unsigned long long>(desc)),
+                 "r"(src), "r"(c0), "r"(c1)
+                 : "memory");
+}
+// Closes this thread's bulk group: the stores issued since the last commit.
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
+// Waits until at most kPending of this thread's bulk groups still read their shared memory (which may then be
+// overwritten), or with kRead false, until at most kPending are still incomplete (their writes done).
+template <int kPending, bool kRead>
+__device__ __forceinline__ void bulk_wait() {
+    if constexpr (kRead)
+        asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(kPending) : "memory");
+    else
+        asm volatile("cp.async.bulk.wait_group %0;" ::"n"(kPending) : "memory");
+}
+// Orders this thread's earlier shared-memory writes before later async-proxy (TMA) reads of them.
+__device__ __forceinline__ void fence_async_shared() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+
 // The same copy multicast to every CTA of the cluster in `cta_mask`: each receives the box at `dst` in its own
 // shared memory and a complete_tx on its own barrier at `bar` (the same offsets in every CTA).
 __device__ __forceinline__ void tma_load_2d_multicast(unsigned dst, const TmaDescriptor* desc, unsigned bar, int c0,
@@ -132,11 +154,15 @@ __device__ __forceinline__ void named_barrier_sync(int id, int threads) {
 //   K-major operand (rows of 64 K-elements = 128 bytes): the stride offset is the step between 8-row groups
 //   (1024 bytes); the leading offset is unused. MN-major operand (rows of 64 M/N-elements, one per k): the
 //   leading offset steps between 64-element M/N chunks, the stride offset between groups of 8 k-rows.
-__device__ __forceinline__ unsigned long long smem_descriptor(unsigned address, unsigned leading_bytes,
-                                                              unsigned stride_bytes) {
-    return static_cast<unsigned long long>((address & 0x3FFFF) >> 4) |
-           (static_cast<unsigned long long>((leading_bytes & 0x3FFFF) >> 4) << 16) |
-           (static_cast<unsigned long long>((stride_bytes & 0x3FFFF) >> 4) << 32) | (1ull << 62);
+// A mainloop keeps descriptors as halves: for one operand the high half (stride offset, swizzle) never changes,
+// and a move inside shared memory only adds (in 16-byte units) to the start address in the low half, which
+// cannot carry out of its 14 bits: shared memory ends below 2^18 bytes.
+__device__ __forceinline__ unsigned smem_descriptor_low(unsigned address, unsigned leading_bytes) {
+    return ((address & 0x3FFFF) >> 4) | (((leading_bytes & 0x3FFFF) >> 4) << 16);
+}
+constexpr unsigned smem_descriptor_high(unsigned stride_bytes) { return ((stride_bytes & 0x3FFFF) >> 4) | (1u << 30); }
+__device__ __forceinline__ unsigned long long smem_descriptor_join(unsigned low, unsigned high) {
+    return (static_cast<unsigned long long>(high) << 32) | low;
 }
 // Orders earlier register writes (zeroed accumulators, epilogue reads) before the next wgmma reads them.
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }

@@ -70,9 +70,9 @@ TEST_CASE("the banner carries the graph text, hash, arch, config and kernel", "[
           "coda::portable_gemm<coda::bf16, true, true, 128, 128, 32, 2, 4, 4, coda_gen::Epilogue>");
     CHECK(contains(k.source, "using Traits = coda::PortableGemmTraits<coda::bf16, true, true, 128, 128, 32, 2, 4, 4, "
                              "coda_gen::Epilogue>;"));
-    CHECK(contains(k.source, "extern \"C\" __constant__ int coda_kernel_info[10] = {coda_gen::Traits::kThreads, "
+    CHECK(contains(k.source, "extern \"C\" __constant__ int coda_kernel_info[12] = {coda_gen::Traits::kThreads, "
                              "coda_gen::Traits::kSmemBytes, coda_gen::Traits::Layout::kBM, "
-                             "coda_gen::Traits::Layout::kBN, 0, 0, 0, 0, 0, 1};"));
+                             "coda_gen::Traits::Layout::kBN, 0, 0, 0, 0, 0, 1, 0, 0};"));
 }
 
 TEST_CASE("a Hopper config selects the TMA + wgmma mainloop on sm_90a", "[codegen]") {
@@ -85,7 +85,8 @@ TEST_CASE("a Hopper config selects the TMA + wgmma mainloop on sm_90a", "[codege
     CHECK(k.kernel_expression == "coda::hopper_gemm<coda::f16, false, true, 128, 128, 6, true, coda_gen::Epilogue>");
     CHECK(contains(k.source, "coda_gen::Traits::Layout::kBN, 1, coda_gen::Traits::kStages, "
                              "coda_gen::Traits::kTileMaps, coda_gen::Traits::kStageInputs ? 1 : 0, "
-                             "coda_gen::Traits::kChunkColumns, coda_gen::Traits::kCluster};"));
+                             "coda_gen::Traits::kChunkColumns, coda_gen::Traits::kCluster, "
+                             "coda_gen::Traits::kOutputMaps, coda_gen::Traits::kWgM};"));
     CHECK(contains(k.source, "using Traits = coda::HopperGemmTraits<coda::f16, false, true, 128, 128, 6, true, 1, "
                              "coda_gen::Epilogue>;"));
 }

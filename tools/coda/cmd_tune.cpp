@@ -1,5 +1,6 @@
 // coda tune: times every candidate tile config of GEMM graphs on this GPU, per problem shape, and records the
 // fastest in the tuning database, keyed by GPU name, graph hash and shape class; Runtime::default_config uses it.
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <set>
@@ -21,7 +22,7 @@
 namespace coda::cli {
 namespace {
 
-constexpr int kWarmup = 5;
+constexpr int kLaunchesPerRound = 5;  // as in `coda bench gemm`: --iters launches per candidate, 5 per round
 
 std::string block_names() {
     std::string names;
@@ -68,18 +69,38 @@ struct Timing {
     std::string error;
 };
 
-Timing time_candidate(const Kernel& kernel, RandomBindings& bindings, int iterations) {
-    Timing t;
-    try {
-        const Args args = bindings.bind(kernel);
-        // A launch that fails on the device shows up here, before it could spoil the timings.
-        kernel.launch(args);
-        Driver::instance().synchronize();
-        t.ms = median_ms(kernel, args, kWarmup, iterations);
-    } catch (const std::exception& e) {
-        t.error = first_line(e.what());
+// Times every candidate that launches, in interleaved rounds (kernel_timing.hpp): the GPU's clock drifts with
+// power and temperature over a run, and candidates timed one after another would each see a different GPU.
+// A candidate whose first launch fails is reported and left out of the rounds.
+std::vector<Timing> time_candidates(const std::vector<Kernel>& kernels, const std::vector<std::string>& compile_errors,
+                                    RandomBindings& bindings, int iterations) {
+    std::vector<Timing> timings(kernels.size());
+    std::vector<Args> args(kernels.size());
+    std::vector<TimedLaunch> launches;
+    std::vector<std::size_t> timed;
+    for (std::size_t ci = 0; ci < kernels.size(); ++ci) {
+        if (!compile_errors[ci].empty()) {
+            timings[ci].error = "compile failed: " + compile_errors[ci];
+            continue;
+        }
+        try {
+            args[ci] = bindings.bind(kernels[ci]);
+            // A launch that fails on the device shows up here, before it could spoil the timings.
+            kernels[ci].launch(args[ci]);
+            Driver::instance().synchronize();
+        } catch (const std::exception& e) {
+            timings[ci].error = first_line(e.what());
+            continue;
+        }
+        launches.push_back({&kernels[ci], &args[ci]});
+        timed.push_back(ci);
     }
-    return t;
+    if (launches.empty()) return timings;
+    const int per_round = std::min(iterations, kLaunchesPerRound);
+    const int rounds = (iterations + per_round - 1) / per_round;
+    const Interleaved t = interleaved_ms(launches, rounds, per_round);
+    for (std::size_t i = 0; i < timed.size(); ++i) timings[timed[i]].ms = t.ms[i];
+    return timings;
 }
 
 }  // namespace
@@ -131,19 +152,29 @@ int cmd_tune(Arguments args) {
                     arch.c_str());
     std::fflush(stdout);  // before the progress bar on stderr
 
-    // Every kernel first, so that no NVRTC compile runs between timed launches; a config that does not compile
-    // is reported and left out, the others still run.
+    // Every kernel first, so that no NVRTC compile runs between timed launches: built on all cores, then loaded
+    // one by one from the cache. A config that does not compile is reported and left out; the others still run.
+    std::vector<WarmJob> jobs;
+    for (const Graph& g : graphs)
+        for (const NamedConfig& candidate : candidates) {
+            CompileOptions options;
+            options.arch = arch;
+            options.use_default_config = false;
+            options.config = candidate.config;
+            jobs.push_back({&g, options});
+        }
+    try {
+        warm_in_parallel(jobs, arch);
+    } catch (const std::exception&) {
+        // The loop below compiles that candidate again, and records its error for the table.
+    }
     std::vector<std::vector<Kernel>> kernels(graphs.size(), std::vector<Kernel>(candidates.size()));
     std::vector<std::vector<std::string>> compile_errors(graphs.size(), std::vector<std::string>(candidates.size()));
     Progress progress(graphs.size() * candidates.size());
     for (std::size_t gi = 0; gi < graphs.size(); ++gi)
         for (std::size_t ci = 0; ci < candidates.size(); ++ci) {
-            CompileOptions options;
-            options.arch = arch;
-            options.use_default_config = false;
-            options.config = candidates[ci].config;
             try {
-                kernels[gi][ci] = Runtime::instance().compile(graphs[gi], options);
+                kernels[gi][ci] = Runtime::instance().compile(graphs[gi], jobs[gi * candidates.size() + ci].options);
             } catch (const std::exception& e) {
                 compile_errors[gi][ci] = first_line(e.what());
             }
@@ -162,17 +193,12 @@ int cmd_tune(Arguments args) {
             std::printf("  %-12s %10s %9s\n", "config", "ms", "TFLOP/s");
             const double flops = 2.0 * double(shape.m) * double(shape.n) * double(shape.k);
             RandomBindings bindings(shape.m, shape.n, shape.k);
-            std::vector<Timing> timings(candidates.size());
+            const std::vector<Timing> timings =
+                time_candidates(kernels[gi], compile_errors[gi], bindings, static_cast<int>(iterations));
             int winner = -1;
-            for (std::size_t ci = 0; ci < candidates.size(); ++ci) {
-                if (!compile_errors[gi][ci].empty()) {
-                    timings[ci].error = "compile failed: " + compile_errors[gi][ci];
-                    continue;
-                }
-                timings[ci] = time_candidate(kernels[gi][ci], bindings, static_cast<int>(iterations));
+            for (std::size_t ci = 0; ci < candidates.size(); ++ci)
                 if (timings[ci].ms >= 0 && (winner < 0 || timings[ci].ms < timings[static_cast<std::size_t>(winner)].ms))
                     winner = static_cast<int>(ci);
-            }
             // What the runtime picks without a record, so the heuristic can be judged against the measurement.
             const KernelConfig heuristic = choose_config(g, arch, shape, TargetDevice{"", device.sm_count}, nullptr);
             for (std::size_t ci = 0; ci < candidates.size(); ++ci) {
