@@ -18,12 +18,31 @@ SET_NK = [(4096, 4096), (6144, 4096), (14336, 4096), (4096, 14336), (2048, 2048)
 SET_M = [4096, 16384]
 
 
-def median_ms(fn, warmup=5, iters=50):
-    """Median GPU time of fn, timed as `coda bench` times its kernels (tools/coda/kernel_timing.cpp): calls back to
-    back after the warmup, an event between calls and one synchronize at the end, so that the host's launch cost
-    is not in the time unless the host cannot keep ahead of the GPU."""
-    for _ in range(warmup):
-        fn()
+SETTLE_MS = 500.0  # as coda's kernel_timing.hpp kSettleMs
+
+
+def settle(fn, ms=SETTLE_MS):
+    """Runs fn back to back for `ms` of GPU time, as coda's benchmarks settle their kernels
+    (tools/coda/kernel_timing.hpp, settle): under sustained load the GPU's clock settles where its power limit
+    holds it, and a measurement right after idle, lighter or heavier work would time that history instead."""
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    elapsed, rounds = 0.0, 1
+    while elapsed < ms:
+        start.record()
+        for _ in range(rounds):
+            fn()
+        stop.record()
+        torch.cuda.synchronize()
+        t = start.elapsed_time(stop)
+        elapsed += t
+        rounds = int(min(max(min(ms - elapsed, 100.0) / max(t / rounds, 1e-3), 1), 100000))
+
+
+def median_ms(fn, iters=50):
+    """Median GPU time of fn, timed as `coda bench` times its kernels (tools/coda/kernel_timing.cpp): after
+    settling, calls back to back, an event between calls and one synchronize at the end, so that the host's launch
+    cost is not in the time unless the host cannot keep ahead of the GPU."""
+    settle(fn)
     events = [torch.cuda.Event(enable_timing=True) for _ in range(iters + 1)]
     events[0].record()
     for i in range(iters):

@@ -78,12 +78,37 @@ void warm_in_parallel(const std::vector<WarmJob>& jobs, const std::string& arch)
     if (failure) std::rethrow_exception(failure);
 }
 
+void settle(const std::vector<TimedLaunch>& launches, double ms) {
+    Driver& d = Driver::instance();
+    struct Events {
+        CUevent start, stop;
+        ~Events() {
+            Driver::instance().event_destroy(start);
+            Driver::instance().event_destroy(stop);
+        }
+    } e{d.event_create(), d.event_create()};
+    double elapsed = 0;
+    int rounds = 1;
+    while (elapsed < ms) {
+        d.event_record(e.start, nullptr);
+        for (int r = 0; r < rounds; ++r)
+            for (const TimedLaunch& l : launches) l.kernel->launch(*l.args);
+        d.event_record(e.stop, nullptr);
+        d.synchronize();
+        const double t = d.event_ms(e.start, e.stop);
+        elapsed += t;
+        // Next batch: what remains, at most ~100 ms of queued work.
+        const double per_round = std::max(t / rounds, 1e-3);
+        rounds = static_cast<int>(std::clamp(std::min(ms - elapsed, 100.0) / per_round, 1.0, 100000.0));
+    }
+}
+
 Interleaved interleaved_ms(const std::vector<TimedLaunch>& launches, int rounds, int per_round) {
     if (launches.empty() || rounds < 1 || per_round < 1)
         throw InternalError("interleaved_ms needs kernels, rounds >= 1 and per_round >= 1");
     const std::size_t n = launches.size();
     std::vector<std::vector<double>> times(n), ratios(n);
-    for (const TimedLaunch& l : launches) median_ms(*l.kernel, *l.args, 5, 1);  // warm up (and load) each first
+    settle(launches, kSettleMs);
     for (int r = 0; r < rounds; ++r) {
         std::vector<double> round(n);
         for (std::size_t i = 0; i < n; ++i) round[i] = median_ms(*launches[i].kernel, *launches[i].args, 1, per_round);

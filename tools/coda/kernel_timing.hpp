@@ -30,17 +30,27 @@ struct WarmJob {
 };
 void warm_in_parallel(const std::vector<WarmJob>& jobs, const std::string& arch);
 
-// Kernels timed side by side: `rounds` rounds, each timing every kernel in turn (the median of `per_round`
+// One kernel with its arguments, for the timing functions below.
+struct TimedLaunch {
+    const Kernel* kernel;
+    const Args* args;
+};
+
+// Runs the kernels in turn, back to back, for `ms` of GPU time. Under sustained load a GPU's clock settles where
+// its power limit holds it (an H200 at 700 W: from 1.98 GHz to about 1.3-1.5 GHz, depending on the kernel) within
+// a fraction of a second. A kernel timed from idle, or right after lighter or heavier work, runs at a clock that
+// sustained work (a training step) does not see, and comparisons between benchmarks that ran after different work
+// would measure that history. tools/bench_torch.py settles its baselines the same way.
+void settle(const std::vector<TimedLaunch>& launches, double ms);
+constexpr double kSettleMs = 500;
+
+// Kernels timed side by side, after settling (kSettleMs): `rounds` rounds, each timing every kernel in turn (the median of `per_round`
 // launches). The GPU's clocks drift over a run (power, temperature), and one kernel timed after another sees a
 // different GPU; interleaving exposes all of them to the same drift. For each kernel: the median over rounds of
 // its time, and of its time over kernel 0's in the same round (the ratio that comparisons should quote).
 struct Interleaved {
     std::vector<double> ms;
     std::vector<double> vs_first;
-};
-struct TimedLaunch {
-    const Kernel* kernel;
-    const Args* args;
 };
 Interleaved interleaved_ms(const std::vector<TimedLaunch>& launches, int rounds, int per_round);
 
