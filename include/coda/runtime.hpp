@@ -74,8 +74,8 @@ public:
     // The CUDA source coda generates for the graph (no compile).
     std::string source(const Graph& graph, const std::string& arch, const CompileOptions& options = {});
     // The configuration coda would use for the graph on arch (for a problem of `shape` when known): a tuned
-    // config from `coda tune` when one is recorded for this GPU, graph and shape class, else a heuristic
-    // (Hopper mainloop on sm_90a, portable elsewhere).
+    // config from `coda tune` when one is recorded for this GPU, graph and shape class, else the default (on
+    // sm_90a the Hopper mainloop's ping-pong 128 x 128, elsewhere the portable mainloop's tile).
     KernelConfig default_config(const Graph& graph, const std::string& arch, const ProblemShape& shape = {}) const;
 
     Runtime(const Runtime&) = delete;

@@ -16,9 +16,6 @@
 namespace coda {
 namespace {
 
-// H100 SXM and H200 have 132 SMs: the wave size to assume when no device says otherwise.
-constexpr int kHopperDefaultSms = 132;
-
 // graph_hash prints and hashes the whole graph (microseconds); a compile loop asks for the same graph again and
 // again. Keyed like the runtime's fast path: graphs only grow, so (storage, node count) names one graph for as
 // long as the storage lives.
@@ -80,27 +77,13 @@ TargetDevice device_for(const std::string& arch) {
 
 }  // namespace
 
-KernelConfig hopper_heuristic(const ProblemShape& shape, int sm_count, bool reads_tile_inputs) {
-    // From `coda bench gemm` on an H200 (docs/PERFORMANCE.md, 2026-12-02): cooperative 128 x 256 tiles do the
-    // most work per byte of shared memory and win when each tile's mainloop is long (K large, or M moderate).
-    // Ping-pong 128 x 128 wins when mainloops are short relative to the epilogue and the per-tile prologue
-    // (narrow outputs, N <= 2048; tall problems with K <= 4096), because one consumer's epilogue runs while the
-    // other computes; and when 128 x 256 tiles would leave SMs idle (fewer tiles than SMs). 2-CTA clusters
-    // (cluster=2) measured no faster beyond run-to-run noise on the shape set (2026-12-03): neither default uses them.
-    // Epilogues that read tile inputs (out-proj's residual): ping-pong 128 x 128 at every shape. Its shared memory
-    // leaves room to stage the inputs by TMA and its epilogue overlaps the other consumer's mainloop; the
-    // cooperative tiles read them from global memory with the tensor cores idle. Measured 2026-12-03 on an H200
-    // (docs/PERFORMANCE.md): at the 7 benchmark shapes where the rules below pick cooperative 128 x 256, out-proj
-    // on ping-pong took 0.79-0.93x its time at 6 and 1.002x at the seventh (4096 x 4096 x 14336).
-    const KernelConfig big = hopper_config(128, 256, 4, Schedule::Cooperative);
-    const KernelConfig pingpong = hopper_config(128, 128, 6, Schedule::PingPong);
-    if (reads_tile_inputs) return pingpong;
-    if (shape.m <= 0 || shape.n <= 0) return big;
-    const std::int64_t tiles = (shape.m + big.bm - 1) / big.bm * ((shape.n + big.bn - 1) / big.bn);
-    const int sms = sm_count > 0 ? sm_count : kHopperDefaultSms;
-    if (tiles < sms || shape.n <= 2048) return pingpong;
-    if (shape.m >= 8192 && shape.k > 0 && shape.k <= 4096) return pingpong;
-    return big;
+KernelConfig hopper_default_config() {
+    // Ping-pong 128 x 128 at every shape. Measured with `coda tune` on an H200 over the benchmark shape set
+    // (docs/PERFORMANCE.md, 2026-12-03, third session: lean mainloop, clocks settled before timing): the identity
+    // epilogue ran fastest on it at all 12 shapes, 1-9% ahead of cooperative 128 x 256 (the earlier default at 7
+    // of them), and the out-proj epilogue likewise. One consumer's epilogue runs during the other's mainloop, and
+    // its shared memory leaves room to stage tile inputs and outputs. Other shapes and GPUs: `coda tune`.
+    return hopper_config(128, 128, 6, Schedule::PingPong);
 }
 
 KernelConfig choose_config(const Graph& graph, const std::string& arch, const ProblemShape& shape,
@@ -115,9 +98,7 @@ KernelConfig choose_config(const Graph& graph, const std::string& arch, const Pr
         if (db->has(device.name, cls))
             if (const TuningRecord* r = db->find(device.name, graph_hash_memo().hash(graph), cls)) return r->config;
     }
-    bool reads_tile_inputs = false;
-    for (const Node& n : graph.nodes()) reads_tile_inputs = reads_tile_inputs || n.op == Op::TileInput;
-    return hopper_heuristic(shape, device.sm_count, reads_tile_inputs);
+    return hopper_default_config();
 }
 
 KernelConfig default_config_on(const Graph& graph, const std::string& arch, const ProblemShape& shape,

@@ -1,5 +1,5 @@
 // Which tile configuration a graph gets when the caller names none: a tuned one from the tuning database,
-// else a heuristic. choose_config is the pure decision; Runtime::default_config feeds it the current device.
+// else the mainloop's default. choose_config is the pure decision; Runtime::default_config feeds it the current device.
 #pragma once
 
 #include <string>
@@ -18,12 +18,11 @@ struct TargetDevice {
     int sm_count = 0;   // 0: unknown
 };
 
-// The Hopper mainloop's default tile for a problem of `shape` on a GPU of `sm_count` SMs (0: unknown), for an
-// epilogue that reads tile inputs (tile_input nodes) or not.
-KernelConfig hopper_heuristic(const ProblemShape& shape, int sm_count, bool reads_tile_inputs = false);
+// The Hopper mainloop's default tile config, where no tuned record applies (config_choice.cpp says why this one).
+KernelConfig hopper_default_config();
 
 // Non-GEMM graphs and archs other than sm_90a: the portable KernelConfig{}. sm_90a: the record of `db` for
-// (device name, graph hash, shape class) when there is one, else hopper_heuristic.
+// (device name, graph hash, shape class) when there is one, else hopper_default_config().
 KernelConfig choose_config(const Graph& graph, const std::string& arch, const ProblemShape& shape,
                            const TargetDevice& device, const TuningDb* db);
 

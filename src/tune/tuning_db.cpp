@@ -138,7 +138,7 @@ TuningDb TuningDb::load(const fs::path& path) {
     if (!in) {
         std::error_code ec;
         if (fs::exists(path, ec))
-            logger("coda.tune")->warn("cannot read the tuning database {}; using heuristic configs", path.string());
+            logger("coda.tune")->warn("cannot read the tuning database {}; using the default configs", path.string());
         return {};
     }
     std::stringstream text;

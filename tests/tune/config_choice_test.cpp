@@ -1,5 +1,5 @@
 // choose_config, the pure decision behind Runtime::default_config: portable off sm_90a and for non-GEMM graphs,
-// the Hopper heuristic on sm_90a, and a tuned record only for the GPU, graph and shape class it was measured on.
+// the Hopper default (ping-pong 128x128) on sm_90a, and a tuned record only for the GPU, graph and shape class it was measured on.
 #include <catch2/catch.hpp>
 
 #include "coda/blocks.hpp"
@@ -14,9 +14,8 @@ using coda::KernelConfig;
 using coda::ProblemShape;
 using coda::Schedule;
 
-const KernelConfig kBig = coda::hopper_config(128, 256, 4, Schedule::Cooperative);
-const KernelConfig kSmall = coda::hopper_config(128, 128, 6, Schedule::Cooperative);
-const KernelConfig kPingPong = coda::hopper_config(64, 256, 5, Schedule::PingPong);
+const KernelConfig kDefault = coda::hopper_config(128, 128, 6, Schedule::PingPong);
+const KernelConfig kPingPong = coda::hopper_config(64, 256, 5, Schedule::PingPong);  // a tuned record's
 
 coda::Graph gemm_graph() {
     coda::Graph g = coda::Graph::gemm("config_choice_test");
@@ -47,37 +46,19 @@ TEST_CASE("choose_config: portable off sm_90a and for graphs without a GEMM", "[
     CHECK(coda::choose_config(g, "sm_80", {4096, 4096, 4096}, h200, &db) == KernelConfig{});
 }
 
-TEST_CASE("choose_config on sm_90a: cooperative 128x256, ping-pong 128x128 for short mainloops or few tiles",
-          "[tune]") {
-    const coda::Graph g = gemm_graph();
-    const KernelConfig pp = coda::hopper_config(128, 128, 6, Schedule::PingPong);
-    CHECK(coda::choose_config(g, "sm_90a", {}, {}, nullptr) == kBig);                       // unknown shape
-    CHECK(coda::choose_config(g, "sm_90a", {4096, 4096, 4096}, {}, nullptr) == kBig);
-    CHECK(coda::choose_config(g, "sm_90a", {16384, 4096, 14336}, {}, nullptr) == kBig);     // long K
-    CHECK(coda::choose_config(g, "sm_90a", {16384, 14336, 4096}, {}, nullptr) == pp);       // tall, short K
-    CHECK(coda::choose_config(g, "sm_90a", {4096, 2048, 2048}, {}, nullptr) == pp);         // narrow output
-    CHECK(coda::choose_config(g, "sm_90a", {1024, 4096, 4096}, {}, nullptr) == pp);         // 8 x 16 tiles
-    // Without a device, 132 SMs (H100 SXM, H200); with one, its own count.
-    CHECK(coda::choose_config(g, "sm_90a", {128 * 8, 256 * 16, 8192}, {}, nullptr) == pp);  // 128 tiles
-    CHECK(coda::choose_config(g, "sm_90a", {128 * 9, 256 * 16, 8192}, {}, nullptr) == kBig);
-    CHECK(coda::choose_config(g, "sm_90a", {128 * 8, 256 * 16, 8192}, {"NVIDIA H100 PCIe", 114}, nullptr) == kBig);
-    CHECK(coda::hopper_heuristic({128 * 100, 4096, 8192}, 114) == kBig);
-    CHECK(coda::hopper_heuristic({0, 4096, 64}, 114) == kBig);
-    (void)kSmall;
-}
-
-TEST_CASE("choose_config on sm_90a: ping-pong 128x128 for epilogues that read tile inputs, at any shape", "[tune]") {
-    coda::Graph g = coda::Graph::gemm("config_choice_residual");
-    g.store(g.accumulator() + g.tile_input("residual", coda::DType::BF16), "D", coda::DType::BF16);
-    const KernelConfig pp = coda::hopper_config(128, 128, 6, Schedule::PingPong);
-    for (const ProblemShape& shape : {ProblemShape{}, ProblemShape{4096, 4096, 4096}, ProblemShape{16384, 4096, 14336},
-                                      ProblemShape{4096, 8192, 8192}}) {
+TEST_CASE("choose_config on sm_90a: ping-pong 128x128 at every shape, with or without tile inputs", "[tune]") {
+    coda::Graph residual = coda::Graph::gemm("config_choice_residual");
+    residual.store(residual.accumulator() + residual.tile_input("residual", coda::DType::BF16), "D", coda::DType::BF16);
+    CHECK(coda::hopper_default_config() == kDefault);
+    CHECK(kDefault.schedule == Schedule::PingPong);
+    for (const ProblemShape& shape :
+         {ProblemShape{}, ProblemShape{4096, 4096, 4096}, ProblemShape{16384, 4096, 14336}, ProblemShape{4096, 2048, 2048},
+          ProblemShape{1024, 4096, 4096}, ProblemShape{1, 4096, 64}}) {
         INFO(shape.m << "x" << shape.n << "x" << shape.k);
-        CHECK(coda::choose_config(g, "sm_90a", shape, {}, nullptr) == pp);
-        CHECK(coda::choose_config(gemm_graph(), "sm_90a", shape, {}, nullptr) == kBig);  // the same shape, no input
+        CHECK(coda::choose_config(gemm_graph(), "sm_90a", shape, {}, nullptr) == kDefault);
+        CHECK(coda::choose_config(residual, "sm_90a", shape, {"NVIDIA H100 PCIe", 114}, nullptr) == kDefault);
     }
-    CHECK(coda::choose_config(coda::blocks::out_proj(), "sm_90a", {4096, 4096, 4096}, {}, nullptr) == pp);
-    CHECK(coda::hopper_heuristic({4096, 4096, 4096}, 132, true) == pp);
+    CHECK(coda::choose_config(coda::blocks::out_proj(), "sm_90a", {4096, 4096, 4096}, {}, nullptr) == kDefault);
 }
 
 TEST_CASE("choose_config uses a tuned record only for its GPU, graph and shape class", "[tune]") {
@@ -89,22 +70,22 @@ TEST_CASE("choose_config uses a tuned record only for its GPU, graph and shape c
 
     CHECK(coda::choose_config(g, "sm_90a", shape, h200, &db) == kPingPong);
     CHECK(coda::choose_config(g, "sm_90a", {4000, 5000, 3000}, h200, &db) == kPingPong);  // the same class
-    CHECK(coda::choose_config(g, "sm_90a", shape, h200, nullptr) == kBig);
+    CHECK(coda::choose_config(g, "sm_90a", shape, h200, nullptr) == kDefault);
     // No GPU (no name): a record is never used, whatever the file says.
-    CHECK(coda::choose_config(g, "sm_90a", shape, {}, &db) == kBig);
-    CHECK(coda::choose_config(g, "sm_90a", shape, {"", 132}, &db) == kBig);
-    CHECK(coda::choose_config(g, "sm_90a", shape, {"NVIDIA H100 80GB HBM3", 132}, &db) == kBig);
-    CHECK(coda::choose_config(g, "sm_90a", {16384, 6144, 4096}, h200, &db) == coda::hopper_heuristic({16384, 6144, 4096}, 132));
-    CHECK(coda::choose_config(g, "sm_90a", {}, h200, &db) == kBig);
+    CHECK(coda::choose_config(g, "sm_90a", shape, {}, &db) == kDefault);
+    CHECK(coda::choose_config(g, "sm_90a", shape, {"", 132}, &db) == kDefault);
+    CHECK(coda::choose_config(g, "sm_90a", shape, {"NVIDIA H100 80GB HBM3", 132}, &db) == kDefault);
+    CHECK(coda::choose_config(g, "sm_90a", {16384, 6144, 4096}, h200, &db) == kDefault);
+    CHECK(coda::choose_config(g, "sm_90a", {}, h200, &db) == kDefault);
     coda::Graph other = coda::Graph::gemm("config_choice_other");
     coda::Value acc = other.accumulator();
     other.store(acc, "D", coda::DType::F16);
-    CHECK(coda::choose_config(other, "sm_90a", shape, h200, &db) == kBig);
+    CHECK(coda::choose_config(other, "sm_90a", shape, h200, &db) == kDefault);
 
     // The graph's hash is remembered per graph; a graph that grows is another graph.
     CHECK(coda::choose_config(g, "sm_90a", shape, h200, &db) == kPingPong);
     g.constant(2.0f, "two");
-    CHECK(coda::choose_config(g, "sm_90a", shape, h200, &db) == kBig);
+    CHECK(coda::choose_config(g, "sm_90a", shape, h200, &db) == kDefault);
 }
 
 TEST_CASE("Runtime::default_config: portable on sm_80, Hopper on sm_90a", "[tune]") {
@@ -113,7 +94,7 @@ TEST_CASE("Runtime::default_config: portable on sm_80, Hopper on sm_90a", "[tune
     CHECK(rt.default_config(g, "sm_80") == KernelConfig{});
     CHECK(rt.default_config(g, "sm_80", {4096, 4096, 4096}) == KernelConfig{});
     CHECK(rt.default_config(tile_graph(), "sm_90a") == KernelConfig{});
-    CHECK(rt.default_config(g, "sm_90a") == kBig);
-    CHECK(rt.default_config(g, "sm_90a", {16384, 16384, 14336}) == kBig);
+    CHECK(rt.default_config(g, "sm_90a") == kDefault);
+    CHECK(rt.default_config(g, "sm_90a", {16384, 16384, 14336}) == kDefault);
     CHECK(rt.default_config(g, "sm_90a", {128, 256, 64}) == coda::hopper_config(128, 128, 6, Schedule::PingPong));
 }

@@ -93,8 +93,8 @@ int bench_gemm(Arguments& args) {
     if (!d.available()) throw Error("bench gemm needs a GPU: " + d.unavailable_reason());
     d.ensure_context();
 
-    // Every kernel first (the default config may differ per shape: CompileOptions::shape lets the heuristic
-    // and the tuning database choose), so that no compile runs between timed launches.
+    // Every kernel first (the default config may differ per shape: CompileOptions::shape lets the tuning
+    // database choose), so that no compile runs between timed launches.
     const Graph identity_g = identity_graph(), out_proj_g = blocks::out_proj();
     struct Kernels {
         Kernel identity, out_proj;

@@ -199,12 +199,12 @@ int cmd_tune(Arguments args) {
             for (std::size_t ci = 0; ci < candidates.size(); ++ci)
                 if (timings[ci].ms >= 0 && (winner < 0 || timings[ci].ms < timings[static_cast<std::size_t>(winner)].ms))
                     winner = static_cast<int>(ci);
-            // What the runtime picks without a record, so the heuristic can be judged against the measurement.
-            const KernelConfig heuristic = choose_config(g, arch, shape, TargetDevice{"", device.sm_count}, nullptr);
+            // What the runtime picks without a record, so the default can be judged against the measurement.
+            const KernelConfig fallback = choose_config(g, arch, shape, TargetDevice{"", device.sm_count}, nullptr);
             for (std::size_t ci = 0; ci < candidates.size(); ++ci) {
                 const Timing& t = timings[ci];
                 const std::string marks = std::string(static_cast<int>(ci) == winner ? "  <- fastest" : "") +
-                                          (candidates[ci].config == heuristic ? "  (heuristic default)" : "");
+                                          (candidates[ci].config == fallback ? "  (default)" : "");
                 if (t.ms < 0)
                     std::printf("  %-12s %10s %9s  SKIPPED: %s%s\n", candidates[ci].name.c_str(), "-", "-",
                                 t.error.c_str(), marks.c_str());
@@ -220,8 +220,8 @@ int cmd_tune(Arguments args) {
             const NamedConfig& best = candidates[static_cast<std::size_t>(winner)];
             const double best_ms = timings[static_cast<std::size_t>(winner)].ms;
             for (std::size_t ci = 0; ci < candidates.size(); ++ci)
-                if (candidates[ci].config == heuristic && timings[ci].ms >= 0 && static_cast<int>(ci) != winner)
-                    std::printf("  the heuristic default %s is %.1f%% slower than %s\n", candidates[ci].name.c_str(),
+                if (candidates[ci].config == fallback && timings[ci].ms >= 0 && static_cast<int>(ci) != winner)
+                    std::printf("  the default %s is %.1f%% slower than %s\n", candidates[ci].name.c_str(),
                                 (timings[ci].ms / best_ms - 1) * 100, best.name.c_str());
             std::fflush(stdout);  // a long run shows each table as it is done, also through a pipe
             if (!records) continue;

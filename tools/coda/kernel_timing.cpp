@@ -26,6 +26,27 @@ constexpr std::size_t kPatternElements = std::size_t(1) << 20;
 
 const void* ptr(const DeviceBuffer& b) { return reinterpret_cast<const void*>(static_cast<std::uintptr_t>(b.ptr())); }
 
+// Device events, destroyed however the timing ends. A destroy that fails is not reported: the error that ended
+// the timing (a faulting kernel breaks the context) is already on its way to the caller.
+class Events {
+public:
+    explicit Events(int count) {
+        for (int i = 0; i < count; ++i) events_.push_back(Driver::instance().event_create());
+    }
+    ~Events() {
+        for (CUevent e : events_) try {
+                Driver::instance().event_destroy(e);
+            } catch (...) {
+            }
+    }
+    Events(const Events&) = delete;
+    Events& operator=(const Events&) = delete;
+    CUevent operator[](int i) const { return events_[static_cast<std::size_t>(i)]; }
+
+private:
+    std::vector<CUevent> events_;
+};
+
 double median_of(std::vector<double> v) {
     std::sort(v.begin(), v.end());
     return v[v.size() / 2];
@@ -50,8 +71,7 @@ double median_ms(const Kernel& kernel, const Args& args, int warmup, int iterati
     // runs earlier ones (the warmup launches first), so each interval is the kernel's time on the GPU and not the
     // host's time to launch it. (Recording a start event on an idle GPU and then launching would add the launch's
     // host cost: a few percent of a millisecond-long GEMM, and most of a small one.)
-    std::vector<CUevent> events;
-    for (int i = 0; i <= iterations; ++i) events.push_back(d.event_create());
+    const Events events(iterations + 1);
     d.event_record(events[0], nullptr);
     for (int i = 0; i < iterations; ++i) {
         kernel.launch(args);
@@ -60,7 +80,6 @@ double median_ms(const Kernel& kernel, const Args& args, int warmup, int iterati
     d.synchronize();
     std::vector<double> times;
     for (int i = 0; i < iterations; ++i) times.push_back(d.event_ms(events[i], events[i + 1]));
-    for (CUevent e : events) d.event_destroy(e);
     return median_of(times);
 }
 
@@ -80,22 +99,16 @@ void warm_in_parallel(const std::vector<WarmJob>& jobs, const std::string& arch)
 
 void settle(const std::vector<TimedLaunch>& launches, double ms) {
     Driver& d = Driver::instance();
-    struct Events {
-        CUevent start, stop;
-        ~Events() {
-            Driver::instance().event_destroy(start);
-            Driver::instance().event_destroy(stop);
-        }
-    } e{d.event_create(), d.event_create()};
+    const Events events(2);
     double elapsed = 0;
     int rounds = 1;
     while (elapsed < ms) {
-        d.event_record(e.start, nullptr);
+        d.event_record(events[0], nullptr);
         for (int r = 0; r < rounds; ++r)
             for (const TimedLaunch& l : launches) l.kernel->launch(*l.args);
-        d.event_record(e.stop, nullptr);
+        d.event_record(events[1], nullptr);
         d.synchronize();
-        const double t = d.event_ms(e.start, e.stop);
+        const double t = d.event_ms(events[0], events[1]);
         elapsed += t;
         // Next batch: what remains, at most ~100 ms of queued work.
         const double per_round = std::max(t / rounds, 1e-3);
@@ -131,7 +144,8 @@ RandomBindings::RandomBindings(std::int64_t m, std::int64_t n, std::int64_t k, s
 const DeviceBuffer& RandomBindings::buffer(const std::string& name, DType dtype, std::size_t count, Fill fill,
                                            double scale) {
     const std::size_t bytes = count * size_of(dtype);
-    if (auto it = buffers_.find(name); it != buffers_.end() && it->second.bytes() == bytes) return it->second;
+    const std::pair<std::string, std::size_t> key{name, bytes};
+    if (auto it = buffers_.find(key); it != buffers_.end()) return it->second;
     DeviceBuffer b(bytes);
     if (fill != Fill::None && count > 0) {
         // Seeded by name, so the same binding gets the same data whatever order kernels bind in.
@@ -145,8 +159,7 @@ const DeviceBuffer& RandomBindings::buffer(const std::string& name, DType dtype,
         for (std::size_t offset = 0; offset < bytes; offset += pattern.size())
             driver.copy_to_device(b.ptr() + offset, pattern.data(), std::min(pattern.size(), bytes - offset));
     }
-    buffers_[name] = std::move(b);
-    return buffers_[name];
+    return buffers_.emplace(key, std::move(b)).first->second;
 }
 
 Args RandomBindings::bind(const Kernel& kernel) {

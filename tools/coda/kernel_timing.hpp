@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "coda/runtime.hpp"
@@ -56,8 +57,9 @@ Interleaved interleaved_ms(const std::vector<TimedLaunch>& launches, int rounds,
 
 // Random device tensors for every binding of a GEMM graph's kernel at M x N x K: A and B in the graph's
 // layouts, inputs random (never zeros: zeros run faster than real data), outputs and partials allocated.
-// Buffers are kept by name and size, so kernels of one graph with other tile configs (whose partials differ
-// in size) reuse the inputs. Needs a GPU.
+// Buffers are kept by name and size for as long as the object lives: kernels of one graph with other tile
+// configs share the inputs, each gets partials of its own size, and every Args returned stays valid (kernels
+// bound one after another are timed together). Needs a GPU.
 class RandomBindings {
 public:
     RandomBindings(std::int64_t m, std::int64_t n, std::int64_t k, std::uint64_t seed = 1);
@@ -69,7 +71,7 @@ private:
 
     std::int64_t m_, n_, k_;
     std::uint64_t seed_;
-    std::map<std::string, DeviceBuffer> buffers_;
+    std::map<std::pair<std::string, std::size_t>, DeviceBuffer> buffers_;
 };
 
 }  // namespace coda::cli
