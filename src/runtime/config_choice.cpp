@@ -79,10 +79,11 @@ TargetDevice device_for(const std::string& arch) {
 
 KernelConfig hopper_default_config() {
     // Ping-pong 128 x 128 at every shape. Measured with `coda tune` on an H200 over the benchmark shape set
-    // (docs/PERFORMANCE.md, 2026-12-03, third session: lean mainloop, clocks settled before timing): the identity
-    // epilogue ran fastest on it at all 12 shapes, 1-9% ahead of cooperative 128 x 256 (the earlier default at 7
-    // of them), and the out-proj epilogue likewise. One consumer's epilogue runs during the other's mainloop, and
-    // its shared memory leaves room to stage tile inputs and outputs. Other shapes and GPUs: `coda tune`.
+    // (docs/PERFORMANCE.md, 2026-12-03, third session: lean mainloop, clocks settled before timing): out-proj ran
+    // fastest on it at 11 of 12 shapes (0.5% behind at the twelfth); the identity at all 12 in one call (1-8%
+    // ahead of cooperative 128 x 256, the earlier default at 7 of them) and within 2.3% of the winner in another.
+    // One consumer's epilogue runs during the other's mainloop, and its shared memory leaves room to stage tile
+    // inputs and outputs. Other shapes and GPUs: `coda tune`.
     return hopper_config(128, 128, 6, Schedule::PingPong);
 }
 
