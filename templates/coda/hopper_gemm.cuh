@@ -142,7 +142,9 @@ struct HopperGemmTraits {
     static constexpr int kInputBytes = kStageInputs ? kInputRingBytes : 0;
     // A second output buffer per consumer lets one chunk's TMA store read a buffer while the visits write the
     // next chunk into the other. Taken only where it costs no pipeline stage.
-    static constexpr int stages_beside(int staging) { return (kHopperMaxSmemBytes - kFixedBytes - staging) / kStageBytes; }
+    static constexpr int stages_beside(int staging) {
+        return (kHopperMaxSmemBytes - kFixedBytes - staging) / kStageBytes;
+    }
     static constexpr int kOutputBuffers =
         kStageOutputs && stages_beside(kInputBytes + 2 * kOneOutputBufferBytes) >=
                              (STAGES < stages_beside(kInputBytes + kOneOutputBufferBytes)

@@ -115,11 +115,14 @@ struct SwizzledChunk {
     __device__ unsigned address(int i, int r, int b) const {
         const int s = span(i);
         const int granule = ((b % s) >> 4) ^ ((r * s >> 7) & (s / 16 - 1));
-        return buffer + offset(i) + (b / s) * kRows * s + r * s + (granule << 4) + (b & 15);
+        return buffer + box_offset(i, b / s) + r * s + (granule << 4) + (b & 15);
     }
-    // Where tensor i's box b of the chunk lies: in shared memory, and its TMA coordinates (byte column, row).
-    __device__ unsigned box(int i, int b) const { return buffer + offset(i) + b * kRows * span(i); }
-    __device__ int box_column(int i, int b) const { return n0 / 2 * pair_bytes(i) + b * span(i); }
+    // Tensor i's box b of a chunk: its offset in the chunk's buffer, and the TMA's byte column of the box in a
+    // chunk whose first column is n0 (the row coordinate is the chunk's first row).
+    __host__ __device__ static constexpr int box_offset(int i, int b) { return offset(i) + b * kRows * span(i); }
+    __host__ __device__ static constexpr int box_column(int n0, int i, int b) {
+        return n0 / 2 * pair_bytes(i) + b * span(i);
+    }
 };
 
 // Tile inputs loaded by TMA (the producer warpgroup's loader thread, hopper_gemm.cuh) into a ring of chunk
@@ -133,9 +136,7 @@ struct TmaTileInputs : SwizzledChunk<detail::TileInputTable<Epilogue>, kRows, kC
     using Chunk::kCount;
     using Chunk::m0;
     using Chunk::n0;
-    using Chunk::offset;
     using Chunk::pair_bytes;
-    using Chunk::span;
 
     static constexpr int kChunkSlots = kChunkColumns / 8;
     static_assert(kChunkSlots == 4, "coda: a fragment load (ldmatrix.x4) covers 4 column slots");
@@ -169,8 +170,7 @@ struct TmaTileInputs : SwizzledChunk<detail::TileInputTable<Epilogue>, kRows, kC
         for (int i = 0; i < kCount; ++i)
 #pragma unroll
             for (int b = 0; b < boxes(i); ++b)
-                sm90::tma_load_2d(dst + offset(i) + b * kRows * span(i), &maps[i], bar,
-                                  n0 / 2 * pair_bytes(i) + b * span(i), m0);
+                sm90::tma_load_2d(dst + Chunk::box_offset(i, b), &maps[i], bar, Chunk::box_column(n0, i, b), m0);
     }
     // L2 prefetch of the chunk at (m0, n0).
     __device__ static void prefetch(const TmaDescriptor* maps, int m0, int n0) {
@@ -178,7 +178,7 @@ struct TmaTileInputs : SwizzledChunk<detail::TileInputTable<Epilogue>, kRows, kC
         for (int i = 0; i < kCount; ++i)
 #pragma unroll
             for (int b = 0; b < boxes(i); ++b)
-                sm90::tma_prefetch_2d(&maps[i], n0 / 2 * pair_bytes(i) + b * span(i), m0);
+                sm90::tma_prefetch_2d(&maps[i], Chunk::box_column(n0, i, b), m0);
     }
 };
 
@@ -199,8 +199,6 @@ struct StagedTileOutputs : SwizzledChunk<detail::TileOutputTable<Epilogue>, kRow
     using Table = detail::TileOutputTable<Epilogue>;
     using Chunk = SwizzledChunk<Table, kRows, kChunkColumns>;
     using Chunk::address;
-    using Chunk::box;
-    using Chunk::box_column;
     using Chunk::boxes;
     using Chunk::kCount;
     using Chunk::m0;
@@ -237,7 +235,8 @@ struct StagedTileOutputs : SwizzledChunk<detail::TileOutputTable<Epilogue>, kRow
 #pragma unroll
         for (int i = 0; i < kCount; ++i)
 #pragma unroll
-            for (int b = 0; b < boxes(i); ++b) sm90::tma_store_2d(&maps[i], box(i, b), box_column(i, b), m0);
+            for (int b = 0; b < boxes(i); ++b)
+                sm90::tma_store_2d(&maps[i], this->buffer + Chunk::box_offset(i, b), Chunk::box_column(n0, i, b), m0);
         sm90::bulk_commit();
     }
 };

@@ -38,7 +38,7 @@ struct TimedLaunch {
 };
 
 // Runs the kernels in turn, back to back, for `ms` of GPU time. Under sustained load a GPU's clock settles where
-// its power limit holds it (an H200 at 700 W: from 1.98 GHz to about 1.3-1.5 GHz, depending on the kernel) within
+// its power limit holds it (an H200 at 700 W: from 1.98 GHz to about 1.2-1.5 GHz, depending on the kernel) within
 // a fraction of a second. A kernel timed from idle, or right after lighter or heavier work, runs at a clock that
 // sustained work (a training step) does not see, and comparisons between benchmarks that ran after different work
 // would measure that history. tools/bench_torch.py settles its baselines the same way.
