@@ -161,7 +161,7 @@ KernelSource generate_kernel_source(const CheckedGraph& g, const KernelConfig& c
     src += fmt::format("\nusing Traits = {};\n\n}}  // namespace coda_gen\n\n", k.traits);
     src += "// Read by the host after loading the module: block size, dynamic shared memory, CTA tile, mainloop\n"
            "// (1: Hopper, persistent with TMA operands), pipeline stages (Hopper: after fitting the epilogue), and\n"
-           "// the Hopper tile-input maps: how many the kernel takes, whether it loads tile inputs by TMA, and the\n"
+           "// the Hopper tile-tensor maps: how many the kernel takes, whether it loads tile inputs by TMA, and the\n"
            "// columns of one chunk (the box is that many columns by the CTA tile's rows); then the CTAs of a cluster;\n"
            "// then the staged tile outputs stored by TMA (their maps follow the inputs') and the rows of their box.\n";
     const bool hopper = g.graph.domain() == Domain::Gemm && cfg.mainloop == Mainloop::Hopper;

@@ -15,10 +15,11 @@ struct KernelSource {
 };
 
 // `cfg` is used by gemm graphs only (tile programs and finalizers have fixed shapes); `arch` appears in the
-// banner. The source defines extern "C" __constant__ int coda_kernel_info[10] = {threads, dynamic smem bytes,
-// tile rows, tile columns (0, 0 for finalizers), mainloop (1: Hopper), pipeline stages, tile-input maps, whether
-// tile inputs are TMA-loaded, chunk columns (these four 0 off the Hopper path), CTAs of a cluster}, which the
-// runtime reads and checks after loading.
+// banner. The source defines extern "C" __constant__ int coda_kernel_info[12] = {threads, dynamic smem bytes,
+// tile rows, tile columns (0, 0 for finalizers), mainloop (1: Hopper), pipeline stages, tile-tensor maps, whether
+// tile inputs are TMA-loaded, chunk columns (these four 0 off the Hopper path), CTAs of a cluster, tile outputs
+// stored by TMA, rows of their box (these two 0 off the Hopper path)}, which the runtime reads and checks after
+// loading.
 KernelSource generate_kernel_source(const CheckedGraph& g, const KernelConfig& cfg, const std::string& arch);
 
 }  // namespace coda

@@ -72,7 +72,8 @@ __device__ bool aligned_16(const Args& args) {
 // visits then issue a quarter of the shared-memory instructions. Why: on ping-pong, the epilogue's shared-memory
 // and L1 instructions slow the other consumer's concurrent mainloop (wgmma reads its operands from shared
 // memory). Measured on an H200 (docs/PERFORMANCE.md, 2026-12-03): ldmatrix cut the residual read's cost by a
-// quarter; stmatrix left the staged stores' cost where it was (their write-out remains).
+// quarter; stmatrix left the staged stores' cost where it was (their write-out by every thread remained, until
+// TMA stores replaced it).
 template <class Table>
 __host__ __device__ constexpr bool moves_as_fragments(int i) {
     return Table::pair_bytes(i) == 4 && Table::element_bytes(i) == 2;
@@ -244,7 +245,7 @@ struct StagedTileOutputs : SwizzledChunk<detail::TileOutputTable<Epilogue>, kRow
 // What the Hopper mainloop's visits read and write through: tile inputs from In (TmaTileInputs or
 // GlobalTiles), tile outputs to Out (StagedTileOutputs or GlobalTiles).
 // Anything but GlobalTiles stages: the visits then go chunk by chunk, waiting for each input chunk in the ring
-// and followed by each output chunk's write-out.
+// and followed by each output chunk's TMA store.
 template <class In, class Out, int kColInputs = 0, int kChunkSlots = 4>
 struct HopperTiles {
     static constexpr bool kStagedOutputs = !detail::SameType<Out, GlobalTiles>::value;

@@ -139,7 +139,7 @@ using Traits = coda::PortableGemmTraits<coda::bf16, true, true, 128, 128, 32, 2,
 
 // Read by the host after loading the module: block size, dynamic shared memory, CTA tile, mainloop
 // (1: Hopper, persistent with TMA operands), pipeline stages (Hopper: after fitting the epilogue), and
-// the Hopper tile-input maps: how many the kernel takes, whether it loads tile inputs by TMA, and the
+// the Hopper tile-tensor maps: how many the kernel takes, whether it loads tile inputs by TMA, and the
 // columns of one chunk (the box is that many columns by the CTA tile's rows); then the CTAs of a cluster;
 // then the staged tile outputs stored by TMA (their maps follow the inputs') and the rows of their box.
 extern "C" __constant__ int coda_kernel_info[12] = {coda_gen::Traits::kThreads, coda_gen::Traits::kSmemBytes, coda_gen::Traits::Layout::kBM, coda_gen::Traits::Layout::kBN, 0, 0, 0, 0, 0, 1, 0, 0};
