@@ -116,6 +116,10 @@ struct HopperGemmTraits {
     static constexpr int kAlignSlack = 1024;  // swizzled TMA tiles need 1024-byte alignment
     static constexpr int kBarrierBytes = 8 * (2 * STAGES + 4 + 2 * kHopperInputSlots);
     static constexpr int kFixedBytes = kAlignSlack + kScratchBytes + kBarrierBytes;
+    // Pipeline stages that fit beside `staging` bytes of staged tiles.
+    static constexpr int stages_beside(int staging) {
+        return (kHopperMaxSmemBytes - kFixedBytes - staging) / kStageBytes;
+    }
     // Staged tile outputs (hopper_staging.cuh): one column chunk of each consumer warpgroup's rows. Tile inputs:
     // a ring of kHopperInputSlots chunks of BM rows. Each only where it leaves enough stages.
     static constexpr int kStateRegisters = static_cast<int>(sizeof(typename Epilogue::template State<Layout>) / 4);
@@ -129,7 +133,7 @@ struct HopperGemmTraits {
     static constexpr int kStagedOutPerGroup = (StagedOut::kBytes + 1023) / 1024 * 1024;
     static constexpr bool kStageOutputs =
         kRoomToStage && Epilogue::kTileOutputs > 0 && Epilogue::kTileOutputs <= kHopperMaxTileMaps &&
-        (kHopperMaxSmemBytes - kFixedBytes - 2 * kStagedOutPerGroup) / kStageBytes >= kHopperMinStagesOutputs;
+        stages_beside(2 * kStagedOutPerGroup) >= kHopperMinStagesOutputs;
     static constexpr int kOneOutputBufferBytes = kStageOutputs ? 2 * kStagedOutPerGroup : 0;  // both consumers
     // The input ring comes first after the stages, so its chunk buffers keep the stages' 1024-byte alignment.
     static constexpr int kInputSlotBytes = (StagedIn::kBytes + 1023) / 1024 * 1024;
@@ -137,19 +141,14 @@ struct HopperGemmTraits {
     static constexpr bool kStageInputs =
         kRoomToStage && Epilogue::kTileInputs > 0 &&
         Epilogue::kTileInputs + (kStageOutputs ? Epilogue::kTileOutputs : 0) <= kHopperMaxTileMaps &&
-        (kHopperMaxSmemBytes - kFixedBytes - kOneOutputBufferBytes - kInputRingBytes) / kStageBytes >=
-            kHopperMinStagesInputs;
+        stages_beside(kOneOutputBufferBytes + kInputRingBytes) >= kHopperMinStagesInputs;
     static constexpr int kInputBytes = kStageInputs ? kInputRingBytes : 0;
     // A second output buffer per consumer lets one chunk's TMA store read a buffer while the visits write the
     // next chunk into the other. Taken only where it costs no pipeline stage.
-    static constexpr int stages_beside(int staging) {
-        return (kHopperMaxSmemBytes - kFixedBytes - staging) / kStageBytes;
-    }
+    static constexpr int kStagesOneBuffer = stages_beside(kInputBytes + kOneOutputBufferBytes);
     static constexpr int kOutputBuffers =
         kStageOutputs && stages_beside(kInputBytes + 2 * kOneOutputBufferBytes) >=
-                             (STAGES < stages_beside(kInputBytes + kOneOutputBufferBytes)
-                                  ? STAGES
-                                  : stages_beside(kInputBytes + kOneOutputBufferBytes))
+                             (STAGES < kStagesOneBuffer ? STAGES : kStagesOneBuffer)
             ? 2
             : 1;
     static constexpr int kOutputBytes = kOutputBuffers * kOneOutputBufferBytes;
@@ -159,7 +158,7 @@ struct HopperGemmTraits {
     static constexpr int kOutputMaps = kStageOutputs ? Epilogue::kTileOutputs : 0;
     static constexpr int kTileMaps = kInputMaps + kOutputMaps > 0 ? kInputMaps + kOutputMaps : 1;
     static constexpr int kStagingBytes = kInputBytes + kOutputBytes;
-    static constexpr int kFitStages = (kHopperMaxSmemBytes - kFixedBytes - kStagingBytes) / kStageBytes;
+    static constexpr int kFitStages = stages_beside(kStagingBytes);
     // Fewer stages than asked when the epilogue's scratch and staged tiles need the room.
     static constexpr int kStages = STAGES < kFitStages ? STAGES : kFitStages;
     static constexpr int kSmemBytes = kFixedBytes + kStages * kStageBytes + kStagingBytes;

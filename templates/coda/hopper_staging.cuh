@@ -124,6 +124,17 @@ struct SwizzledChunk {
     __host__ __device__ static constexpr int box_column(int n0, int i, int b) {
         return n0 / 2 * pair_bytes(i) + b * span(i);
     }
+    // Where tensor i's column pair of the visit at c lies.
+    __device__ unsigned at(int i, const Coord& c) const {
+        return address(i, c.m - m0, ((c.n - n0) / 2) * pair_bytes(i));
+    }
+    // Where this lane points an ldmatrix / stmatrix.x4 of the 8-row group holding global row m (fragment_address).
+    __device__ detail::FragmentLane fragment_lane(int m) const {
+        return detail::FragmentLane::of(m - m0, static_cast<int>(threadIdx.x) % 32);
+    }
+    __device__ unsigned fragment_address(int i, const detail::FragmentLane& lane) const {
+        return address(i, lane.row, lane.byte);
+    }
 };
 
 // Tile inputs loaded by TMA (the producer warpgroup's loader thread, hopper_gemm.cuh) into a ring of chunk
@@ -132,12 +143,7 @@ template <class Epilogue, int kRows, int kChunkColumns>
 struct TmaTileInputs : SwizzledChunk<detail::TileInputTable<Epilogue>, kRows, kChunkColumns> {
     using Table = detail::TileInputTable<Epilogue>;
     using Chunk = SwizzledChunk<Table, kRows, kChunkColumns>;
-    using Chunk::address;
-    using Chunk::boxes;
     using Chunk::kCount;
-    using Chunk::m0;
-    using Chunk::n0;
-    using Chunk::pair_bytes;
 
     static constexpr int kChunkSlots = kChunkColumns / 8;
     static_assert(kChunkSlots == 4, "coda: a fragment load (ldmatrix.x4) covers 4 column slots");
@@ -147,10 +153,10 @@ struct TmaTileInputs : SwizzledChunk<detail::TileInputTable<Epilogue>, kRows, kC
 
     // Warp-wide, before the visits of the 8-row group holding global row m: loads that group's fragments.
     __device__ void fill(int m) {
-        const detail::FragmentLane at = detail::FragmentLane::of(m - m0, static_cast<int>(threadIdx.x) % 32);
+        const detail::FragmentLane lane = this->fragment_lane(m);
 #pragma unroll
         for (int i = 0; i < kCount; ++i)
-            if (detail::moves_as_fragments<Table>(i)) detail::ldmatrix_x4(frag[i], address(i, at.row, at.byte));
+            if (detail::moves_as_fragments<Table>(i)) detail::ldmatrix_x4(frag[i], this->fragment_address(i, lane));
     }
 
     // The visit's read of tile input i (the generated Epilogue::load calls it); the global pointer is unused.
@@ -162,7 +168,7 @@ struct TmaTileInputs : SwizzledChunk<detail::TileInputTable<Epilogue>, kRows, kC
                 return;
             }
         }
-        coda::load_shared<T>(address(i, c.m - m0, ((c.n - n0) / 2) * pair_bytes(i)), out);
+        coda::load_shared<T>(this->at(i, c), out);
     }
 
     // Loader thread: the copies of the chunk at (m0, n0) into `dst`, completing on `bar` (kBytes in all).
@@ -170,7 +176,7 @@ struct TmaTileInputs : SwizzledChunk<detail::TileInputTable<Epilogue>, kRows, kC
 #pragma unroll
         for (int i = 0; i < kCount; ++i)
 #pragma unroll
-            for (int b = 0; b < boxes(i); ++b)
+            for (int b = 0; b < Chunk::boxes(i); ++b)
                 sm90::tma_load_2d(dst + Chunk::box_offset(i, b), &maps[i], bar, Chunk::box_column(n0, i, b), m0);
     }
     // L2 prefetch of the chunk at (m0, n0).
@@ -178,7 +184,7 @@ struct TmaTileInputs : SwizzledChunk<detail::TileInputTable<Epilogue>, kRows, kC
 #pragma unroll
         for (int i = 0; i < kCount; ++i)
 #pragma unroll
-            for (int b = 0; b < boxes(i); ++b)
+            for (int b = 0; b < Chunk::boxes(i); ++b)
                 sm90::tma_prefetch_2d(&maps[i], Chunk::box_column(n0, i, b), m0);
     }
 };
@@ -199,12 +205,7 @@ struct StagedTileOutputs : SwizzledChunk<detail::TileOutputTable<Epilogue>, kRow
     static_assert(kChunkSlots == 4, "coda: a fragment store (stmatrix.x4) covers 4 column slots");
     using Table = detail::TileOutputTable<Epilogue>;
     using Chunk = SwizzledChunk<Table, kRows, kChunkColumns>;
-    using Chunk::address;
-    using Chunk::boxes;
     using Chunk::kCount;
-    using Chunk::m0;
-    using Chunk::n0;
-    using Chunk::pair_bytes;
 
     // Fragment outputs (detail::moves_as_fragments): the chunk's four column slots of the current 8-row group,
     // written by flush(). Mutable: the generated visit holds the tiles by const reference.
@@ -219,15 +220,15 @@ struct StagedTileOutputs : SwizzledChunk<detail::TileOutputTable<Epilogue>, kRow
                 return;
             }
         }
-        coda::store_shared<T>(address(i, c.m - m0, ((c.n - n0) / 2) * pair_bytes(i)), in);
+        coda::store_shared<T>(this->at(i, c), in);
     }
 
     // Warp-wide, after the visits of the 8-row group holding global row m: writes that group's fragments.
     __device__ void flush(int m) const {
-        const detail::FragmentLane at = detail::FragmentLane::of(m - m0, static_cast<int>(threadIdx.x) % 32);
+        const detail::FragmentLane lane = this->fragment_lane(m);
 #pragma unroll
         for (int i = 0; i < kCount; ++i)
-            if (detail::moves_as_fragments<Table>(i)) sm90::stmatrix_x4(address(i, at.row, at.byte), frag[i]);
+            if (detail::moves_as_fragments<Table>(i)) sm90::stmatrix_x4(this->fragment_address(i, lane), frag[i]);
     }
 
     // One thread, once every thread's writes of the chunk are fenced (sm90::fence_async_shared) and behind a
@@ -236,8 +237,9 @@ struct StagedTileOutputs : SwizzledChunk<detail::TileOutputTable<Epilogue>, kRow
 #pragma unroll
         for (int i = 0; i < kCount; ++i)
 #pragma unroll
-            for (int b = 0; b < boxes(i); ++b)
-                sm90::tma_store_2d(&maps[i], this->buffer + Chunk::box_offset(i, b), Chunk::box_column(n0, i, b), m0);
+            for (int b = 0; b < Chunk::boxes(i); ++b)
+                sm90::tma_store_2d(&maps[i], this->buffer + Chunk::box_offset(i, b), Chunk::box_column(this->n0, i, b),
+                                   this->m0);
         sm90::bulk_commit();
     }
 };
