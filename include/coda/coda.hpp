@@ -7,5 +7,6 @@
 #include "coda/kernel_config.hpp"
 #include "coda/runtime.hpp"
 #include "coda/tensor.hpp"
+#include "coda/text.hpp"
 #include "coda/types.hpp"
 #include "coda/validate.hpp"

@@ -52,7 +52,8 @@ struct Node {
 
 namespace detail {
 struct GraphData;
-}
+struct GraphAccess;
+}  // namespace detail
 
 // A handle to a node of one graph. Arithmetic operators build elementwise nodes in that graph
 // (a float operand becomes a constant node).
@@ -64,6 +65,7 @@ public:
 
 private:
     friend class Graph;
+    friend struct detail::GraphAccess;
     Value(std::shared_ptr<detail::GraphData> data, int id) : data_(std::move(data)), id_(id) {}
     std::shared_ptr<detail::GraphData> data_;
     int id_ = -1;
@@ -159,22 +161,15 @@ public:
     void reduce_row(Value x, ReduceOp op, const std::string& name);
     void reduce_col(Value x, ReduceOp op, const std::string& name);
 
-    // Appends a node as is (used by the text parser); operands must already exist.
-    int append(Node node);
-
     bool operator==(const Graph& o) const;
 
     // Copies of a Graph share their nodes (building through one shows in all); a clone does not.
     Graph clone() const;
-    // The node storage that copies share. Graphs only grow, so (storage, node count) names one exact graph
-    // for as long as the storage lives; the runtime's fast path keys on it.
-    std::weak_ptr<const void> storage() const { return data_; }
-
-    // The graph a value belongs to (for the arithmetic operators).
-    static Graph of(const Value& v);
 
 private:
+    friend struct detail::GraphAccess;  // the text parser, the runtime's fast path (src/ir/graph_access.hpp)
     explicit Graph(std::shared_ptr<detail::GraphData> data);
+    int append(Node node);
     Value add_node(Node node);
     int id_of(const Value& v, std::string_view role) const;
     std::shared_ptr<detail::GraphData> data_;

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,11 +22,21 @@ struct ProblemShape {
     std::int64_t m = 0, n = 0, k = 0;
 };
 
+// The CTA tile of a kernel: bm x bn output elements per tile. It cuts reduction partials.
+struct TileShape {
+    int bm = 0;
+    int bn = 0;
+};
+
 struct CompileOptions {
-    std::string arch;                  // empty: the current device's (or CODA_ARCH)
-    bool use_default_config = true;    // false: use `config`
-    KernelConfig config;
-    ProblemShape shape;                // helps choose the default config
+    // The target, e.g. "sm_90a". Empty: CODA_ARCH, else the current device's.
+    std::string arch;
+    // The tile config, which also picks the mainloop (a HopperConfig needs sm_90a). Empty: the default, i.e. a
+    // `coda tune` record for this GPU, graph and shape when one exists, else the default of the arch's mainloop
+    // (sm_90a: HopperConfig{}, other archs: PortableConfig{}). Tile programs and finalizers have a fixed tile:
+    // giving them a config is a coda::Error.
+    std::optional<KernelConfig> config;
+    ProblemShape shape;  // helps choose the default config; the kernel still runs on any shape
 };
 
 // What building a kernel did: where it came from and what it cost.
@@ -47,11 +58,18 @@ struct LoadedKernel;
 // A compiled kernel loaded on the current device. Cheap to copy; launch() is the hot path.
 class Kernel {
 public:
-    // Checks every binding (names, dtypes, shapes, strides, alignment) and launches on `stream`.
+    // Checks every binding (names, dtypes, shapes, strides, alignment) and launches on `stream`. A launch the
+    // kernel's mainloop cannot run (the Hopper mainloop's TMA needs 16-byte aligned A and B with leading dimensions
+    // that are multiples of 8) runs on the portable mainloop with the same tile instead, compiled on first need and
+    // reported once through the log; unless the kernel was compiled with a config the user gave, where it is a
+    // coda::Error.
     void launch(const Args& args, CUstream_st* stream = nullptr) const;
     const Graph& graph() const;
-    const KernelConfig& config() const;
+    // The tile config it was built with; empty for tile programs and finalizers (their tile is fixed).
+    const std::optional<KernelConfig>& config() const;
     const BuildReport& report() const;
+    // The CTA tile, as the kernel reports it (0 x 0 for finalizers).
+    TileShape tile() const;
     const std::string& source() const;
     // Shape of a reduction's partials tensor for a problem of m rows and n (full) columns.
     std::vector<std::int64_t> partials_shape(const std::string& name, std::int64_t m, std::int64_t n) const;
@@ -59,7 +77,9 @@ public:
 private:
     friend class Runtime;
     const LoadedKernel& loaded() const;  // throws coda::Error for an empty Kernel
+    static const LoadedKernel* fallback_of(const LoadedKernel& k, const std::string& why);
     std::shared_ptr<const LoadedKernel> impl_;
+    bool pinned_ = false;  // compiled with a config the user gave: a launch its mainloop cannot run is an error
 };
 
 class Runtime {
@@ -68,15 +88,17 @@ public:
 
     // Builds (or finds in the cache) and loads the kernel for the current device. Needs a GPU.
     Kernel compile(const Graph& graph, const CompileOptions& options = {});
-    // Builds (or finds in the cache) without loading: works with no GPU (coda warm). arch names the target,
-    // e.g. "sm_90a"; anything that is not sm_80 or newer is a coda::Error.
-    BuildReport warm(const Graph& graph, const std::string& arch, const CompileOptions& options = {});
-    // The CUDA source coda generates for the graph (no compile).
-    std::string source(const Graph& graph, const std::string& arch, const CompileOptions& options = {});
-    // The configuration coda would use for the graph on arch (for a problem of `shape` when known): a tuned
-    // config from `coda tune` when one is recorded for this GPU, graph and shape class, else the default (on
-    // sm_90a the Hopper mainloop's ping-pong 128 x 128, elsewhere the portable mainloop's tile).
-    KernelConfig default_config(const Graph& graph, const std::string& arch, const ProblemShape& shape = {}) const;
+    // Builds (or finds in the cache) without loading: works with no GPU (coda warm). The arch is options.arch, else
+    // CODA_ARCH, else the current device's; with none of them (no GPU) a coda::Error asks for options.arch.
+    // Anything that is not sm_80 or newer is a coda::Error.
+    BuildReport warm(const Graph& graph, const CompileOptions& options = {});
+    // The CUDA source coda generates for the graph (no compile), for the arch and config warm() would use.
+    std::string source(const Graph& graph, const CompileOptions& options = {});
+    // The configuration coda uses for the graph on arch when CompileOptions::config is empty (for a problem of
+    // `shape` when known): a tuned config from `coda tune` when one is recorded for this GPU, graph and shape
+    // class, else the default of the arch's mainloop. Empty for tile programs and finalizers.
+    std::optional<KernelConfig> default_config(const Graph& graph, const std::string& arch,
+                                               const ProblemShape& shape = {}) const;
 
     Runtime(const Runtime&) = delete;
     Runtime& operator=(const Runtime&) = delete;

@@ -38,6 +38,7 @@ std::string cache_key(const CacheKeyParts& parts) {
     std::string text = fmt::format("coda-kernel-key format={}\n", kCacheFormatVersion);
     append_field(text, "graph", parts.graph_text);
     append_field(text, "config", parts.config_text);
+    append_field(text, "source", parts.source_digest);
     append_field(text, "templates", parts.template_digest);
     append_field(text, "nvrtc", parts.nvrtc_version);
     append_field(text, "arch", parts.arch);

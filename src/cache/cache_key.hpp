@@ -1,5 +1,6 @@
-// Cache keys: a SHA-256 over everything that determines a kernel's cubin (graph, tile config, templates,
-// NVRTC version, arch, flags), so that a key hit can never hand back a kernel built from other inputs.
+// Cache keys: a SHA-256 over everything that determines a kernel's cubin (graph, tile config, the generated source,
+// templates, NVRTC version, arch, flags), so that a key hit can never hand back a kernel built from other inputs,
+// also after an upgrade of coda's code generator.
 #pragma once
 
 #include <string>
@@ -8,11 +9,12 @@
 namespace coda {
 
 // Bumped whenever the on-disk entry format or the key recipe changes; old entries then simply miss.
-constexpr int kCacheFormatVersion = 1;
+constexpr int kCacheFormatVersion = 2;
 
 struct CacheKeyParts {
     std::string graph_text;       // canonical text of the graph
     std::string config_text;      // canonical text of the tile configuration
+    std::string source_digest;    // SHA-256 of the whole generated CUDA source: covers the code generator
     std::string template_digest;  // templates_digest()
     std::string nvrtc_version;    // nvrtc_version()
     std::string arch;             // e.g. "sm_90a"

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "coda/error.hpp"
+#include "ir/graph_access.hpp"
 
 namespace coda {
 
@@ -78,7 +79,7 @@ Graph Graph::finalize(std::string name) {
 
 Graph Graph::clone() const { return Graph(std::make_shared<detail::GraphData>(*data_)); }
 
-Graph Graph::of(const Value& v) {
+Graph detail::GraphAccess::of(const Value& v) {
     if (!v.valid()) throw Error("an empty coda::Value (default-constructed) was used as an operand");
     return Graph(v.data_);
 }
@@ -235,18 +236,18 @@ bool Graph::operator==(const Graph& o) const {
            data_->nodes == o.data_->nodes;
 }
 
-Value operator+(Value a, Value b) { return Graph::of(a).add(a, b); }
-Value operator-(Value a, Value b) { return Graph::of(a).sub(a, b); }
-Value operator*(Value a, Value b) { return Graph::of(a).mul(a, b); }
-Value operator/(Value a, Value b) { return Graph::of(a).div(a, b); }
-Value operator-(Value x) { return Graph::of(x).neg(x); }
-Value operator+(Value a, float b) { Graph g = Graph::of(a); return g.add(a, g.constant(b)); }
-Value operator-(Value a, float b) { Graph g = Graph::of(a); return g.sub(a, g.constant(b)); }
-Value operator*(Value a, float b) { Graph g = Graph::of(a); return g.mul(a, g.constant(b)); }
-Value operator/(Value a, float b) { Graph g = Graph::of(a); return g.div(a, g.constant(b)); }
-Value operator+(float a, Value b) { Graph g = Graph::of(b); return g.add(g.constant(a), b); }
-Value operator-(float a, Value b) { Graph g = Graph::of(b); return g.sub(g.constant(a), b); }
-Value operator*(float a, Value b) { Graph g = Graph::of(b); return g.mul(g.constant(a), b); }
-Value operator/(float a, Value b) { Graph g = Graph::of(b); return g.div(g.constant(a), b); }
+Value operator+(Value a, Value b) { return detail::GraphAccess::of(a).add(a, b); }
+Value operator-(Value a, Value b) { return detail::GraphAccess::of(a).sub(a, b); }
+Value operator*(Value a, Value b) { return detail::GraphAccess::of(a).mul(a, b); }
+Value operator/(Value a, Value b) { return detail::GraphAccess::of(a).div(a, b); }
+Value operator-(Value x) { return detail::GraphAccess::of(x).neg(x); }
+Value operator+(Value a, float b) { Graph g = detail::GraphAccess::of(a); return g.add(a, g.constant(b)); }
+Value operator-(Value a, float b) { Graph g = detail::GraphAccess::of(a); return g.sub(a, g.constant(b)); }
+Value operator*(Value a, float b) { Graph g = detail::GraphAccess::of(a); return g.mul(a, g.constant(b)); }
+Value operator/(Value a, float b) { Graph g = detail::GraphAccess::of(a); return g.div(a, g.constant(b)); }
+Value operator+(float a, Value b) { Graph g = detail::GraphAccess::of(b); return g.add(g.constant(a), b); }
+Value operator-(float a, Value b) { Graph g = detail::GraphAccess::of(b); return g.sub(g.constant(a), b); }
+Value operator*(float a, Value b) { Graph g = detail::GraphAccess::of(b); return g.mul(g.constant(a), b); }
+Value operator/(float a, Value b) { Graph g = detail::GraphAccess::of(b); return g.div(g.constant(a), b); }
 
 }  // namespace coda

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "coda/graph.hpp"
+#include "coda/text.hpp"
 #include "ir/check_graph.hpp"
 
 namespace coda {
@@ -18,8 +19,6 @@ std::vector<Attr> attributes_of(Op op);
 // Graph and node names: [A-Za-z][A-Za-z0-9_]* (a leading '_' is reserved for unnamed nodes).
 bool is_identifier(std::string_view s);
 
-// The whole graph: a header line, then one line per node in node order. Ends with '\n'.
-std::string to_text(const Graph& g);
 // "graph NAME DOMAIN", plus " in=DTYPE a=MAJOR b=MAJOR" for gemm graphs.
 std::string header_to_text(const Graph& g);
 // One node: "%NAME = OP ATTRS... ARGS...".
@@ -32,10 +31,8 @@ struct ParsedGraph {
     SourceMap where;
 };
 
-// Every graph of a file (blank lines and '#' comments ignored). Syntax errors throw coda::Error
-// "FILE:LINE: ..." naming the node and what was expected. The graphs are not validated.
-std::vector<ParsedGraph> parse_graphs(std::string_view text, std::string_view source_name);
-// Exactly one graph, else coda::Error.
-Graph parse_graph(std::string_view text);
+// Every graph of a file, each with the lines its nodes came from (check_graph's messages then point at them).
+// Syntax errors throw coda::Error "FILE:LINE: ..." naming the node and what was expected. Not validated.
+std::vector<ParsedGraph> parse_graph_file(std::string_view text, std::string_view source_name);
 
 }  // namespace coda

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "coda/error.hpp"
+#include "ir/graph_access.hpp"
 #include "ir/text.hpp"
 
 namespace coda {
@@ -199,7 +200,7 @@ private:
         if (static_cast<int>(n.args.size()) != info.arity)
             fail_node(line, shown, fmt::format("{} takes {} operand{}, got {} (usage: `{}`)", info.text, info.arity,
                                                info.arity == 1 ? "" : "s", n.args.size(), usage));
-        current.graph.append(std::move(n));
+        detail::GraphAccess::append(current.graph, std::move(n));
         current.where.node_lines.push_back(line);
         defined_.emplace(std::string(shown), Defined{id, line});
     }
@@ -240,12 +241,18 @@ private:
 
 }  // namespace
 
-std::vector<ParsedGraph> parse_graphs(std::string_view text, std::string_view source_name) {
+std::vector<ParsedGraph> parse_graph_file(std::string_view text, std::string_view source_name) {
     return Parser(source_name).parse(text);
 }
 
+std::vector<Graph> parse_graphs(std::string_view text, std::string_view source_name) {
+    std::vector<Graph> graphs;
+    for (ParsedGraph& parsed : parse_graph_file(text, source_name)) graphs.push_back(std::move(parsed.graph));
+    return graphs;
+}
+
 Graph parse_graph(std::string_view text) {
-    std::vector<ParsedGraph> graphs = parse_graphs(text, "<text>");
+    std::vector<ParsedGraph> graphs = parse_graph_file(text, "<text>");
     if (graphs.size() != 1)
         throw Error(fmt::format("expected exactly one graph in the text, found {}", graphs.size()));
     return std::move(graphs[0].graph);

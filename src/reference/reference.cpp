@@ -263,8 +263,40 @@ private:
             case Op::Accumulate:
             case Op::ReduceRow:
             case Op::ReduceCol: sink(id); return;
-            default: d = elementwise(id); return;
+            // Elementwise: reference_math.cpp gives each its meaning. Listed, not defaulted, so that an op added to
+            // ops.def fails to compile here until the reference evaluates it (-Werror=switch).
+            case Op::Neg:
+            case Op::Abs:
+            case Op::Exp:
+            case Op::Log:
+            case Op::Sqrt:
+            case Op::Rsqrt:
+            case Op::Sin:
+            case Op::Cos:
+            case Op::Tanh:
+            case Op::Sigmoid:
+            case Op::Silu:
+            case Op::GeluErf:
+            case Op::GeluTanh:
+            case Op::Relu:
+            case Op::Square:
+            case Op::ToF32:
+            case Op::Round:
+            case Op::Add:
+            case Op::Sub:
+            case Op::Mul:
+            case Op::Div:
+            case Op::Max:
+            case Op::Min:
+            case Op::Eq:
+            case Op::Ne:
+            case Op::Lt:
+            case Op::Le:
+            case Op::Gt:
+            case Op::Ge:
+            case Op::Select: d = elementwise(id); return;
         }
+        throw InternalError(fmt::format("reference: op {} has no evaluation", static_cast<int>(n.op)));
     }
 
     const CheckedGraph& g_;

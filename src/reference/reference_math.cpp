@@ -63,7 +63,24 @@ double apply_elementwise(Op op, DType round_to, const std::vector<double>& xs) {
         case Op::Gt: return a > b() ? 1.0 : 0.0;
         case Op::Ge: return a >= b() ? 1.0 : 0.0;
         case Op::Select: return a != 0.0 ? b() : operand(xs, 2, op);
-        default: break;
+        // Not elementwise: the interpreter evaluates these itself (reference.cpp). Listed, not defaulted, so that an
+        // op added to ops.def fails to compile here until it has a meaning (-Werror=switch).
+        case Op::Accumulator:
+        case Op::TileInput:
+        case Op::RowInput:
+        case Op::ColInput:
+        case Op::Scalar:
+        case Op::Const:
+        case Op::RowIndex:
+        case Op::ColIndex:
+        case Op::Partials:
+        case Op::Even:
+        case Op::Odd:
+        case Op::Join:
+        case Op::Store:
+        case Op::Accumulate:
+        case Op::ReduceRow:
+        case Op::ReduceCol: break;
     }
     throw InternalError(fmt::format("reference: '{}' is not an elementwise op", op_info(op).text));
 }

@@ -9,8 +9,9 @@
 
 #include "coda/error.hpp"
 #include "driver/cuda_driver.hpp"
+#include "ir/graph_access.hpp"
 #include "ir/hash.hpp"
-#include "util/arch.hpp"
+#include "mainloop/mainloops.hpp"
 #include "util/log.hpp"
 
 namespace coda {
@@ -22,7 +23,7 @@ namespace {
 class GraphHashMemo {
 public:
     std::string hash(const Graph& graph) {
-        const std::weak_ptr<const void> storage = graph.storage();
+        const std::weak_ptr<const void> storage = detail::GraphAccess::storage(graph);
         const Key key{storage.lock().get(), graph.nodes().size()};
         std::lock_guard<std::mutex> lock(mutex_);
         if (auto it = memo_.find(key); it != memo_.end()) {
@@ -77,42 +78,31 @@ TargetDevice device_for(const std::string& arch) {
 
 }  // namespace
 
-KernelConfig hopper_default_config() {
-    // Ping-pong 128 x 128 at every shape. Measured with `coda tune` on an H200 over the benchmark shape set
-    // (docs/PERFORMANCE.md, 2026-12-03, third session: lean mainloop, clocks settled before timing): out-proj ran
-    // fastest on it at 11 of 12 shapes (0.5% behind at the twelfth); the identity at all 12 in one call (1-8%
-    // ahead of cooperative 128 x 256, the earlier default at 7 of them) and within 2.3% of the winner in another.
-    // One consumer's epilogue runs during the other's mainloop, and its shared memory leaves room to stage tile
-    // inputs and outputs. Other shapes and GPUs: `coda tune`.
-    return hopper_config(128, 128, 6, Schedule::PingPong);
-}
-
-KernelConfig choose_config(const Graph& graph, const std::string& arch, const ProblemShape& shape,
-                           const TargetDevice& device, const TuningDb* db) {
-    // Tile programs and finalizers have a fixed tile; their templates ignore the config.
-    if (graph.domain() != Domain::Gemm) return KernelConfig{};
-    // The portable mainloop's all-round tile: 128 x 128 x 32, four warps of 64 x 64, four stages.
-    if (arch != kHopperArch) return KernelConfig{};
+std::optional<KernelConfig> choose_config(const Graph& graph, const std::string& arch, const ProblemShape& shape,
+                                          const TargetDevice& device, const TuningDb* db) {
+    // Tile programs and finalizers have a fixed tile.
+    if (graph.domain() != Domain::Gemm) return std::nullopt;
+    const Mainloop& mainloop = default_gemm_mainloop(arch);
     if (db != nullptr && !device.name.empty() && !db->records().empty()) {
         const std::string cls = shape_class(shape);
         // Most lookups miss on GPU or shape class; only a possible hit pays for the graph's hash.
         if (db->has(device.name, cls))
-            if (const TuningRecord* r = db->find(device.name, graph_hash_memo().hash(graph), cls)) return r->config;
+            if (const TuningRecord* r = db->find(device.name, graph_hash_memo().hash(graph), cls))
+                if (mainloop.owns(r->config)) return r->config;
     }
-    return hopper_default_config();
+    return mainloop.default_config(graph, shape);
 }
 
-KernelConfig default_config_on(const Graph& graph, const std::string& arch, const ProblemShape& shape,
-                               const TargetDevice& device) {
-    if (graph.domain() != Domain::Gemm || arch != kHopperArch || device.name.empty())
-        return choose_config(graph, arch, shape, device, nullptr);
+std::optional<KernelConfig> default_config_on(const Graph& graph, const std::string& arch, const ProblemShape& shape,
+                                              const TargetDevice& device) {
+    if (graph.domain() != Domain::Gemm || device.name.empty()) return choose_config(graph, arch, shape, device, nullptr);
     const std::shared_ptr<const TuningDb> db = process_tuning_db().current();
     return choose_config(graph, arch, shape, device, db.get());
 }
 
-KernelConfig Runtime::default_config(const Graph& graph, const std::string& arch, const ProblemShape& shape) const {
-    const bool asks_device = graph.domain() == Domain::Gemm && arch == kHopperArch;
-    return default_config_on(graph, arch, shape, asks_device ? device_for(arch) : TargetDevice{});
+std::optional<KernelConfig> Runtime::default_config(const Graph& graph, const std::string& arch,
+                                                    const ProblemShape& shape) const {
+    return default_config_on(graph, arch, shape, graph.domain() == Domain::Gemm ? device_for(arch) : TargetDevice{});
 }
 
 }  // namespace coda

@@ -1,7 +1,9 @@
-// Which tile configuration a graph gets when the caller names none: a tuned one from the tuning database,
-// else the mainloop's default. choose_config is the pure decision; Runtime::default_config feeds it the current device.
+// Which tile configuration a graph gets when the caller names none: a tuned one from the tuning database, else the
+// default of the arch's mainloop. choose_config is the pure decision; Runtime::default_config feeds it the current
+// device.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "coda/graph.hpp"
@@ -18,17 +20,15 @@ struct TargetDevice {
     int sm_count = 0;   // 0: unknown
 };
 
-// The Hopper mainloop's default tile config, where no tuned record applies (config_choice.cpp says why this one).
-KernelConfig hopper_default_config();
-
-// Non-GEMM graphs and archs other than sm_90a: the portable KernelConfig{}. sm_90a: the record of `db` for
-// (device name, graph hash, shape class) when there is one, else hopper_default_config().
-KernelConfig choose_config(const Graph& graph, const std::string& arch, const ProblemShape& shape,
-                           const TargetDevice& device, const TuningDb* db);
+// Tile programs and finalizers: none (their tile is fixed). GEMM graphs: the record of `db` for (device name, graph
+// hash, shape class) when there is one and the arch's default mainloop owns its config, else that mainloop's
+// default_config.
+std::optional<KernelConfig> choose_config(const Graph& graph, const std::string& arch, const ProblemShape& shape,
+                                          const TargetDevice& device, const TuningDb* db);
 
 // Runtime::default_config for a device the caller already knows (Runtime::compile keeps it per context), with
 // the process's tuning database.
-KernelConfig default_config_on(const Graph& graph, const std::string& arch, const ProblemShape& shape,
-                               const TargetDevice& device);
+std::optional<KernelConfig> default_config_on(const Graph& graph, const std::string& arch, const ProblemShape& shape,
+                                              const TargetDevice& device);
 
 }  // namespace coda

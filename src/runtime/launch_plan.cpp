@@ -12,7 +12,6 @@
 #include <fmt/format.h>
 
 #include "coda/error.hpp"
-#include "coda/kernel_config.hpp"
 
 namespace coda {
 namespace {
@@ -147,8 +146,7 @@ void check_extent(const Checker& c, const std::string& what, std::int64_t value)
 }
 
 // Derives M, N, K from A and B and fills the GEMM problem.
-void plan_gemm_operands(const Checker& c, const GemmSpec& spec, LaunchPlan& plan, std::int64_t& m, std::int64_t& n,
-                        bool tma_operands) {
+void plan_gemm_operands(const Checker& c, const GemmSpec& spec, LaunchPlan& plan, std::int64_t& m, std::int64_t& n) {
     const TensorRef& a = c.tensor("A", "GEMM operand A (M x K)");
     const TensorRef& b = c.tensor("B", "GEMM operand B (K x N)");
     for (const auto& [name, t] : {std::pair<const char*, const TensorRef*>{"A", &a}, {"B", &b}}) {
@@ -192,19 +190,6 @@ void plan_gemm_operands(const Checker& c, const GemmSpec& spec, LaunchPlan& plan
         ldb = b.strides[0];
     }
     const auto vectorizable = [](const TensorRef& t, long long ld) { return address(t) % 16 == 0 && ld % 8 == 0; };
-    if (tma_operands) {
-        for (const auto& [name, t, ld] : {std::tuple<const char*, const TensorRef*, long long>{"A", &a, lda},
-                                          {"B", &b, ldb}}) {
-            if (address(*t) % 16 != 0)
-                c.fail(name, fmt::format("pointer {} is not 16-byte aligned; the Hopper mainloop loads operands with "
-                                         "TMA, which needs 16-byte aligned bases (compile with a portable config, "
-                                         "KernelConfig{{}}, to run on this tensor)", t->data));
-            if (ld % 8 != 0)
-                c.fail(name, fmt::format("leading dimension {} is not a multiple of 8 elements (16 bytes); the Hopper "
-                                         "mainloop loads operands with TMA, which needs 16-byte aligned rows (compile "
-                                         "with a portable config, KernelConfig{{}}, to run on this tensor)", ld));
-        }
-    }
     plan.gemm.a = a.data;
     plan.gemm.b = b.data;
     plan.gemm.lda = lda;
@@ -212,7 +197,7 @@ void plan_gemm_operands(const Checker& c, const GemmSpec& spec, LaunchPlan& plan
     plan.gemm.m = static_cast<int>(m);
     plan.gemm.n = static_cast<int>(n);
     plan.gemm.k = static_cast<int>(k);
-    plan.gemm.flags = (vectorizable(a, lda) ? abi::kGemmVectorA : 0) | (vectorizable(b, ldb) ? abi::kGemmVectorB : 0);
+    plan.gemm.flags = (vectorizable(a, lda) ? kGemmVectorA : 0) | (vectorizable(b, ldb) ? kGemmVectorB : 0);
 }
 
 // Tile programs take M and N from their first tile tensor; every other binding must then agree.
@@ -273,15 +258,14 @@ std::vector<std::int64_t> partials_shape(const Binding& b, TileShape tile, std::
                             b.name));
 }
 
-LaunchPlan plan_launch(const CheckedGraph& g, TileShape tile, const Args& args, const std::string& kernel_name,
-                       bool tma_operands) {
+LaunchPlan plan_launch(const CheckedGraph& g, TileShape tile, const Args& args, const std::string& kernel_name) {
     Checker c(g, args, kernel_name);
     c.reject_unknown_names();
 
     LaunchPlan plan;
     const Domain domain = g.graph.domain();
     std::int64_t m = 0, n = 0, t = 0;
-    if (domain == Domain::Gemm) plan_gemm_operands(c, g.graph.spec(), plan, m, n, tma_operands);
+    if (domain == Domain::Gemm) plan_gemm_operands(c, g.graph.spec(), plan, m, n);
     if (domain == Domain::Tile) plan_tile_extent(c, m, n);
     if (domain == Domain::Finalize) plan_finalize_extent(c, m, t);
 
@@ -340,24 +324,10 @@ LaunchPlan plan_launch(const CheckedGraph& g, TileShape tile, const Args& args, 
         plan.slots[slot++] = reinterpret_cast<std::uintptr_t>(ref.data);
     }
 
-    switch (domain) {
-        case Domain::Gemm:
-        case Domain::Tile: {
-            const std::int64_t gx = ceil_div(m, tile.bm), gy = ceil_div(n, tile.bn);
-            if (gy > 65535) throw Error(fmt::format("kernel '{}': N = {} needs {} column tiles, more than the 65535 a "
-                                                    "grid allows", kernel_name, n, gy));
-            plan.grid_x = static_cast<unsigned>(gx);
-            plan.grid_y = static_cast<unsigned>(gy);
-            plan.tile = {static_cast<int>(m), static_cast<int>(n)};
-            break;
-        }
-        case Domain::Finalize: {
-            constexpr std::int64_t kMaxBlocks = 4096;  // grid-stride loop beyond this: enough to fill any GPU
-            plan.grid_x = static_cast<unsigned>(std::min(kMaxBlocks, ceil_div(m, kFinalizeThreads)));
-            plan.finalize = {static_cast<int>(m), static_cast<int>(t)};
-            break;
-        }
-    }
+    plan.m = m;
+    plan.n = n;
+    if (domain == Domain::Tile) plan.tile = {static_cast<int>(m), static_cast<int>(n)};
+    if (domain == Domain::Finalize) plan.finalize = {static_cast<int>(m), static_cast<int>(t)};
     return plan;
 }
 

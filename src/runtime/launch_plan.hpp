@@ -7,30 +7,26 @@
 #include <vector>
 
 #include "coda/args.hpp"
+#include "coda/runtime.hpp"
 #include "ir/checked_graph.hpp"
-#include "runtime/problem_abi.hpp"
+#include "coda/kernel_abi.cuh"
 
 namespace coda {
 
+// A launch's checked arguments: the problem (parameter 0 of the kernel's kind) and the epilogue's slots. Which
+// grid runs it is the mainloop's business (mainloop/).
 struct LaunchPlan {
-    abi::GemmProblem gemm{};
-    abi::TileProblem tile{};
-    abi::FinalizeProblem finalize{};
+    GemmProblem gemm{};
+    TileProblem tile{};
+    FinalizeProblem finalize{};
     std::vector<std::uint64_t> slots;  // the EpilogueArgs words; at least one
-    unsigned grid_x = 1;
-    unsigned grid_y = 1;
+    long long m = 0;  // rows (finalize: elements)
+    long long n = 0;  // full columns (finalize: 0)
 };
 
-// The CTA tile that cuts a kernel's reduction partials: the GEMM config's, or the tile program's fixed one.
-struct TileShape {
-    int bm = 0;
-    int bn = 0;
-};
-
-// `kernel_name` is used in error messages only. `tma_operands`: the kernel reads A and B through TMA (the
-// Hopper mainloop), which needs 16-byte aligned bases and leading dimensions that are multiples of 8 elements.
-LaunchPlan plan_launch(const CheckedGraph& g, TileShape tile, const Args& args, const std::string& kernel_name,
-                       bool tma_operands = false);
+// Checks the arguments of a launch of a kernel of graph `g` and tile `tile` (every binding bound and nothing else;
+// dtypes, shapes, strides, alignment) and fills the plan. `kernel_name` is used in error messages only.
+LaunchPlan plan_launch(const CheckedGraph& g, TileShape tile, const Args& args, const std::string& kernel_name);
 
 // Shape of the partials tensor a reduce_row / reduce_col binding writes for an m x n problem.
 std::vector<std::int64_t> partials_shape(const Binding& b, TileShape tile, std::int64_t m, std::int64_t n);

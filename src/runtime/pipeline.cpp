@@ -13,6 +13,7 @@
 #include "ir/hash.hpp"
 #include "ir/text.hpp"
 #include "util/log.hpp"
+#include "util/sha256.hpp"
 
 namespace coda {
 namespace {
@@ -30,31 +31,27 @@ void dump_source(const std::string& file_name, const std::string& source) {
 
 }  // namespace
 
-std::string config_text(Domain domain, const KernelConfig& config) {
-    switch (domain) {
-        case Domain::Gemm:
-            return config.mainloop == Mainloop::Hopper ? config.to_text() : "portable " + config.to_text();
-        case Domain::Tile: return fmt::format("tile bm={} bn={}", kTileProgramBM, kTileProgramBN);
-        case Domain::Finalize: return "finalize";
-    }
-    return "";
-}
-
-BuiltKernel build_kernel(const Graph& graph, const KernelConfig& config, const std::string& arch, KernelCache& cache) {
-    const auto start = std::chrono::steady_clock::now();
-    BuiltKernel built{check_graph(graph), config, arch, "", "", {}, {}, 0};
-    built.name = fmt::format("{}-{}", graph.name(), graph_hash(graph));
-    built.source = generate_kernel_source(built.checked, config, arch);
-    // One file name for both dumps: CODA_DUMP_DIR's copy below, and the compiler's copy of a failed compile.
-    const std::string source_name = built.name + "-" + arch + ".cu";
-
+CacheKeyParts key_parts(const Graph& graph, const BuildTarget& target, const KernelSource& source) {
     CacheKeyParts parts;
     parts.graph_text = to_text(graph);
-    parts.config_text = config_text(graph.domain(), config);
+    parts.config_text = target.mainloop->key_text(target.config);
+    parts.source_digest = sha256_hex(source.source);
     parts.template_digest = templates_digest();
     parts.nvrtc_version = nvrtc_version();
-    parts.arch = arch;
-    parts.flags = compile_flags(arch);
+    parts.arch = target.arch;
+    parts.flags = compile_flags(target.arch);
+    return parts;
+}
+
+BuiltKernel build_kernel(const Graph& graph, const BuildTarget& target, KernelCache& cache) {
+    const auto start = std::chrono::steady_clock::now();
+    BuiltKernel built{check_graph(graph), target, "", "", {}, {}, 0};
+    built.name = fmt::format("{}-{}", graph.name(), graph_hash(graph));
+    built.source = generate_kernel_source(built.checked, *target.mainloop, target.config, target.arch);
+    const std::string& arch = target.arch;
+    // One file name for both dumps: CODA_DUMP_DIR's copy below, and the compiler's copy of a failed compile.
+    const std::string source_name = built.name + "-" + arch + ".cu";
+    const CacheKeyParts parts = key_parts(graph, target, built.source);
     built.key = cache_key(parts);
 
     built.cached = cache.get_or_build(built.key, [&] {

@@ -1,13 +1,11 @@
 // Runtime::instance(), coda's one global: owns the kernel cache and the modules loaded per context.
-// Kernel::launch is the hot path: check the arguments on the host, then one cuLaunchKernel.
+// Kernel::launch is the hot path: check the arguments on the host, then one cuLaunchKernel through the mainloop.
 #include "coda/runtime.hpp"
 
-#include <tuple>
-#include <algorithm>
 #include <array>
-#include <cstring>
 #include <map>
 #include <mutex>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -15,10 +13,11 @@
 #include "config/settings.hpp"
 #include "driver/cuda_driver.hpp"
 #include "ir/check_graph.hpp"
+#include "ir/graph_access.hpp"
+#include "mainloop/mainloops.hpp"
 #include "runtime/config_choice.hpp"
 #include "runtime/launch_plan.hpp"
 #include "runtime/pipeline.hpp"
-#include "runtime/tma_operands.hpp"
 #include "util/log.hpp"
 
 namespace coda {
@@ -26,48 +25,45 @@ namespace coda {
 struct LoadedKernel {
     explicit LoadedKernel(CheckedGraph g) : checked(std::move(g)) {}
     CheckedGraph checked;
-    KernelConfig config;
-    TileShape tile;
+    const Mainloop* mainloop = nullptr;
+    std::optional<KernelConfig> config;
+    std::string arch;
     BuildReport report;
     std::string source;
     CUcontext context = nullptr;  // the context the module was loaded in; launches must come from it
     ModuleHandle module;
-    CUfunction function = nullptr;
-    int threads = 0;
-    int smem_bytes = 0;
-    // The Hopper mainloop: persistent (at most one CTA per SM), operands through TMA tensor maps; with clusters
-    // of `cluster` CTAs along M, at most max_ctas CTAs (the clusters that fit at once).
-    bool hopper = false;
-    int sm_count = 0;
-    int cluster = 1;
-    int max_ctas = 0;
-    // The tensor maps of the last launch (operands and tile inputs), keyed by the problem and parameter slots they
-    // were encoded for: training steps launch a kernel on the same buffers again and again, and encoding costs
-    // more than the rest of the launch.
-    TileTensorMaps tile_maps_plan;
-    mutable std::mutex tma_mutex;
-    mutable abi::GemmProblem tma_problem{};
-    mutable std::vector<std::uint64_t> tma_slots;
-    mutable TmaOperands tma{};
-    mutable std::vector<CUtensorMap> tile_maps;
+    KernelInfo info{};
+    std::unique_ptr<Launcher> launcher;
+    // The kernel of the mainloop's fallback config, for launches this one cannot run (compiled on first need).
+    mutable std::mutex fallback_mutex;
+    mutable std::shared_ptr<const LoadedKernel> fallback;
+
+    TileShape tile() const { return {info.tile_m, info.tile_n}; }
 };
 
-// The fast path of Runtime::compile: the same graph storage with the same node count, options and context
-// as an earlier call. The entry holds the storage weakly: once the user's graph is gone the entry is stale
-// (its address may be reused) and is dropped.
+namespace {
+
+// A config as a tuple of ints, so that the fast path's key can order configs without printing them.
+std::array<int, 8> config_order(const std::optional<KernelConfig>& config) {
+    if (!config) return {0, 0, 0, 0, 0, 0, 0, 0};
+    if (const PortableConfig* p = config->portable()) return {1, 1, p->bm, p->bn, p->bk, p->warps_m, p->warps_n, p->stages};
+    const HopperConfig* h = config->hopper();
+    return {1, 2, h->bm, h->bn, h->stages, static_cast<int>(h->schedule), h->cluster_m, 0};
+}
+
+}  // namespace
+
+// The fast path of Runtime::compile: the same graph storage with the same node count, arch, config and context as
+// an earlier call. The entry holds the storage weakly: once the user's graph is gone the entry is stale (its
+// address may be reused) and is dropped.
 struct FastKey {
     const void* storage;
     std::size_t nodes;
     std::string arch;
-    KernelConfig config;
+    std::array<int, 8> config;
     CUcontext context;
     bool operator<(const FastKey& o) const {
-        const auto tie = [](const FastKey& k) {
-            const KernelConfig& c = k.config;
-            return std::tie(k.storage, k.nodes, k.arch, c.bm, c.bn, c.bk, c.warps_m, c.warps_n, c.stages, c.mainloop,
-                            c.schedule, c.cluster_m, k.context);
-        };
-        return tie(*this) < tie(o);
+        return std::tie(storage, nodes, arch, config, context) < std::tie(o.storage, o.nodes, o.arch, o.config, o.context);
     }
 };
 
@@ -93,19 +89,10 @@ struct Runtime::State {
 
 namespace {
 
-TileShape tile_shape(Domain domain, const KernelConfig& config) {
-    switch (domain) {
-        case Domain::Gemm: return {config.bm, config.bn};
-        case Domain::Tile: return {kTileProgramBM, kTileProgramBN};
-        case Domain::Finalize: return {1, 1};
-    }
-    return {1, 1};
-}
-
 BuildReport make_report(const BuiltKernel& built) {
     BuildReport r;
     r.kernel_name = built.name;
-    r.arch = built.arch;
+    r.arch = built.target.arch;
     r.cache_key = built.key;
     switch (built.cached.hit) {
         case CacheHit::Memory: r.from = BuildReport::From::Memory; break;
@@ -122,62 +109,64 @@ BuildReport make_report(const BuiltKernel& built) {
     return r;
 }
 
-// Loads a built kernel's module in the current context and reads back what the kernel says about itself.
-std::shared_ptr<const LoadedKernel> load(const BuiltKernel& built, const KernelConfig& config, CUcontext context) {
+// Loads a built kernel's module in the current context, reads what the kernel says about itself, and hands it to
+// its mainloop, which checks the report against the config and makes the launcher.
+std::shared_ptr<const LoadedKernel> load(const BuiltKernel& built, CUcontext context) {
     Driver& driver = Driver::instance();
-    const Domain domain = built.checked.graph.domain();
+    const Mainloop& mainloop = *built.target.mainloop;
     auto loaded = std::make_shared<LoadedKernel>(built.checked);
-    loaded->config = config;
-    loaded->tile = tile_shape(domain, config);
+    loaded->mainloop = &mainloop;
+    loaded->config = built.target.config;
+    loaded->arch = built.target.arch;
     loaded->report = make_report(built);
     loaded->source = built.cached.entry->source;
     loaded->context = context;
     loaded->module = ModuleHandle(built.cached.entry->cubin);
-    loaded->function = driver.function(loaded->module.get(), built.cached.entry->kernel_name);
-    // threads, dynamic smem bytes, tile rows, tile columns, mainloop (1: Hopper), pipeline stages, tile maps, tile
-    // inputs loaded by TMA, chunk columns, CTAs of a cluster, tile outputs stored by TMA, rows of their box
-    // (kernel_source.cpp)
-    int info[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
-    driver.read_global(loaded->module.get(), "coda_kernel_info", info, sizeof info);
-    loaded->threads = info[0];
-    loaded->smem_bytes = info[1];
-    loaded->hopper = info[4] == 1;
-    if (loaded->hopper != (domain == Domain::Gemm && config.mainloop == Mainloop::Hopper))
-        throw InternalError(fmt::format("kernel '{}' reports mainloop {}, the host expected config '{}'", built.name,
-                                        info[4], config.to_text()));
-    loaded->sm_count = driver.current_device().sm_count;
-    loaded->cluster = info[9];
-    if (loaded->cluster != (loaded->hopper ? config.cluster_m : 1))
-        throw InternalError(fmt::format("kernel '{}' reports clusters of {} CTAs, the host expected config '{}'",
-                                        built.name, info[9], config.to_text()));
-    loaded->tile_maps_plan = TileTensorMaps{info[6], info[7] == 1, info[8], info[2], info[10], info[11]};
-    if (loaded->hopper && (info[6] < 1 || info[6] > kMaxTileMaps))
-        throw InternalError(fmt::format("kernel '{}' takes {} tile maps; the host passes 1 to {}", built.name, info[6],
-                                        kMaxTileMaps));
-    // The host cuts partials and sizes grids with its own copy of the tile; it must be the kernel's.
-    if (info[0] <= 0 || (domain != Domain::Finalize && (info[2] != loaded->tile.bm || info[3] != loaded->tile.bn)))
-        throw InternalError(fmt::format("kernel '{}' reports {} threads and a {}x{} tile; the host expected a {}x{} "
-                                        "tile", built.name, info[0], info[2], info[3], loaded->tile.bm,
-                                        loaded->tile.bn));
+    LoadedModule module;
+    module.name = built.name;
+    module.function = driver.function(loaded->module.get(), built.cached.entry->kernel_name);
+    driver.read_global(loaded->module.get(), "coda_kernel_info", &module.info, sizeof module.info);
+    const KernelInfo& info = module.info;
+    if (info.version != kKernelInfoVersion || info.kernel != mainloop.kind() || info.threads <= 0)
+        throw InternalError(fmt::format("kernel '{}' reports kernel-info version {}, kind {} and {} threads; the host "
+                                        "expected version {} and kind {} of the {} mainloop",
+                                        built.name, info.version, static_cast<int>(info.kernel), info.threads,
+                                        kKernelInfoVersion, static_cast<int>(mainloop.kind()), mainloop.name()));
     constexpr int kDefaultSmemLimit = 48 * 1024;  // beyond this a kernel must opt in to more dynamic smem
-    if (loaded->smem_bytes > kDefaultSmemLimit) driver.set_dynamic_smem(loaded->function, loaded->smem_bytes);
-    loaded->max_ctas = loaded->sm_count;
-    if (loaded->cluster > 1) {
-        const int clusters =
-            driver.max_active_clusters(loaded->function, static_cast<unsigned>(loaded->cluster),
-                                       static_cast<unsigned>(loaded->threads), static_cast<unsigned>(loaded->smem_bytes));
-        if (clusters < 1)
-            throw Error(fmt::format("kernel '{}': no cluster of {} CTAs with {} bytes of shared memory each fits on this "
-                                    "device; use a config with cluster=1",
-                                    built.name, loaded->cluster, loaded->smem_bytes));
-        loaded->max_ctas = clusters * loaded->cluster;
-        logger("coda.runtime")->debug("{}: {} clusters of {} CTAs fit at once", built.name, clusters, loaded->cluster);
-    }
+    if (info.smem_bytes > kDefaultSmemLimit) driver.set_dynamic_smem(module.function, info.smem_bytes);
+    loaded->info = info;
+    loaded->launcher = mainloop.load(module, loaded->checked, loaded->config);
     return loaded;
 }
 
-KernelConfig resolve_config(const Runtime& rt, const Graph& graph, const std::string& arch, const CompileOptions& o) {
-    return o.use_default_config ? rt.default_config(graph, arch, o.shape) : o.config;
+// The arch a request compiles for: the options', else CODA_ARCH's, else `device_arch` (empty when unknown).
+std::string requested_arch(const CompileOptions& options, const std::string& device_arch = {}) {
+    if (!options.arch.empty()) return options.arch;
+    if (!settings().arch.empty()) return settings().arch;
+    return device_arch;
+}
+
+// The arch for warm() and source(), which need no GPU: as above, asking the driver only when one is present.
+std::string arch_without_gpu(const CompileOptions& options, const Graph& graph) {
+    std::string arch = requested_arch(options);
+    Driver& driver = Driver::instance();
+    if (arch.empty() && driver.available()) {
+        driver.ensure_context();
+        arch = driver.current_device().arch;
+    }
+    if (arch.empty())
+        throw Error(fmt::format("graph '{}': no arch to compile for: there is no GPU here and neither "
+                                "CompileOptions::arch nor CODA_ARCH names one (e.g. \"sm_90a\")",
+                                graph.name()));
+    return arch;
+}
+
+BuildTarget target_for(const Runtime& rt, const Graph& graph, const std::string& arch, const CompileOptions& o) {
+    BuildTarget t;
+    t.arch = arch;
+    t.config = o.config ? o.config : rt.default_config(graph, arch, o.shape);
+    t.mainloop = &mainloop_for(graph, o.config ? o.config : t.config, arch);
+    return t;
 }
 
 }  // namespace
@@ -190,19 +179,19 @@ Runtime& Runtime::instance() {
     return runtime;
 }
 
-std::string Runtime::source(const Graph& graph, const std::string& arch, const CompileOptions& options) {
-    const KernelConfig config = resolve_config(*this, graph, arch, options);
-    return generate_kernel_source(check_graph(graph), config, arch).source;
+std::string Runtime::source(const Graph& graph, const CompileOptions& options) {
+    const BuildTarget target = target_for(*this, graph, arch_without_gpu(options, graph), options);
+    return generate_kernel_source(check_graph(graph), *target.mainloop, target.config, target.arch).source;
 }
 
-BuildReport Runtime::warm(const Graph& graph, const std::string& arch, const CompileOptions& options) {
-    const KernelConfig config = resolve_config(*this, graph, arch, options);
+BuildReport Runtime::warm(const Graph& graph, const CompileOptions& options) {
+    const BuildTarget target = target_for(*this, graph, arch_without_gpu(options, graph), options);
     KernelCache* cache = nullptr;
     {
         std::lock_guard<std::mutex> lock(state_->mutex);
         cache = &state_->kernel_cache();
     }
-    return make_report(build_kernel(graph, config, arch, *cache));
+    return make_report(build_kernel(graph, target, *cache));
 }
 
 Kernel Runtime::compile(const Graph& graph, const CompileOptions& options) {
@@ -211,22 +200,22 @@ Kernel Runtime::compile(const Graph& graph, const CompileOptions& options) {
     if (!driver.available()) check_graph(graph);
     driver.ensure_context();
     const CUcontext context = driver.current_context();
-    std::string arch = options.arch.empty() ? settings().arch : options.arch;
 
     std::unique_lock<std::mutex> lock(state_->mutex);
     Driver::DeviceInfo& device = state_->device_of_context[context];
     if (device.arch.empty()) device = driver.current_device();
-    if (arch.empty()) arch = device.arch;
+    const std::string arch = requested_arch(options, device.arch);
     // The default config from the device known for this context, not asked of the driver on every call; a
     // tuned record applies only when compiling for that device's own arch.
-    const TargetDevice target = device.arch == arch ? TargetDevice{device.name, device.sm_count} : TargetDevice{};
-    const KernelConfig config =
-        options.use_default_config ? default_config_on(graph, arch, options.shape, target) : options.config;
-    const std::weak_ptr<const void> storage = graph.storage();
-    const FastKey fast_key{storage.lock().get(), graph.nodes().size(), arch, config, context};
+    const TargetDevice on = device.arch == arch ? TargetDevice{device.name, device.sm_count} : TargetDevice{};
+    const std::optional<KernelConfig> config = options.config ? options.config
+                                                              : default_config_on(graph, arch, options.shape, on);
+    const std::weak_ptr<const void> storage = detail::GraphAccess::storage(graph);
+    const FastKey fast_key{storage.lock().get(), graph.nodes().size(), arch, config_order(config), context};
+    Kernel kernel;
+    kernel.pinned_ = options.config.has_value();
     if (auto it = state_->fast.find(fast_key); it != state_->fast.end()) {
         if (!it->second.storage.expired()) {
-            Kernel kernel;
             kernel.impl_ = it->second.kernel;
             return kernel;
         }
@@ -234,15 +223,15 @@ Kernel Runtime::compile(const Graph& graph, const CompileOptions& options) {
     }
     KernelCache& cache = state_->kernel_cache();
     lock.unlock();  // compiles of different kernels may run in parallel
-    BuiltKernel built = build_kernel(graph, config, arch, cache);
+    const BuildTarget target{arch, &mainloop_for(graph, config, arch), config};
+    BuiltKernel built = build_kernel(graph, target, cache);
 
     lock.lock();
     auto& slot = state_->loaded[{built.key, context}];
-    if (!slot) slot = load(built, config, context);
+    if (!slot) slot = load(built, context);
     for (auto it = state_->fast.begin(); it != state_->fast.end();)
         it = it->second.storage.expired() ? state_->fast.erase(it) : std::next(it);
     state_->fast[fast_key] = FastEntry{storage, slot};
-    Kernel kernel;
     kernel.impl_ = slot;
     return kernel;
 }
@@ -252,9 +241,27 @@ const LoadedKernel& Kernel::loaded() const {
     return *impl_;
 }
 
+// The kernel of the mainloop's fallback config for `k`'s graph, compiled (or found in the cache) on first need.
+const LoadedKernel* Kernel::fallback_of(const LoadedKernel& k, const std::string& why) {
+    std::lock_guard<std::mutex> lock(k.fallback_mutex);
+    if (!k.fallback) {
+        const std::optional<KernelConfig> config = k.config ? k.mainloop->fallback_config(*k.config) : std::nullopt;
+        if (!config) return nullptr;
+        logger("coda.runtime")
+            ->warn("kernel '{}' ({} mainloop): {}; this launch and others like it run on the {} mainloop instead "
+                   "(config '{}'), which is slower; pass a config to CompileOptions to make this an error",
+                   k.report.kernel_name, k.mainloop->name(), why, mainloop_of(*config).name(), config->to_text());
+        CompileOptions options;
+        options.arch = k.arch;
+        options.config = config;
+        k.fallback = Runtime::instance().compile(k.checked.graph, options).impl_;
+    }
+    return k.fallback.get();
+}
+
 void Kernel::launch(const Args& args, CUstream_st* stream) const {
     const LoadedKernel& k = loaded();
-    LaunchPlan plan = plan_launch(k.checked, k.tile, args, k.report.kernel_name, k.hopper);
+    const LaunchPlan plan = plan_launch(k.checked, k.tile(), args, k.report.kernel_name);
     Driver& driver = Driver::instance();
     CUcontext current = nullptr;
     driver.check(driver.api().cuCtxGetCurrent(&current), "cuCtxGetCurrent");
@@ -262,54 +269,37 @@ void Kernel::launch(const Args& args, CUstream_st* stream) const {
         throw Error(fmt::format("kernel '{}' was loaded in another CUDA context (another device or context) than the "
                                 "calling thread's; call Runtime::compile with that context current to get its kernel",
                                 k.report.kernel_name));
-    void* problem = nullptr;
-    switch (k.checked.graph.domain()) {
-        case Domain::Gemm: problem = &plan.gemm; break;
-        case Domain::Tile: problem = &plan.tile; break;
-        case Domain::Finalize: problem = &plan.finalize; break;
-    }
-    // Copies of the cached maps, so that the launch reads no state another thread may re-encode.
-    TmaOperands tma;
-    std::array<CUtensorMap, kMaxTileMaps> tile_maps;
-    void* params[5] = {problem, plan.slots.data(), &tma.a, &tma.b, tile_maps.data()};
-    if (k.hopper) {
-        {
-            std::lock_guard<std::mutex> lock(k.tma_mutex);
-            if (k.tile_maps.empty() || k.tma_slots != plan.slots ||
-                std::memcmp(&k.tma_problem, &plan.gemm, sizeof plan.gemm) != 0) {
-                k.tma = encode_tma_operands(plan.gemm, k.checked.graph.spec(), k.tile, k.cluster);
-                k.tile_maps = encode_tile_maps(k.checked, plan, k.tile_maps_plan);
-                k.tma_problem = plan.gemm;
-                k.tma_slots = plan.slots;
-            }
-            tma = k.tma;
-            std::copy(k.tile_maps.begin(), k.tile_maps.end(), tile_maps.begin());
-        }
-        // Persistent: one CTA per SM (the pipeline fills most of shared memory), each walking its tiles; a cluster
-        // walks units of `cluster` M-tiles (hopper_gemm.cuh's TileOrder), so the grid is whole clusters. The plan's
-        // grid counts the tiles: grid_x along M, grid_y along N.
-        const std::uint64_t c = static_cast<std::uint64_t>(k.cluster);
-        const std::uint64_t units = (plan.grid_x + c - 1) / c * plan.grid_y;
-        plan.grid_x = static_cast<unsigned>(std::min<std::uint64_t>(units, static_cast<std::uint64_t>(k.max_ctas) / c) * c);
-        plan.grid_y = 1;
+    const LoadedKernel* run = &k;
+    if (const std::string why = k.launcher->unsupported(plan); !why.empty()) {
+        const LoadedKernel* fallback = pinned_ ? nullptr : fallback_of(k, why);
+        const bool could_fall_back = k.config && k.mainloop->fallback_config(*k.config).has_value();
+        if (fallback == nullptr)
+            throw Error(fmt::format("kernel '{}' ({}): {}{}", k.report.kernel_name, k.mainloop->key_text(k.config), why,
+                                    could_fall_back ? "; without a config in CompileOptions coda runs such launches on "
+                                                      "another mainloop (or pass one that takes these operands)"
+                                                    : ""));
+        if (const std::string also = fallback->launcher->unsupported(plan); !also.empty())
+            throw Error(fmt::format("kernel '{}' ({}): {}", fallback->report.kernel_name,
+                                    fallback->mainloop->key_text(fallback->config), also));
+        run = fallback;
     }
     try {
-        driver.launch(k.function, plan.grid_x, plan.grid_y, 1, static_cast<unsigned>(k.threads),
-                      static_cast<unsigned>(k.smem_bytes), stream, params);
+        run->launcher->launch(plan, stream);
     } catch (const Error& e) {
-        throw Error(fmt::format("kernel '{}' ({}): {}", k.report.kernel_name, k.report.arch, e.what()));
+        throw Error(fmt::format("kernel '{}' ({}): {}", run->report.kernel_name, run->report.arch, e.what()));
     }
 }
 
 const Graph& Kernel::graph() const { return loaded().checked.graph; }
-const KernelConfig& Kernel::config() const { return loaded().config; }
+const std::optional<KernelConfig>& Kernel::config() const { return loaded().config; }
 const BuildReport& Kernel::report() const { return loaded().report; }
+TileShape Kernel::tile() const { return loaded().tile(); }
 const std::string& Kernel::source() const { return loaded().source; }
 
 std::vector<std::int64_t> Kernel::partials_shape(const std::string& name, std::int64_t m, std::int64_t n) const {
     const LoadedKernel& k = loaded();
     for (const Binding& b : k.checked.bindings)
-        if (b.name == name) return coda::partials_shape(b, k.tile, m, n);
+        if (b.name == name) return coda::partials_shape(b, k.tile(), m, n);
     throw Error(fmt::format("kernel '{}' has no binding named '{}'", k.report.kernel_name, name));
 }
 

@@ -18,6 +18,7 @@
 #include "cache/file_lock.hpp"
 #include "coda/error.hpp"
 #include "config/settings.hpp"
+#include "mainloop/mainloops.hpp"
 #include "util/log.hpp"
 
 namespace coda {
@@ -62,8 +63,7 @@ bool is_shape_class(const std::string& s) {
 // Only configs coda tune can choose are accepted: every one is valid for every graph, so a record can never
 // make a later compile fail. A record of a config that is no longer a candidate is stale: tune again.
 bool is_candidate(const KernelConfig& c) {
-    if (c == KernelConfig{}) return true;
-    const auto& named = hopper_named_configs();
+    const std::vector<NamedConfig> named = mainloop_of(c).candidates();
     return std::any_of(named.begin(), named.end(), [&](const NamedConfig& n) { return n.config == c; });
 }
 
@@ -76,19 +76,19 @@ std::string parse_line(const std::string& line, TuningRecord& out) {
     if (f[0].empty()) return "empty GPU name";
     if (!is_graph_hash(f[1])) return fmt::format("graph hash '{}' is not 16 lowercase hex digits", f[1]);
     if (!is_shape_class(f[2])) return fmt::format("shape class '{}' is not like 'm4096 n4096 k4096' or 'any'", f[2]);
-    KernelConfig config;
+    std::optional<KernelConfig> config;
     try {
         config = KernelConfig::parse(f[3]);
     } catch (const Error& e) {
         return e.what();
     }
-    if (!is_candidate(config))
+    if (!is_candidate(*config))
         return fmt::format("config '{}' is not one that coda tune times (run coda tune again)", f[3]);
     char* end = nullptr;
     const double ms = std::strtod(f[4].c_str(), &end);
     if (f[4].empty() || end != f[4].c_str() + f[4].size() || !std::isfinite(ms) || ms < 0)
         return fmt::format("median '{}' is not a non-negative number of milliseconds", f[4]);
-    out = TuningRecord{f[0], f[1], f[2], config, ms};
+    out = TuningRecord{f[0], f[1], f[2], *config, ms};
     return "";
 }
 

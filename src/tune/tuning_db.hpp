@@ -25,7 +25,7 @@ struct TuningRecord {
     std::string gpu;          // the device name, e.g. "NVIDIA H200"
     std::string graph_hash;   // graph_hash(graph): 16 hex digits
     std::string shape_class;  // shape_class(shape)
-    KernelConfig config;
+    KernelConfig config = PortableConfig{};
     double median_ms = 0;     // what the winner measured (for people reading the file; lookups ignore it)
 };
 

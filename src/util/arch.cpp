@@ -16,4 +16,11 @@ std::optional<int> sm_number(std::string_view arch) {
     return number;
 }
 
+int max_dynamic_smem_bytes(int number) {
+    constexpr int kKiB = 1024;
+    if (number == 80 || number == 87) return 163 * kKiB;
+    if (number >= 90 && number < 120) return 227 * kKiB;
+    return 99 * kKiB;
+}
+
 }  // namespace coda

@@ -148,8 +148,8 @@ CheckReport check_on_device(const Kernel& kernel, const CheckProblem& p) {
     ref.n = n;
     ref.k = k;
     ref.t = p.t;
-    ref.bm = domain == Domain::Gemm ? kernel.config().bm : kTileProgramBM;
-    ref.bn = domain == Domain::Gemm ? kernel.config().bn : kTileProgramBN;
+    ref.bm = kernel.tile().bm;
+    ref.bn = kernel.tile().bn;
 
     Args args;
     std::map<std::string, DeviceTensor> device;

@@ -68,6 +68,7 @@
 // ---------------------------------------------------------------------------------------------------------
 #pragma once
 
+#include "coda/kernel_abi.cuh"
 #include "coda/numeric.cuh"
 
 namespace coda {
@@ -120,31 +121,6 @@ struct GlobalTiles {
     __device__ void load_col(int, const T* p, const Coord&, R (&out)[V]) const {
         coda::load<V>(p, out);
     }
-};
-
-// Kernel parameter 0 of each kernel kind. The host mirrors these layouts field for field
-// (src/runtime/problem_abi.hpp); change both together.
-struct GemmProblem {
-    const void* a;       // A as stored: M x K row-major (K-major) or K x M row-major (M-major)
-    const void* b;       // B as stored: N x K row-major (K-major) or K x N row-major (N-major)
-    long long lda;       // elements between consecutive rows of A as stored
-    long long ldb;       // elements between consecutive rows of B as stored
-    int m;
-    int n;
-    int k;
-    int flags;           // kGemmVectorA | kGemmVectorB: 16-byte loads are legal for that operand
-};
-constexpr int kGemmVectorA = 1;
-constexpr int kGemmVectorB = 2;
-
-struct TileProblem {
-    int m;
-    int n;
-};
-
-struct FinalizeProblem {
-    int l;  // elements of the finalized vector
-    int t;  // partials per element (rows of each partials tensor)
 };
 
 }  // namespace coda

@@ -14,12 +14,16 @@ namespace coda {
 
 template <class Program>
 struct FinalizeTraits {
-    static constexpr int kThreads = 256;
+    static constexpr int kThreads = kFinalizeThreads;
     static constexpr int kSmemBytes = 0;
+    // What the kernel reports to the host (coda_kernel_info): no tile, no pipeline.
+    __host__ __device__ static constexpr KernelInfo info() {
+        return {kKernelInfoVersion, KernelKind::Finalize, kThreads, kSmemBytes, 0, 0, 1, 0, {}};
+    }
 };
 
 template <class Program>
-__global__ void __launch_bounds__(256) finalize_program(const FinalizeProblem problem,
+__global__ void __launch_bounds__(kFinalizeThreads) finalize_program(const FinalizeProblem problem,
                                                         const typename Program::Args args) {
     const long long stride = static_cast<long long>(gridDim.x) * blockDim.x;
     for (long long l = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; l < problem.l; l += stride)

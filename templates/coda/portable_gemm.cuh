@@ -19,11 +19,12 @@
 #include "coda/epilogue_contract.cuh"
 #include "coda/mma_sync_ops.cuh"
 #include "coda/numeric.cuh"
+#include "coda/portable_rules.cuh"
 #include "coda/smem_tile.cuh"
 
 namespace coda {
 
-// Tuning. The host's default config (include/coda/kernel_config.hpp) is BM = BN = 128, BK = 32, 2 x 2 warps,
+// Tuning. The host's default config (PortableConfig{}, include/coda/kernel_config.hpp) is BM = BN = 128, BK = 32, 2 x 2 warps,
 // 4 stages: 64 x 64 warp tiles load 8 ldmatrix.x4 per 32 mma (enough reuse to keep the tensor pipe fed),
 // and 3 k-tiles in flight (48 KB) cover global-memory latency at 2 CTAs per SM. Named constants:
 constexpr int kSmRegisters = 65536;        // 32-bit registers per SM on sm_80 .. sm_90
@@ -84,10 +85,15 @@ struct PortableGemmTraits {
     static constexpr int kPipelineBytes = STAGES * kStageBytes;
     static constexpr int kScratchBytes = Epilogue::template scratch_floats<Layout>() * 4;
     static constexpr int kSmemBytes = kPipelineBytes > kScratchBytes ? kPipelineBytes : kScratchBytes;
+    // What the kernel reports to the host (coda_kernel_info).
+    __host__ __device__ static constexpr KernelInfo info() {
+        return {kKernelInfoVersion, KernelKind::PortableGemm, kThreads, kSmemBytes, BM, BN, 1, STAGES, {}};
+    }
 
     static_assert(sizeof(T) == 2, "coda: portable_gemm takes 16-bit inputs (coda::bf16 or coda::f16)");
-    static_assert(BK % 16 == 0, "coda: BK must be a multiple of the mma depth, 16");
-    static_assert(STAGES >= 2, "coda: the cp.async pipeline needs at least 2 stages");
+    // The host checks the same rules first (src/mainloop/portable.cpp) and says which one a config breaks.
+    static_assert(portable_rules::check(BM, BN, BK, WARPS_M, WARPS_N, STAGES) == portable_rules::Rule::Ok,
+                  "coda: this tile config breaks a rule of portable_rules.cuh");
 };
 
 namespace detail {

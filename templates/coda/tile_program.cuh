@@ -15,9 +15,9 @@
 namespace coda {
 
 struct TileProgramLayout {
-    static constexpr int kBM = 64;
-    static constexpr int kBN = 128;
-    static constexpr int kThreads = 256;
+    static constexpr int kBM = kTileProgramBM;
+    static constexpr int kBN = kTileProgramBN;
+    static constexpr int kThreads = kTileProgramThreads;
     static constexpr int kPairsPerWarp = 32;                            // one column pair per lane
     static constexpr int kWarpsPerRow = (kBN / 2) / kPairsPerWarp;      // 2
     static constexpr int kRowsAtOnce = (kThreads / 32) / kWarpsPerRow;  // 4
@@ -43,6 +43,10 @@ struct TileProgramTraits {
     static constexpr int kBM = Layout::kBM;
     static constexpr int kBN = Layout::kBN;
     static constexpr int kSmemBytes = Epilogue::template scratch_floats<Layout>() * 4;
+    // What the kernel reports to the host (coda_kernel_info): the fixed tile, no pipeline.
+    __host__ __device__ static constexpr KernelInfo info() {
+        return {kKernelInfoVersion, KernelKind::TileProgram, kThreads, kSmemBytes, kBM, kBN, 1, 0, {}};
+    }
 };
 
 template <class Epilogue>

@@ -32,7 +32,7 @@ TEST_CASE("tools/graphs hold the block epilogues' canonical text", "[blocks]") {
         std::stringstream text;
         text << in.rdbuf();
         CHECK(text.str() == to_text(g));
-        const auto parsed = parse_graphs(text.str(), path);
+        const auto parsed = parse_graph_file(text.str(), path);
         REQUIRE(parsed.size() == 1);
         CHECK(parsed[0].graph == g);
     }

@@ -6,12 +6,14 @@
 #include "codegen/kernel_source.hpp"
 #include "compile/nvrtc_compiler.hpp"
 #include "ir/check_graph.hpp"
+#include "mainloop/mainloops.hpp"
 
 namespace coda {
 namespace {
 
-void compile_and_check(const Graph& g, const KernelConfig& cfg = {}) {
-    const KernelSource k = generate_kernel_source(check_graph(g), cfg, "sm_90a");
+// `cfg`: a GEMM graph's config; the programs take none.
+void compile_and_check(const Graph& g, const std::optional<KernelConfig>& cfg = std::nullopt) {
+    const KernelSource k = generate_kernel_source(check_graph(g), mainloop_for(g, cfg, "sm_90a"), cfg, "sm_90a");
     CompileRequest request{k.source, g.name() + ".cu", {k.kernel_expression}, "sm_90a"};
     INFO(k.source);
     const CompiledModule m = compile_cuda(request);
@@ -51,13 +53,13 @@ Graph wide_tile_program() {
 }
 
 TEST_CASE("generated kernels compile under NVRTC for sm_90a", "[codegen][nvrtc]") {
-    SECTION("out-proj gemm") { compile_and_check(test::out_proj_graph()); }
+    SECTION("out-proj gemm, portable mainloop") { compile_and_check(test::out_proj_graph(), PortableConfig{}); }
     SECTION("f16 gemm with M-major A and N-major B, column partials") {
         Graph g = Graph::gemm("dgamma", GemmSpec{DType::F16, Major::MN, Major::MN});
         Value acc = g.accumulator();
         g.accumulate(acc, "dx", DType::F32);
         g.reduce_col(g.even(acc), ReduceOp::Sum, "dg");
-        compile_and_check(g, KernelConfig{128, 128, 32, 2, 4, 3});
+        compile_and_check(g, PortableConfig{128, 128, 32, 2, 4, 3});
     }
     SECTION("tile program over every width") { compile_and_check(wide_tile_program()); }
     SECTION("finalizer") {

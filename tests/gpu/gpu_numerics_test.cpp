@@ -16,6 +16,7 @@
 #include "coda/runtime.hpp"
 #include "driver/cuda_driver.hpp"
 #include "ir/text.hpp"
+#include "mainloop/hopper.hpp"
 #include "support/random_graph.hpp"
 #include "verify/device_check.hpp"
 
@@ -53,31 +54,30 @@ struct Shape {
 
 CompileOptions options_for(const KernelConfig& config) {
     CompileOptions options;
-    options.use_default_config = false;
     options.config = config;
     return options;
 }
 
 // The main Hopper configs, one per schedule.
-KernelConfig hopper_cooperative() { return hopper_config(128, 256, 4, Schedule::Cooperative); }
-KernelConfig hopper_pingpong() { return hopper_config(128, 128, 6, Schedule::PingPong); }
+KernelConfig hopper_cooperative() { return HopperConfig{128, 256, 4, Schedule::Cooperative, 1}; }
+KernelConfig hopper_pingpong() { return HopperConfig{128, 128, 6, Schedule::PingPong, 1}; }
 
 // The mainloop configs the GEMM checks run under: the portable mainloop always; on an sm_90a device also the
 // two main Hopper configs, then the other named Hopper configs. Those last run only a subset of the cases
 // (see runs_every_case), which keeps the compile count and the test time down.
 std::vector<KernelConfig> gemm_configs_under_test() {
-    std::vector<KernelConfig> configs = {KernelConfig{}};
+    std::vector<KernelConfig> configs = {PortableConfig{}};
     Driver::instance().ensure_context();
     if (Driver::instance().current_device().arch != "sm_90a") return configs;
     configs.push_back(hopper_cooperative());
     configs.push_back(hopper_pingpong());
-    for (const NamedConfig& named : hopper_named_configs())
+    for (const NamedConfig& named : hopper_mainloop().candidates())
         if (std::find(configs.begin(), configs.end(), named.config) == configs.end()) configs.push_back(named.config);
     return configs;
 }
 
 bool runs_every_case(const KernelConfig& config) {
-    return config == KernelConfig{} || config == hopper_cooperative() || config == hopper_pingpong();
+    return config == PortableConfig{} || config == hopper_cooperative() || config == hopper_pingpong();
 }
 
 // The Hopper mainloop loads A and B by TMA, which needs every row to start on a 16-byte boundary: a leading
@@ -123,7 +123,7 @@ void check_gemm_cases(const std::vector<GemmCase>& cases) {
             p.operand_pad = s.pad;
             p.seed = c.seed;
             const Kernel kernel = Runtime::instance().compile(c.graph, options_for(config));
-            if (config.mainloop == Mainloop::Hopper && !tma_can_load(c.graph.spec(), s))
+            if (config.hopper() != nullptr && !tma_can_load(c.graph.spec(), s))
                 CHECK_THROWS_WITH(verify::check_on_device(kernel, p), Catch::Contains("16-byte"));
             else
                 require_pass(verify::check_on_device(kernel, p));
@@ -250,9 +250,9 @@ TEST_CASE("reductions are bitwise deterministic: the same inputs give the same b
     for (const Build& b : builds) {
         const Shape wanted{1023, 2050, 520, 0};
         // rmsnorm_backward's N-major B has N as its leading dimension: 2050 is not TMA-loadable, 2056 is.
-        const bool hopper = b.options.config.mainloop == Mainloop::Hopper;
+        const bool hopper = b.options.config->hopper() != nullptr;
         const std::int64_t n = hopper && !tma_can_load(b.graph.spec(), wanted) ? 2056 : wanted.n;
-        check(b.graph, b.options, b.options.config.to_text(), n);
+        check(b.graph, b.options, b.options.config->to_text(), n);
     }
     check(blocks::rope_backward(), {}, "none (tile program)", 2050);
 }

@@ -9,6 +9,7 @@
 #include "coda/error.hpp"
 #include "coda/validate.hpp"
 #include "ir/check_graph.hpp"
+#include "ir/graph_access.hpp"
 #include "ir/text.hpp"
 
 using namespace coda;
@@ -65,7 +66,7 @@ TEST_CASE("messages without a source map quote the node's canonical line", "[ir]
 }
 
 TEST_CASE("messages with a source map point at the file line", "[ir]") {
-    const std::vector<ParsedGraph> parsed = parse_graphs("# a comment\ngraph g gemm\n%acc = accumulator\n\n"
+    const std::vector<ParsedGraph> parsed = parse_graph_file("# a comment\ngraph g gemm\n%acc = accumulator\n\n"
                                                          "%t = tile_input bf16 full\n%o = store bf16 %acc\n",
                                                          "epilogues.coda");
     REQUIRE(parsed.size() == 1);
@@ -73,7 +74,7 @@ TEST_CASE("messages with a source map point at the file line", "[ir]") {
     REQUIRE(lines.size() == 1);
     CHECK(lines[0] == "epilogues.coda:5: node '%t': computed but never used: store it, reduce it or remove it");
 
-    const std::vector<ParsedGraph> empty = parse_graphs("\ngraph nothing tile\n", "e.coda");
+    const std::vector<ParsedGraph> empty = parse_graph_file("\ngraph nothing tile\n", "e.coda");
     const std::vector<std::string> graph_lines = problem_lines(empty[0].graph, &empty[0].where);
     REQUIRE(graph_lines.size() == 1);
     CHECK_THAT(graph_lines[0], Contains("e.coda:2: graph 'nothing': nothing would be written"));
@@ -191,8 +192,8 @@ TEST_CASE("validation: binding nodes must be named", "[ir]") {
 TEST_CASE("validation: operand count", "[ir]") {
     Graph g = Graph::gemm("g");
     Value acc = g.accumulator();
-    const int add = g.append(node(Op::Add, {acc.id()}, "sum"));
-    g.append(node(Op::Store, {add}, "out", DType::BF16));
+    const int add = detail::GraphAccess::append(g, node(Op::Add, {acc.id()}, "sum"));
+    detail::GraphAccess::append(g, node(Op::Store, {add}, "out", DType::BF16));
     CHECK_THAT(only_problem(g), Contains("node '%sum'") && Contains("add takes 2 operands, got 1"));
 }
 
@@ -398,8 +399,8 @@ TEST_CASE("validation: a sink used as an operand", "[ir]") {
         Graph g = Graph::gemm("g");
         Value acc = g.accumulator();
         g.reduce_row(acc, ReduceOp::SumSq, "sumsq");
-        const int bad = g.append(node(Op::Rsqrt, {2 - 1}, "r"));
-        g.append(node(Op::Store, {bad}, "out", DType::BF16));
+        const int bad = detail::GraphAccess::append(g, node(Op::Rsqrt, {2 - 1}, "r"));
+        detail::GraphAccess::append(g, node(Op::Store, {bad}, "out", DType::BF16));
         CHECK(only_problem(g) == "graph 'g', node '%r' (`%r = rsqrt %sumsq`): operand '%sumsq' is a reduce_row sink "
                                  "and has no value; partials are read by a finalize graph with partials(...)");
     }
@@ -407,8 +408,8 @@ TEST_CASE("validation: a sink used as an operand", "[ir]") {
         Graph g = Graph::gemm("g");
         Value acc = g.accumulator();
         g.store(acc, "y", DType::BF16);
-        const int bad = g.append(node(Op::Exp, {1}, "e"));
-        g.append(node(Op::Store, {bad}, "out", DType::BF16));
+        const int bad = detail::GraphAccess::append(g, node(Op::Exp, {1}, "e"));
+        detail::GraphAccess::append(g, node(Op::Store, {bad}, "out", DType::BF16));
         CHECK_THAT(only_problem(g), Contains("node '%e'") && Contains("'%y' is a store sink and has no value") &&
                                         Contains("use its operand '%acc' instead"));
     }

@@ -129,7 +129,7 @@ TEST_CASE("a file may hold several graphs, blank lines and comments", "[ir]") {
                              "%ms = mul %sumsq %inv_n # mean\n"
                              "%r = rsqrt %ms\n"
                              "%rstd = store f32 %r\n";
-    const std::vector<ParsedGraph> graphs = parse_graphs(text, "block.coda");
+    const std::vector<ParsedGraph> graphs = parse_graph_file(text, "block.coda");
     REQUIRE(graphs.size() == 2);
     CHECK(to_text(graphs[0].graph) == kOutProj);
     CHECK(graphs[0].where.source_name == "block.coda");

@@ -7,6 +7,8 @@
 
 #include "cache/kernel_cache.hpp"
 #include "coda/blocks.hpp"
+#include "mainloop/hopper.hpp"
+#include "mainloop/mainloops.hpp"
 #include "runtime/pipeline.hpp"
 #include "support/temp_dir.hpp"
 
@@ -116,14 +118,21 @@ Graph identity_graph(GemmSpec spec) {
 // Graphs whose per-thread column-reduction state does not fit in registers on the Hopper layout (a consumer
 // thread visits 16 or 32 column slots and keeps [slots][lanes] partials per reduce_col): three or more
 // full-width column reductions in one epilogue. They compile and run correctly, with spills; see README.
-bool known_hopper_spiller(const Graph& g, const KernelConfig& config) {
-    return config.mainloop == Mainloop::Hopper && (g.name() == "prims_reduce1_gemm" || g.name() == "prims_reduce2_gemm");
+bool known_hopper_spiller(const Graph& g, const std::optional<KernelConfig>& config) {
+    return config && config->hopper() != nullptr &&
+           (g.name() == "prims_reduce1_gemm" || g.name() == "prims_reduce2_gemm");
+}
+
+// The portable mainloop's default for a GEMM graph; nothing for the programs, which take no config.
+std::optional<KernelConfig> portable_or_none(const Graph& g) {
+    if (g.domain() == Domain::Gemm) return KernelConfig(PortableConfig{});
+    return std::nullopt;
 }
 
 void require_compiles_without_spills(const Graph& g, const std::string& arch, KernelCache& cache,
-                                     const KernelConfig& config = {}) {
-    INFO(g.name() << " for " << arch << " with " << config.to_text());
-    const BuiltKernel built = build_kernel(g, config, arch, cache);
+                                     const std::optional<KernelConfig>& config) {
+    INFO(g.name() << " for " << arch << " with " << (config ? config->to_text() : "no config"));
+    const BuiltKernel built = build_kernel(g, BuildTarget{arch, &mainloop_for(g, config, arch), config}, cache);
     const CacheEntry& entry = *built.cached.entry;
     REQUIRE(entry.cubin.size() > 4);
     CHECK(entry.cubin.compare(0, 4, "\x7f" "ELF") == 0);
@@ -138,7 +147,7 @@ void require_compiles_without_spills(const Graph& g, const std::string& arch, Ke
         INFO("registers " << u.registers << ", stack " << u.stack_frame_bytes);
         CHECK(u.registers > 0);
         if (known_hopper_spiller(g, config)) {
-            WARN(g.name() << " with " << config.to_text() << " spills " << u.spill_store_bytes << " bytes (known)");
+            WARN(g.name() << " with " << config->to_text() << " spills " << u.spill_store_bytes << " bytes (known)");
             continue;
         }
         CHECK(u.spill_store_bytes == 0);
@@ -156,13 +165,14 @@ TEST_CASE("every primitive compiles for sm_80 and sm_90a without spills", "[comp
                                  pair_ops_graph(), finalize_graph()};
     for (Domain d : {Domain::Gemm, Domain::Tile})
         for (const Graph& g : reduction_graphs(d)) graphs.push_back(g);
+    // The portable mainloop on both archs, and the Hopper mainloop's two schedules (cooperative and ping-pong lay
+    // the accumulator out differently).
     for (const std::string arch : {"sm_80", "sm_90a"})
-        for (const Graph& g : graphs) require_compiles_without_spills(g, arch, cache);
-    // The Hopper mainloop's two schedules (cooperative and ping-pong lay the accumulator out differently).
+        for (const Graph& g : graphs) require_compiles_without_spills(g, arch, cache, portable_or_none(g));
     for (const Graph& g : graphs) {
         if (g.domain() != Domain::Gemm) continue;
-        require_compiles_without_spills(g, "sm_90a", cache, hopper_config(128, 256, 4, Schedule::Cooperative));
-        require_compiles_without_spills(g, "sm_90a", cache, hopper_config(128, 128, 6, Schedule::PingPong));
+        require_compiles_without_spills(g, "sm_90a", cache, HopperConfig{128, 256, 4, Schedule::Cooperative, 1});
+        require_compiles_without_spills(g, "sm_90a", cache, HopperConfig{128, 128, 6, Schedule::PingPong, 1});
     }
 }
 
@@ -172,11 +182,12 @@ TEST_CASE("all four operand layouts in bf16 and f16 compile for sm_80 and sm_90a
     for (const std::string arch : {"sm_80", "sm_90a"})
         for (DType input : {DType::BF16, DType::F16})
             for (Major a : {Major::K, Major::MN})
-                for (Major b : {Major::K, Major::MN}) require_compiles_without_spills(identity_graph({input, a, b}), arch, cache);
+                for (Major b : {Major::K, Major::MN})
+                    require_compiles_without_spills(identity_graph({input, a, b}), arch, cache, PortableConfig{});
     for (DType input : {DType::BF16, DType::F16})
         for (Major a : {Major::K, Major::MN})
             for (Major b : {Major::K, Major::MN})
-                for (const NamedConfig& named : hopper_named_configs())
+                for (const NamedConfig& named : hopper_mainloop().candidates())
                     require_compiles_without_spills(identity_graph({input, a, b}), "sm_90a", cache, named.config);
 }
 
@@ -184,10 +195,10 @@ TEST_CASE("every built-in block epilogue compiles for sm_80 and sm_90a without s
     test::TempDir dir("coda-blocks");
     KernelCache cache(dir.path(), false);
     for (const std::string arch : {"sm_80", "sm_90a"})
-        for (const Graph& g : blocks::llama_block()) require_compiles_without_spills(g, arch, cache);
-    // Every named Hopper config (what coda tune may pick) for every GEMM epilogue of the block.
+        for (const Graph& g : blocks::llama_block()) require_compiles_without_spills(g, arch, cache, portable_or_none(g));
+    // Every named Hopper config (what coda tune may pick, the default among them) for every GEMM epilogue.
     for (const Graph& g : blocks::llama_block())
         if (g.domain() == Domain::Gemm)
-            for (const NamedConfig& named : hopper_named_configs())
+            for (const NamedConfig& named : hopper_mainloop().candidates())
                 require_compiles_without_spills(g, "sm_90a", cache, named.config);
 }

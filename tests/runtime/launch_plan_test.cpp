@@ -39,7 +39,7 @@ std::string error_of(const Args& args, const CheckedGraph& g) {
 
 }  // namespace
 
-TEST_CASE("a valid launch fills the problem, the slots and the grid", "[runtime]") {
+TEST_CASE("a valid launch fills the problem, the slots and the extents", "[runtime]") {
     const CheckedGraph g = check_graph(blocks::out_proj());
     const LaunchPlan plan = plan_launch(g, kTile, out_proj_args(), "out_proj");
     CHECK(plan.gemm.m == M);
@@ -47,9 +47,9 @@ TEST_CASE("a valid launch fills the problem, the slots and the grid", "[runtime]
     CHECK(plan.gemm.k == K);
     CHECK(plan.gemm.lda == K);
     CHECK(plan.gemm.ldb == K);
-    CHECK(plan.gemm.flags == (abi::kGemmVectorA | abi::kGemmVectorB));
-    CHECK(plan.grid_x == 3);
-    CHECK(plan.grid_y == 4);
+    CHECK(plan.gemm.flags == (kGemmVectorA | kGemmVectorB));
+    CHECK(plan.m == M);
+    CHECK(plan.n == N);
     // residual (ptr, ld), gamma, x1 (ptr, ld), h (ptr, ld), x1_sumsq
     REQUIRE(plan.slots.size() == 8);
     CHECK(plan.slots[0] == 0x300000);
@@ -64,7 +64,7 @@ TEST_CASE("an unaligned leading dimension turns off 16-byte operand loads but st
     a.bind("A", matrix(fake(0x100000), DType::BF16, M, K, K + 2));
     const LaunchPlan plan = plan_launch(g, kTile, a, "out_proj");
     CHECK(plan.gemm.lda == K + 2);
-    CHECK(plan.gemm.flags == abi::kGemmVectorB);
+    CHECK(plan.gemm.flags == kGemmVectorB);
 }
 
 TEST_CASE("launch errors name the argument, the expectation and what was given", "[runtime]") {
@@ -162,8 +162,8 @@ TEST_CASE("tile programs take M and N from their first tile tensor", "[runtime]"
     const LaunchPlan plan = plan_launch(g, {64, 128}, a, "rope_backward");
     CHECK(plan.tile.m == 70);
     CHECK(plan.tile.n == 64);
-    CHECK(plan.grid_x == 2);
-    CHECK(plan.grid_y == 1);
+    CHECK(plan.m == 70);
+    CHECK(plan.n == 64);
     a.bind("theta", vector(fake(0x4000), DType::F32, 64));
     CHECK_THROWS_WITH(plan_launch(g, {64, 128}, a, "rope_backward"),
                       Catch::Contains("'theta'") && Catch::Contains("expected shape [32]"));

@@ -1,5 +1,6 @@
-// choose_config, the pure decision behind Runtime::default_config: portable off sm_90a and for non-GEMM graphs,
-// the Hopper default (ping-pong 128x128) on sm_90a, and a tuned record only for the GPU, graph and shape class it was measured on.
+// choose_config, the pure decision behind Runtime::default_config: the portable default off sm_90a, none for graphs
+// without a GEMM, the Hopper default (ping-pong 128x128) on sm_90a, and a tuned record only for the GPU, graph and
+// shape class it was measured on.
 #include <catch2/catch.hpp>
 
 #include "coda/blocks.hpp"
@@ -14,8 +15,9 @@ using coda::KernelConfig;
 using coda::ProblemShape;
 using coda::Schedule;
 
-const KernelConfig kDefault = coda::hopper_config(128, 128, 6, Schedule::PingPong);
-const KernelConfig kPingPong = coda::hopper_config(64, 256, 5, Schedule::PingPong);  // a tuned record's
+const KernelConfig kDefault = coda::HopperConfig{128, 128, 6, Schedule::PingPong, 1};
+const KernelConfig kPingPong = coda::HopperConfig{64, 256, 5, Schedule::PingPong, 1};  // a tuned record's
+const KernelConfig kPortable = coda::PortableConfig{};
 
 coda::Graph gemm_graph() {
     coda::Graph g = coda::Graph::gemm("config_choice_test");
@@ -33,24 +35,23 @@ coda::Graph tile_graph() {
 
 }  // namespace
 
-TEST_CASE("choose_config: portable off sm_90a and for graphs without a GEMM", "[tune]") {
+TEST_CASE("choose_config: portable off sm_90a, and nothing for graphs without a GEMM", "[tune]") {
     const coda::Graph g = gemm_graph();
     const coda::TargetDevice h200{"NVIDIA H200", 132};
     for (const char* arch : {"sm_80", "sm_86", "sm_89", "sm_90", "sm_100a"}) {
         INFO(arch);
-        CHECK(coda::choose_config(g, arch, {4096, 4096, 4096}, {}, nullptr) == KernelConfig{});
+        CHECK(coda::choose_config(g, arch, {4096, 4096, 4096}, {}, nullptr) == kPortable);
     }
-    CHECK(coda::choose_config(tile_graph(), "sm_90a", {4096, 4096, 0}, h200, nullptr) == KernelConfig{});
+    CHECK_FALSE(coda::choose_config(tile_graph(), "sm_90a", {4096, 4096, 0}, h200, nullptr).has_value());
     coda::TuningDb db;
     db.put({"NVIDIA H200", coda::graph_hash(g), coda::shape_class({4096, 4096, 4096}), kPingPong, 1.0});
-    CHECK(coda::choose_config(g, "sm_80", {4096, 4096, 4096}, h200, &db) == KernelConfig{});
+    CHECK(coda::choose_config(g, "sm_80", {4096, 4096, 4096}, h200, &db) == kPortable);
 }
 
 TEST_CASE("choose_config on sm_90a: ping-pong 128x128 at every shape, with or without tile inputs", "[tune]") {
     coda::Graph residual = coda::Graph::gemm("config_choice_residual");
     residual.store(residual.accumulator() + residual.tile_input("residual", coda::DType::BF16), "D", coda::DType::BF16);
-    CHECK(coda::hopper_default_config() == kDefault);
-    CHECK(kDefault.schedule == Schedule::PingPong);
+    CHECK(KernelConfig(coda::HopperConfig{}) == kDefault);
     for (const ProblemShape& shape :
          {ProblemShape{}, ProblemShape{4096, 4096, 4096}, ProblemShape{16384, 4096, 14336}, ProblemShape{4096, 2048, 2048},
           ProblemShape{1024, 4096, 4096}, ProblemShape{1, 4096, 64}}) {
@@ -91,10 +92,10 @@ TEST_CASE("choose_config uses a tuned record only for its GPU, graph and shape c
 TEST_CASE("Runtime::default_config: portable on sm_80, Hopper on sm_90a", "[tune]") {
     const coda::Graph g = gemm_graph();  // a graph no tuning database has a record for
     const coda::Runtime& rt = coda::Runtime::instance();
-    CHECK(rt.default_config(g, "sm_80") == KernelConfig{});
-    CHECK(rt.default_config(g, "sm_80", {4096, 4096, 4096}) == KernelConfig{});
-    CHECK(rt.default_config(tile_graph(), "sm_90a") == KernelConfig{});
+    CHECK(rt.default_config(g, "sm_80") == kPortable);
+    CHECK(rt.default_config(g, "sm_80", {4096, 4096, 4096}) == kPortable);
+    CHECK_FALSE(rt.default_config(tile_graph(), "sm_90a").has_value());
     CHECK(rt.default_config(g, "sm_90a") == kDefault);
     CHECK(rt.default_config(g, "sm_90a", {16384, 16384, 14336}) == kDefault);
-    CHECK(rt.default_config(g, "sm_90a", {128, 256, 64}) == coda::hopper_config(128, 128, 6, Schedule::PingPong));
+    CHECK(rt.default_config(g, "sm_90a", {128, 256, 64}) == kDefault);
 }

@@ -24,8 +24,8 @@ namespace {
 using coda::TuningDb;
 using coda::TuningRecord;
 
-const coda::KernelConfig kBig = coda::hopper_config(128, 256, 4, coda::Schedule::Cooperative);
-const coda::KernelConfig kSmall = coda::hopper_config(128, 128, 6, coda::Schedule::Cooperative);
+const coda::KernelConfig kBig = coda::HopperConfig{128, 256, 4, coda::Schedule::Cooperative, 1};
+const coda::KernelConfig kSmall = coda::HopperConfig{128, 128, 6, coda::Schedule::Cooperative, 1};
 
 TuningRecord record(const std::string& gpu, const std::string& hash, const std::string& cls,
                     const coda::KernelConfig& config, double ms = 1.5) {
@@ -101,10 +101,10 @@ TEST_CASE("tuning records round-trip through the file; a later record for a key 
     // In a file edited by hand, the last line for a key wins.
     const TuningDb parsed = TuningDb::parse(
         coda::format_tuning_line(record("G", "0123456789abcdef", "any", kBig)) + "\n" +
-            coda::format_tuning_line(record("G", "0123456789abcdef", "any", coda::KernelConfig{})) + "\r\n",
+            coda::format_tuning_line(record("G", "0123456789abcdef", "any", coda::KernelConfig(coda::PortableConfig{}))) + "\r\n",
         "hand.tsv");
     REQUIRE(parsed.records().size() == 1);
-    CHECK(parsed.records()[0].config == coda::KernelConfig{});
+    CHECK(parsed.records()[0].config == coda::KernelConfig(coda::PortableConfig{}));
 }
 
 TEST_CASE("corrupt tuning lines are skipped with a warning naming the file and line", "[tune]") {

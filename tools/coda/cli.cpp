@@ -88,7 +88,7 @@ std::vector<ParsedGraph> read_graph_file(const std::string& path) {
     if (!in) throw Error(fmt::format("cannot read graph file '{}'", path));
     std::stringstream text;
     text << in.rdbuf();
-    return parse_graphs(text.str(), path);
+    return parse_graph_file(text.str(), path);
 }
 
 Progress::Progress(std::size_t total) : total_(total), tty_(isatty(fileno(stderr)) != 0) {}

@@ -65,7 +65,6 @@ int bench_epilogue(Arguments& args) {
     CompileOptions options;
     options.shape = {m, n, k};
     if (!config_text.empty()) {
-        options.use_default_config = false;
         options.config = KernelConfig::parse(config_text);
     }
     // The graphs are built (and so validated) before the GPU is needed: a CPU-only run catches their mistakes.
@@ -91,7 +90,7 @@ int bench_epilogue(Arguments& args) {
     std::printf("%-20s %6s %6s %6s %10s %11s  %s\n", "epilogue", "M", "N", "K", "ms", "/identity", "config");
     for (std::size_t i = 0; i < kernels.size(); ++i)
         std::printf("%-20s %6lld %6lld %6lld %10.4f %11.3f  %s\n", graphs[i].name().c_str(), m, n, k, t.ms[i],
-                    t.vs_first[i], kernels[i].config().to_text().c_str());
+                    t.vs_first[i], kernels[i].config()->to_text().c_str());
     std::printf("(medians over %lld interleaved rounds of %lld launches each; /identity is the median of the rounds' "
                 "ratios)\n", rounds, per_round);
     return 0;

@@ -49,7 +49,6 @@ int demo_layouts(const std::string& arch, const std::string& config_text) {
     CompileOptions options;
     options.arch = arch;
     if (!config_text.empty()) {
-        options.use_default_config = false;
         options.config = KernelConfig::parse(config_text);
     }
     bool ok = true;
@@ -63,7 +62,7 @@ int demo_layouts(const std::string& arch, const std::string& config_text) {
             p.k = k;
             p.seed = seed++;
             const verify::CheckReport report = verify::check_on_device(kernel, p);
-            std::printf("%s [%s] %s: %s\n", report.kernel.c_str(), kernel.config().to_text().c_str(),
+            std::printf("%s [%s] %s: %s\n", report.kernel.c_str(), kernel.config()->to_text().c_str(),
                         report.problem.c_str(), report.pass ? "PASS" : "FAIL");
             if (!report.pass) std::printf("%s", report.summary().c_str());
             ok = ok && report.pass;
@@ -117,7 +116,9 @@ int cmd_demo(Arguments args) {
     std::printf("%-24s %-13s %9s %6s %7s\n", "kernel", "from", "seconds", "regs", "spills");
     bool ok = true;
     for (const Graph& g : graphs) {
-        const BuildReport r = Runtime::instance().warm(g, arch);
+        CompileOptions options;
+        options.arch = arch;
+        const BuildReport r = Runtime::instance().warm(g, options);
         const auto known = [](int v) { return v < 0 ? std::string("n/a") : std::to_string(v); };
         std::printf("%-24s %-13s %9.3f %6s %7s\n", g.name().c_str(), origin(r.from), r.seconds,
                     known(r.registers).c_str(), known(r.spill_bytes).c_str());

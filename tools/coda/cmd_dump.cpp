@@ -15,7 +15,9 @@ int cmd_dump(Arguments args) {
     for (const auto& file : files)
         for (const ParsedGraph& parsed : read_graph_file(file)) {
             check_graph(parsed.graph, &parsed.where);  // errors name the file and line
-            std::fputs(Runtime::instance().source(parsed.graph, arch).c_str(), stdout);
+            CompileOptions options;
+            options.arch = arch;
+            std::fputs(Runtime::instance().source(parsed.graph, options).c_str(), stdout);
             std::fputs("\n", stdout);
         }
     return 0;

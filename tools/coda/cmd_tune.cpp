@@ -16,6 +16,7 @@
 #include "driver/cuda_driver.hpp"
 #include "ir/check_graph.hpp"
 #include "ir/hash.hpp"
+#include "mainloop/mainloops.hpp"
 #include "runtime/config_choice.hpp"
 #include "tune/tuning_db.hpp"
 
@@ -57,10 +58,7 @@ std::vector<Graph> resolve_graphs(const std::vector<std::string>& arguments) {
     return graphs;
 }
 
-std::vector<NamedConfig> candidates_for(const std::string& arch) {
-    if (arch == "sm_90a") return hopper_named_configs();
-    return {{"portable", KernelConfig{}}};
-}
+std::vector<NamedConfig> candidates_for(const std::string& arch) { return default_gemm_mainloop(arch).candidates(); }
 
 std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
 
@@ -159,7 +157,6 @@ int cmd_tune(Arguments args) {
         for (const NamedConfig& candidate : candidates) {
             CompileOptions options;
             options.arch = arch;
-            options.use_default_config = false;
             options.config = candidate.config;
             jobs.push_back({&g, options});
         }
@@ -200,7 +197,8 @@ int cmd_tune(Arguments args) {
                 if (timings[ci].ms >= 0 && (winner < 0 || timings[ci].ms < timings[static_cast<std::size_t>(winner)].ms))
                     winner = static_cast<int>(ci);
             // What the runtime picks without a record, so the default can be judged against the measurement.
-            const KernelConfig fallback = choose_config(g, arch, shape, TargetDevice{"", device.sm_count}, nullptr);
+            const std::optional<KernelConfig> fallback =
+                choose_config(g, arch, shape, TargetDevice{"", device.sm_count}, nullptr);
             for (std::size_t ci = 0; ci < candidates.size(); ++ci) {
                 const Timing& t = timings[ci];
                 const std::string marks = std::string(static_cast<int>(ci) == winner ? "  <- fastest" : "") +

@@ -31,7 +31,9 @@ int cmd_warm(Arguments args) {
     run_in_parallel(graphs.size(), static_cast<std::size_t>(jobs), [&](std::size_t i) {
         const Graph& g = graphs[i].graph;
         try {
-            const BuildReport r = Runtime::instance().warm(g, arch);
+            CompileOptions options;
+            options.arch = arch;
+            const BuildReport r = Runtime::instance().warm(g, options);
             std::lock_guard<std::mutex> lock(mutex);
             (r.from == BuildReport::From::Compiled ? compiled
              : r.from == BuildReport::From::Disk   ? from_disk

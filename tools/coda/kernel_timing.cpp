@@ -88,7 +88,9 @@ void warm_in_parallel(const std::vector<WarmJob>& jobs, const std::string& arch)
     std::exception_ptr failure;
     run_in_parallel(jobs.size(), std::max(1u, std::thread::hardware_concurrency()), [&](std::size_t i) {
         try {
-            Runtime::instance().warm(*jobs[i].graph, arch, jobs[i].options);
+            CompileOptions options = jobs[i].options;
+            options.arch = arch;
+            Runtime::instance().warm(*jobs[i].graph, options);
         } catch (...) {  // run_in_parallel's work must not throw
             std::lock_guard<std::mutex> lock(mutex);
             if (!failure) failure = std::current_exception();

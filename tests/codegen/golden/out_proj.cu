@@ -10,9 +10,9 @@
 //   %x1_sumsq = reduce_row sumsq %x1
 // hash: 826b28a1cdb8716c
 // arch: sm_90a
-// config: bm=128 bn=128 bk=32 wm=2 wn=2 stages=4
-// kernel: coda::portable_gemm<coda::bf16, true, true, 128, 128, 32, 2, 2, 4, coda_gen::Epilogue>
-#include "coda/portable_gemm.cuh"
+// config: hopper bm=128 bn=128 bk=64 stages=6 pingpong cluster=1
+// kernel: coda::hopper_gemm<coda::bf16, true, true, 128, 128, 6, true, coda_gen::Epilogue>
+#include "coda/hopper_gemm.cuh"
 #include "coda/numeric.cuh"
 #include "coda/reduce.cuh"
 
@@ -133,13 +133,9 @@ struct Epilogue {
     }
 };
 
-using Traits = coda::PortableGemmTraits<coda::bf16, true, true, 128, 128, 32, 2, 2, 4, coda_gen::Epilogue>;
+using Traits = coda::HopperGemmTraits<coda::bf16, true, true, 128, 128, 6, true, 1, coda_gen::Epilogue>;
 
 }  // namespace coda_gen
 
-// Read by the host after loading the module: block size, dynamic shared memory, CTA tile, mainloop
-// (1: Hopper, persistent with TMA operands), pipeline stages (Hopper: after fitting the epilogue), and
-// the Hopper tile-tensor maps: how many the kernel takes, whether it loads tile inputs by TMA, and the
-// columns of one chunk (the box is that many columns by the CTA tile's rows); then the CTAs of a cluster;
-// then the staged tile outputs stored by TMA (their maps follow the inputs') and the rows of their box.
-extern "C" __constant__ int coda_kernel_info[12] = {coda_gen::Traits::kThreads, coda_gen::Traits::kSmemBytes, coda_gen::Traits::Layout::kBM, coda_gen::Traits::Layout::kBN, 0, 0, 0, 0, 0, 1, 0, 0};
+// Read by the host after loading the module (templates/coda/kernel_abi.cuh).
+extern "C" __constant__ coda::KernelInfo coda_kernel_info = coda_gen::Traits::info();

@@ -17,7 +17,15 @@ int main(int argc, char**) {
     g.reduce_row(x1, coda::ReduceOp::SumSq, "x1_sumsq");
     coda::check(g);
 
-    const std::string source = coda::Runtime::instance().source(g, "sm_90a");
+    // The public text form round-trips.
+    if (!(coda::parse_graph(coda::to_text(g)) == g)) {
+        std::printf("the text form did not round-trip\n");
+        return 1;
+    }
+
+    coda::CompileOptions options;
+    options.arch = "sm_90a";
+    const std::string source = coda::Runtime::instance().source(g, options);
     std::printf("%s\n%zu block epilogues\n", source.find("struct Epilogue") != std::string::npos ? "generated" : "missing",
                 coda::blocks::llama_block().size());
     if (argc < 2) return 0;

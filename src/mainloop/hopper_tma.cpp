@@ -1,7 +1,7 @@
 // cuTensorMapEncodeTiled for A and B. The box shapes must match what hopper_gemm.cuh's producer copies and
 // what its expect_tx counts: K-major operands come as one box of 64 x (BM or BN) per stage, M/N-major ones as
 // 64 x 64 boxes side by side.
-#include "runtime/tma_operands.hpp"
+#include "mainloop/hopper_tma.hpp"
 
 #include <algorithm>
 
@@ -52,8 +52,8 @@ CUtensorMapSwizzle swizzle_for(int span) {
 
 }  // namespace
 
-std::vector<CUtensorMap> encode_tile_maps(const CheckedGraph& g, const LaunchPlan& plan, const TileTensorMaps& how) {
-    std::vector<CUtensorMap> maps(static_cast<std::size_t>(std::max(how.count, 1)), CUtensorMap{});
+std::vector<CUtensorMap> encode_tile_maps(const CheckedGraph& g, const LaunchPlan& plan, const TmaTileInfo& how) {
+    std::vector<CUtensorMap> maps(static_cast<std::size_t>(std::max(how.maps, 1)), CUtensorMap{});
     if (!how.inputs_by_tma && how.outputs == 0) return maps;
     // The tile tensors the kernel's staging covers (tile inputs and stores), with their parameter slots, in graph
     // order (the generated epilogue's numbering).
@@ -79,10 +79,10 @@ std::vector<CUtensorMap> encode_tile_maps(const CheckedGraph& g, const LaunchPla
     std::sort(inputs.begin(), inputs.end(), by_node);
     std::sort(outputs.begin(), outputs.end(), by_node);
     const int input_maps = how.inputs_by_tma ? static_cast<int>(inputs.size()) : 0;
-    if (input_maps + how.outputs != how.count || (how.outputs > 0 && how.outputs != static_cast<int>(outputs.size())))
+    if (input_maps + how.outputs != how.maps || (how.outputs > 0 && how.outputs != static_cast<int>(outputs.size())))
         throw InternalError(fmt::format("the kernel takes {} tile maps ({} for outputs); the graph has {} tile inputs "
                                         "and {} tile outputs",
-                                        how.count, how.outputs, inputs.size(), outputs.size()));
+                                        how.maps, how.outputs, inputs.size(), outputs.size()));
     if (!aligned) return maps;
     Driver& d = Driver::instance();
     const auto encode_chunks = [&](CUtensorMap& map, const Tile& t, int rows, const char* what) {
@@ -113,12 +113,12 @@ std::vector<CUtensorMap> encode_tile_maps(const CheckedGraph& g, const LaunchPla
     return maps;
 }
 
-TmaOperands encode_tma_operands(const abi::GemmProblem& p, const GemmSpec& spec, TileShape tile, int cluster) {
+TmaOperands encode_tma_operands(const GemmProblem& p, const GemmSpec& spec, int tile_m, int tile_n, int cluster) {
     TmaOperands t;
     // A K-major is stored M x K; M-major is stored K x M. B K-major is stored N x K; N-major is stored K x N.
-    t.a = spec.a == Major::K ? encode("A", p.a, spec.input, p.m, p.k, p.lda, tile.bm)
+    t.a = spec.a == Major::K ? encode("A", p.a, spec.input, p.m, p.k, p.lda, tile_m)
                              : encode("A", p.a, spec.input, p.k, p.m, p.lda, 64);
-    t.b = spec.b == Major::K ? encode("B", p.b, spec.input, p.n, p.k, p.ldb, tile.bn / cluster)
+    t.b = spec.b == Major::K ? encode("B", p.b, spec.input, p.n, p.k, p.ldb, tile_n / cluster)
                              : encode("B", p.b, spec.input, p.k, p.n, p.ldb, 64);
     return t;
 }

@@ -1,0 +1,277 @@
+// The Hopper mainloop's host side: HopperConfig's text and rules (templates/coda/hopper_rules.cuh, shared with the
+// template), the configs `coda tune` times and the default, the template arguments, and a persistent launch whose
+// operands and staged tile tensors travel as TMA tensor maps (hopper_tma.cpp).
+#include "mainloop/hopper.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <mutex>
+
+#include <fmt/format.h>
+
+#include "coda/error.hpp"
+#include "coda/hopper_rules.cuh"
+#include "driver/cuda_driver.hpp"
+#include "mainloop/config_words.hpp"
+#include "mainloop/hopper_tma.hpp"
+#include "util/arch.hpp"
+#include "util/log.hpp"
+
+namespace coda {
+namespace {
+
+namespace rules = hopper_rules;
+
+constexpr int kThreads = 384;    // a producer warpgroup and two consumer warpgroups
+constexpr int kTmaAlignment = 16;  // bytes: TMA's rule for a tensor's base and the pitch of its rows
+
+std::string rule_text(rules::Rule r) {
+    switch (r) {
+        case rules::Rule::Ok: return "";
+        case rules::Rule::BN:
+            return fmt::format("bn must be {} or {} (one wgmma instruction covers the tile's columns)", rules::kNarrowBN,
+                               rules::kWideBN);
+        case rules::Rule::BM:
+            return fmt::format("bm must be a multiple of {} from {} to {}", rules::kRowsPerM64, rules::kRowsPerM64,
+                               rules::kMaxBM);
+        case rules::Rule::ConsumerRows:
+            return fmt::format("each consumer warpgroup must hold {} or {} rows (bm for ping-pong, bm / 2 for "
+                               "cooperative)",
+                               rules::kMinConsumerRows, rules::kMaxConsumerRows);
+        case rules::Rule::Accumulators:
+            return fmt::format("a consumer warpgroup's accumulator (rows x bn) must not exceed {} elements (128 x 128: "
+                               "128 registers a thread)",
+                               rules::kMaxAccumulators);
+        case rules::Rule::Stages:
+            return fmt::format("stages must be between {} and {}", rules::kMinStages, rules::kMaxStages);
+        case rules::Rule::Cluster:
+            return fmt::format("cluster must be from 1 to {} (CTAs along M that share B by TMA multicast)",
+                               rules::kMaxClusterM);
+    }
+    return "unknown rule";
+}
+
+const HopperConfig& hopper_of(const KernelConfig& config, const char* where) {
+    const HopperConfig* c = config.hopper();
+    if (c == nullptr) throw InternalError(fmt::format("the Hopper mainloop's {} was given no HopperConfig", where));
+    return *c;
+}
+
+const HopperConfig& hopper_of(const std::optional<KernelConfig>& config, const char* where) {
+    if (!config) throw InternalError(fmt::format("the Hopper mainloop's {} was given no config", where));
+    return hopper_of(*config, where);
+}
+
+HopperConfig hopper(int bm, int bn, int stages, Schedule schedule, int cluster_m = 1) {
+    HopperConfig c;
+    c.bm = bm;
+    c.bn = bn;
+    c.stages = stages;
+    c.schedule = schedule;
+    c.cluster_m = cluster_m;
+    return c;
+}
+
+// Why TMA cannot read operand `name`, or "".
+std::string tma_rule(const char* name, const void* base, long long ld) {
+    if (reinterpret_cast<std::uintptr_t>(base) % kTmaAlignment != 0)
+        return fmt::format("operand {}: pointer {} is not {}-byte aligned; the Hopper mainloop loads operands with TMA, "
+                           "which needs {}-byte aligned bases",
+                           name, base, kTmaAlignment, kTmaAlignment);
+    if (ld * 2 % kTmaAlignment != 0)
+        return fmt::format("operand {}: leading dimension {} is not a multiple of {} elements ({} bytes); the Hopper "
+                           "mainloop loads operands with TMA, which needs {}-byte aligned rows",
+                           name, ld, kTmaAlignment / 2, kTmaAlignment, kTmaAlignment);
+    return "";
+}
+
+// Persistent: at most one CTA per SM (the pipeline fills most of shared memory), or as many clusters as fit at once;
+// each CTA walks its tiles (hopper_gemm.cuh's TileOrder). Operands and staged tile tensors go as tensor maps,
+// encoded again only when the problem or the bound tensors change: a training step launches a kernel on the same
+// buffers again and again, and encoding costs more than the rest of the launch.
+class HopperLauncher final : public Launcher {
+public:
+    HopperLauncher(const LoadedModule& module, const CheckedGraph& graph, int max_ctas)
+        : module_(module), graph_(graph), max_ctas_(max_ctas) {}
+
+    std::string unsupported(const LaunchPlan& plan) const override {
+        std::string why = tma_rule("A", plan.gemm.a, plan.gemm.lda);
+        if (why.empty()) why = tma_rule("B", plan.gemm.b, plan.gemm.ldb);
+        return why;
+    }
+
+    void launch(const LaunchPlan& plan, CUstream stream) const override {
+        // Copies of the cached maps, so that the launch reads no state another thread may re-encode.
+        TmaOperands tma;
+        std::array<CUtensorMap, rules::kMaxTileMaps> tile_maps;
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            if (maps_.empty() || slots_ != plan.slots || std::memcmp(&problem_, &plan.gemm, sizeof plan.gemm) != 0) {
+                tma_ = encode_tma_operands(plan.gemm, graph_.graph.spec(), module_.info.tile_m, module_.info.tile_n,
+                                           module_.info.cluster);
+                maps_ = encode_tile_maps(graph_, plan, module_.info.tma);
+                problem_ = plan.gemm;
+                slots_ = plan.slots;
+            }
+            tma = tma_;
+            std::copy(maps_.begin(), maps_.end(), tile_maps.begin());
+        }
+        // A cluster walks units of `cluster` M-tiles of one N-tile, so the grid is whole clusters.
+        const std::uint64_t c = static_cast<std::uint64_t>(module_.info.cluster);
+        const auto tiles = [](long long extent, int tile) { return static_cast<std::uint64_t>((extent + tile - 1) / tile); };
+        const std::uint64_t units = (tiles(plan.m, module_.info.tile_m) + c - 1) / c * tiles(plan.n, module_.info.tile_n);
+        const auto grid = static_cast<unsigned>(std::min<std::uint64_t>(units, static_cast<std::uint64_t>(max_ctas_) / c) * c);
+        void* params[] = {const_cast<GemmProblem*>(&plan.gemm), const_cast<std::uint64_t*>(plan.slots.data()), &tma.a,
+                          &tma.b, tile_maps.data()};
+        Driver::instance().launch(module_.function, grid, 1, 1, static_cast<unsigned>(module_.info.threads),
+                                  static_cast<unsigned>(module_.info.smem_bytes), stream, params);
+    }
+
+private:
+    LoadedModule module_;
+    const CheckedGraph& graph_;  // the loaded kernel's, which owns this launcher
+    int max_ctas_;
+    mutable std::mutex mutex_;
+    mutable GemmProblem problem_{};
+    mutable std::vector<std::uint64_t> slots_;
+    mutable TmaOperands tma_{};
+    mutable std::vector<CUtensorMap> maps_;
+};
+
+class HopperMainloop final : public Mainloop {
+public:
+    std::string_view name() const override { return "hopper"; }
+    Domain domain() const override { return Domain::Gemm; }
+    KernelKind kind() const override { return KernelKind::HopperGemm; }
+    std::string_view config_word() const override { return "hopper"; }
+    bool owns(const KernelConfig& config) const override { return config.hopper() != nullptr; }
+
+    std::string config_to_text(const KernelConfig& config) const override {
+        const HopperConfig& c = hopper_of(config, "config_to_text");
+        return fmt::format("hopper bm={} bn={} bk={} stages={} {} cluster={}", c.bm, c.bn, HopperConfig::bk, c.stages,
+                           c.schedule == Schedule::Cooperative ? "cooperative" : "pingpong", c.cluster_m);
+    }
+
+    KernelConfig parse_config(const std::vector<std::string>& words, const std::string& text) const override {
+        HopperConfig c;
+        int bk = HopperConfig::bk;
+        ConfigWords known;
+        known.fields = {{"bm", &c.bm}, {"bn", &c.bn}, {"bk", &bk}, {"stages", &c.stages}, {"cluster", &c.cluster_m}};
+        known.flags = {{"cooperative", [&c] { c.schedule = Schedule::Cooperative; }},
+                       {"pingpong", [&c] { c.schedule = Schedule::PingPong; }}};
+        const std::string example = config_to_text(HopperConfig{});
+        read_config_words(words, known, text, example);
+        if (bk != HopperConfig::bk)
+            throw Error(fmt::format("kernel config '{}': bk must be {} on the Hopper mainloop (one 128-byte swizzle "
+                                    "row of 16-bit elements), got {}; expected e.g. '{}'",
+                                    text, HopperConfig::bk, bk, example));
+        return c;
+    }
+
+    bool default_on(const std::string& arch) const override { return arch == kHopperArch; }
+    KernelConfig base_config() const override { return HopperConfig{}; }
+
+    // The default at every shape is HopperConfig{}: ping-pong 128 x 128, 6 stages. Measured with `coda tune` on an
+    // H200 over the benchmark shape set (docs/PERFORMANCE.md, 2026-12-03, third session: lean mainloop, clocks
+    // settled before timing): out-proj ran fastest on it at 11 of 12 shapes (0.5% behind at the twelfth); the
+    // identity at all 12 in one call (1-8% ahead of cooperative 128 x 256) and within 2.3% of the winner in
+    // another. One consumer's epilogue runs during the other's mainloop, and its shared memory leaves room to stage
+    // tile inputs and outputs. Other shapes and GPUs: `coda tune`.
+    KernelConfig default_config(const Graph&, const ProblemShape&) const override { return HopperConfig{}; }
+
+    // Each consumer warpgroup holds a 64 x 256 or 128 x 128 fp32 accumulator (128 registers a thread); the stage
+    // counts fill about 200 KB of shared memory (the template drops stages if the epilogue needs room).
+    std::vector<NamedConfig> candidates() const override {
+        return {
+            {"h128x256", hopper(128, 256, 4, Schedule::Cooperative)},
+            {"h256x128", hopper(256, 128, 4, Schedule::Cooperative)},
+            {"h128x128", hopper(128, 128, 6, Schedule::Cooperative)},
+            {"hp128x128", hopper(128, 128, 6, Schedule::PingPong)},
+            {"hp64x256", hopper(64, 256, 5, Schedule::PingPong)},
+            // Pairs of CTAs along M that share B by TMA multicast: half of B's L2 reads.
+            {"h128x256c2", hopper(128, 256, 4, Schedule::Cooperative, 2)},
+            {"hp128x128c2", hopper(128, 128, 6, Schedule::PingPong, 2)},
+        };
+    }
+
+    // The portable mainloop with the same tile, in 64 x 64 warp tiles (valid for every Hopper tile): it reads
+    // operands that TMA cannot (misaligned bases, odd leading dimensions) with 2-byte loads.
+    std::optional<KernelConfig> fallback_config(const KernelConfig& config) const override {
+        const HopperConfig& h = hopper_of(config, "fallback_config");
+        PortableConfig p;
+        p.bm = h.bm;
+        p.bn = h.bn;
+        p.warps_m = h.bm / 64;
+        p.warps_n = h.bn / 64;
+        return p;
+    }
+
+    void validate(const Graph& graph, const std::optional<KernelConfig>& config,
+                  const std::string& arch) const override {
+        const HopperConfig& c = hopper_of(config, "validate");
+        const auto fail = [&](const std::string& rule) {
+            return Error(fmt::format("graph '{}': kernel config '{}' is not valid for the Hopper mainloop: {} (its "
+                                     "default is '{}')",
+                                     graph.name(), config->to_text(), rule, config_to_text(HopperConfig{})));
+        };
+        if (arch != kHopperArch)
+            throw fail(fmt::format("it needs {} (wgmma, setmaxnreg), not {}; use a PortableConfig for other targets",
+                                   kHopperArch, arch));
+        const rules::Rule r = rules::check(c.bm, c.bn, c.stages, c.schedule == Schedule::PingPong, c.cluster_m);
+        if (r != rules::Rule::Ok) throw fail(rule_text(r));
+    }
+
+    KernelTemplate instantiate(const Graph& graph, const std::optional<KernelConfig>& config) const override {
+        const HopperConfig& c = hopper_of(config, "instantiate");
+        const GemmSpec& spec = graph.spec();
+        const std::string args = fmt::format(
+            "{}, {}, {}, {}, {}, {}, {}", spec.input == DType::BF16 ? "coda::bf16" : "coda::f16",
+            spec.a == Major::K ? "true" : "false", spec.b == Major::K ? "true" : "false", c.bm, c.bn, c.stages,
+            c.schedule == Schedule::PingPong ? "true" : "false");
+        // The cluster shape is the entry point's (__cluster_dims__), so it is not a kernel argument.
+        return {"coda/hopper_gemm.cuh",
+                fmt::format("coda::{}<{}, coda_gen::Epilogue>", c.cluster_m == 2 ? "hopper_gemm_pair" : "hopper_gemm",
+                            args),
+                fmt::format("coda::HopperGemmTraits<{}, {}, coda_gen::Epilogue>", args, c.cluster_m)};
+    }
+
+    std::string key_text(const std::optional<KernelConfig>& config) const override {
+        return config_to_text(hopper_of(config, "key_text"));
+    }
+
+    std::unique_ptr<Launcher> load(const LoadedModule& module, const CheckedGraph& graph,
+                                   const std::optional<KernelConfig>& config) const override {
+        const HopperConfig& c = hopper_of(config, "load");
+        expect_reported(module, "tile rows", module.info.tile_m, c.bm);
+        expect_reported(module, "tile columns", module.info.tile_n, c.bn);
+        expect_reported(module, "threads", module.info.threads, kThreads);
+        expect_reported(module, "cluster", module.info.cluster, c.cluster_m);
+        if (module.info.tma.maps < 1 || module.info.tma.maps > rules::kMaxTileMaps)
+            throw InternalError(fmt::format("kernel '{}' takes {} tile maps; the host passes 1 to {}", module.name,
+                                            module.info.tma.maps, rules::kMaxTileMaps));
+        Driver& driver = Driver::instance();
+        int max_ctas = driver.current_device().sm_count;
+        if (c.cluster_m > 1) {
+            const int clusters = driver.max_active_clusters(module.function, static_cast<unsigned>(c.cluster_m),
+                                                            static_cast<unsigned>(module.info.threads),
+                                                            static_cast<unsigned>(module.info.smem_bytes));
+            if (clusters < 1)
+                throw Error(fmt::format("kernel '{}': no cluster of {} CTAs with {} bytes of shared memory each fits on "
+                                        "this device; use a config with cluster=1",
+                                        module.name, c.cluster_m, module.info.smem_bytes));
+            max_ctas = clusters * c.cluster_m;
+            logger("coda.runtime")->debug("{}: {} clusters of {} CTAs fit at once", module.name, clusters, c.cluster_m);
+        }
+        return std::make_unique<HopperLauncher>(module, graph, max_ctas);
+    }
+};
+
+}  // namespace
+
+const Mainloop& hopper_mainloop() {
+    static const HopperMainloop mainloop;
+    return mainloop;
+}
+
+}  // namespace coda

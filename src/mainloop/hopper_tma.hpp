@@ -1,0 +1,33 @@
+// Tensor maps (CUtensorMap) of the Hopper mainloop: its operands', in the layout templates/coda/hopper_gemm.cuh
+// documents (2-D, the stored rows' contiguous dimension innermost, 128-byte swizzle, zeros outside the tensor), and
+// its staged tile tensors', in the layout of hopper_staging.cuh's SwizzledChunk.
+#pragma once
+
+#include <cuda.h>
+
+#include <vector>
+
+#include "coda/graph.hpp"
+#include "coda/kernel_abi.cuh"
+#include "runtime/launch_plan.hpp"
+
+namespace coda {
+
+struct TmaOperands {
+    CUtensorMap a;
+    CUtensorMap b;
+};
+
+// `problem` must have passed the Hopper launcher's checks (aligned bases and leading dimensions). A K-major B tile
+// is loaded in `cluster` boxes of tile_n / cluster rows, one per CTA of a cluster (each multicasts its share).
+TmaOperands encode_tma_operands(const GemmProblem& problem, const GemmSpec& spec, int tile_m, int tile_n, int cluster);
+
+// The maps of the graph's tile inputs (when the kernel loads them by TMA), then of its staged tile outputs, each in
+// the order the generated epilogue numbers them (graph order), as `how` (the kernel's KernelInfo::tma) says: each
+// tensor's rows as bytes, a box of the chunk's row bytes (at most 128, in parts beyond) by the rows `how` gives,
+// swizzled in the mode of that span, bounded by the logical N (never the row pitch). All zero when the kernel moves
+// nothing by TMA or some tile tensor is not 16-byte aligned in base and row pitch; the kernel then reads and writes
+// tile tensors in global memory (it checks the same rule).
+std::vector<CUtensorMap> encode_tile_maps(const CheckedGraph& g, const LaunchPlan& plan, const TmaTileInfo& how);
+
+}  // namespace coda

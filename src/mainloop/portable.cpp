@@ -1,0 +1,156 @@
+// The portable mainloop's host side: PortableConfig's text and rules (templates/coda/portable_rules.cuh, shared
+// with the template), its template arguments, and a launch of one CTA per tile.
+#include "mainloop/portable.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "coda/error.hpp"
+#include "coda/portable_rules.cuh"
+#include "driver/cuda_driver.hpp"
+#include "mainloop/config_words.hpp"
+#include "util/arch.hpp"
+
+namespace coda {
+namespace {
+
+namespace rules = portable_rules;
+
+constexpr long long kMaxGridY = 65535;  // CUDA's limit on gridDim.y, which counts the column tiles
+
+std::string rule_text(rules::Rule r) {
+    switch (r) {
+        case rules::Rule::Ok: return "";
+        case rules::Rule::Positive: return "every tile parameter must be positive";
+        case rules::Rule::WarpTileM: return fmt::format("bm must be a multiple of {} * wm", rules::kMmaM);
+        case rules::Rule::WarpTileN: return fmt::format("bn must be a multiple of {} * wn", rules::kMmaNPair);
+        case rules::Rule::BK: return fmt::format("bk must be a multiple of {} (the mma depth)", rules::kMmaK);
+        case rules::Rule::Stages: return fmt::format("stages must be at least {}", rules::kMinStages);
+        case rules::Rule::PowerOfTwo:
+            return fmt::format("bm, bn and bk must be powers of two of at least {} (the shared-memory swizzle works on "
+                               "16-byte chunks)",
+                               rules::kMinTile);
+        case rules::Rule::Chunks:
+            return "each operand tile (bm x bk, bn x bk) must split evenly into 16-byte chunks over 32 * wm * wn "
+                   "threads";
+        case rules::Rule::Threads: return fmt::format("32 * wm * wn threads must not exceed {}", rules::kMaxThreads);
+    }
+    return "unknown rule";
+}
+
+const PortableConfig& portable_of(const KernelConfig& config, const char* where) {
+    const PortableConfig* c = config.portable();
+    if (c == nullptr) throw InternalError(fmt::format("the portable mainloop's {} was given no PortableConfig", where));
+    return *c;
+}
+
+const PortableConfig& portable_of(const std::optional<KernelConfig>& config, const char* where) {
+    if (!config) throw InternalError(fmt::format("the portable mainloop's {} was given no config", where));
+    return portable_of(*config, where);
+}
+
+// One CTA per bm x bn tile: grid (M-tiles, N-tiles).
+class PortableLauncher final : public Launcher {
+public:
+    PortableLauncher(const LoadedModule& module) : module_(module) {}
+
+    std::string unsupported(const LaunchPlan& plan) const override {
+        const long long tiles_n = (plan.n + module_.info.tile_n - 1) / module_.info.tile_n;
+        if (tiles_n > kMaxGridY)
+            return fmt::format("N = {} needs {} column tiles of {}, more than the {} a grid allows", plan.n, tiles_n,
+                               module_.info.tile_n, kMaxGridY);
+        return "";
+    }
+
+    void launch(const LaunchPlan& plan, CUstream stream) const override {
+        const auto tiles = [](long long extent, int tile) { return static_cast<unsigned>((extent + tile - 1) / tile); };
+        void* params[] = {const_cast<GemmProblem*>(&plan.gemm), const_cast<std::uint64_t*>(plan.slots.data())};
+        Driver::instance().launch(module_.function, tiles(plan.m, module_.info.tile_m), tiles(plan.n, module_.info.tile_n),
+                                  1, static_cast<unsigned>(module_.info.threads),
+                                  static_cast<unsigned>(module_.info.smem_bytes), stream, params);
+    }
+
+private:
+    LoadedModule module_;
+};
+
+class PortableMainloop final : public Mainloop {
+public:
+    std::string_view name() const override { return "portable"; }
+    Domain domain() const override { return Domain::Gemm; }
+    KernelKind kind() const override { return KernelKind::PortableGemm; }
+    std::string_view config_word() const override { return "portable"; }
+    bool owns(const KernelConfig& config) const override { return config.portable() != nullptr; }
+
+    std::string config_to_text(const KernelConfig& config) const override {
+        const PortableConfig& c = portable_of(config, "config_to_text");
+        return fmt::format("portable bm={} bn={} bk={} wm={} wn={} stages={}", c.bm, c.bn, c.bk, c.warps_m,
+                           c.warps_n, c.stages);
+    }
+
+    KernelConfig parse_config(const std::vector<std::string>& words, const std::string& text) const override {
+        PortableConfig c;
+        ConfigWords known;
+        known.fields = {{"bm", &c.bm}, {"bn", &c.bn},      {"bk", &c.bk},
+                        {"wm", &c.warps_m}, {"wn", &c.warps_n}, {"stages", &c.stages}};
+        read_config_words(words, known, text, config_to_text(PortableConfig{}));
+        return c;
+    }
+
+    bool default_on(const std::string&) const override { return true; }
+    KernelConfig base_config() const override { return PortableConfig{}; }
+    std::vector<NamedConfig> candidates() const override { return {{"portable", PortableConfig{}}}; }
+
+    void validate(const Graph& graph, const std::optional<KernelConfig>& config,
+                  const std::string& arch) const override {
+        const PortableConfig& c = portable_of(config, "validate");
+        const auto fail = [&](const std::string& rule) {
+            return Error(fmt::format("graph '{}': kernel config '{}' is not valid for the portable mainloop: {} (its "
+                                     "default is '{}')",
+                                     graph.name(), config->to_text(), rule, config_to_text(PortableConfig{})));
+        };
+        if (const rules::Rule r = rules::check(c.bm, c.bn, c.bk, c.warps_m, c.warps_n, c.stages); r != rules::Rule::Ok)
+            throw fail(rule_text(r));
+        const int budget = max_dynamic_smem_bytes(sm_number(arch).value_or(0));
+        const long long bytes = rules::pipeline_bytes(c.bm, c.bn, c.bk, c.stages);
+        if (bytes > budget)
+            throw fail(fmt::format("stages * (bm + bn) * bk * 2 = {} bytes of pipeline exceed the {} bytes of shared "
+                                   "memory a CTA may have on {}",
+                                   bytes, budget, arch));
+    }
+
+    KernelTemplate instantiate(const Graph& graph, const std::optional<KernelConfig>& config) const override {
+        const PortableConfig& c = portable_of(config, "instantiate");
+        const GemmSpec& spec = graph.spec();
+        const std::string args = fmt::format(
+            "{}, {}, {}, {}, {}, {}, {}, {}, {}, coda_gen::Epilogue", spec.input == DType::BF16 ? "coda::bf16" : "coda::f16",
+            spec.a == Major::K ? "true" : "false", spec.b == Major::K ? "true" : "false", c.bm, c.bn, c.bk, c.warps_m,
+            c.warps_n, c.stages);
+        return {"coda/portable_gemm.cuh", fmt::format("coda::portable_gemm<{}>", args),
+                fmt::format("coda::PortableGemmTraits<{}>", args)};
+    }
+
+    std::string key_text(const std::optional<KernelConfig>& config) const override {
+        return config_to_text(portable_of(config, "key_text"));
+    }
+
+    std::unique_ptr<Launcher> load(const LoadedModule& module, const CheckedGraph&,
+                                   const std::optional<KernelConfig>& config) const override {
+        const PortableConfig& c = portable_of(config, "load");
+        expect_reported(module, "tile rows", module.info.tile_m, c.bm);
+        expect_reported(module, "tile columns", module.info.tile_n, c.bn);
+        expect_reported(module, "threads", module.info.threads, rules::threads(c.warps_m, c.warps_n));
+        expect_reported(module, "cluster", module.info.cluster, 1);
+        return std::make_unique<PortableLauncher>(module);
+    }
+};
+
+}  // namespace
+
+const Mainloop& portable_mainloop() {
+    static const PortableMainloop mainloop;
+    return mainloop;
+}
+
+}  // namespace coda

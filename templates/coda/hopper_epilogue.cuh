@@ -1,0 +1,128 @@
+// The Hopper mainloop's epilogue side (hopper_gemm.cuh): the visits of one output tile, chunk by chunk where tile
+// tensors are staged in shared memory (hopper_staging.cuh), and the L2 prefetch of what they will read. sm_90a;
+// NVRTC, no host headers.
+#pragma once
+
+#include "coda/epilogue_contract.cuh"
+#include "coda/hopper_pipeline.cuh"
+#include "coda/hopper_staging.cuh"
+#include "coda/sm90_ops.cuh"
+
+namespace coda {
+namespace detail {
+
+// L2 prefetch of every tile-tensor element this thread's visits of tile (tm, tn) will read.
+template <class L, int BM, int BN, class Epilogue>
+__device__ __forceinline__ void hopper_prefetch_epilogue(const typename Epilogue::Args& args, const GemmProblem& p,
+                                                         int tm, int tn) {
+#pragma unroll 1
+    for (int row_slot = 0; row_slot < L::kRowSlots; ++row_slot) {
+        const int m = tm * BM + L::slot_row(row_slot);
+        if (m >= p.m) continue;
+#pragma unroll 1
+        for (int j = 0; j < L::kColSlots; ++j) {
+            const int n = tn * BN + L::slot_col(j);
+            if (n < p.n) Epilogue::template prefetch<L>(args, Coord{m, n, p.m, p.n});
+        }
+    }
+}
+
+// Where a consumer finds the chunks of its tile's inputs (TMA-loaded): the ring's buffers and barriers, and the
+// ring position of the tile's first chunk (each tile of the CTA takes kChunks positions, in tile order).
+struct InputRing {
+    unsigned buffers;
+    unsigned full;   // kHopperInputSlots barriers: chunk loaded
+    unsigned empty;  // kHopperInputSlots barriers: chunk read by every warp that visits it
+    int first;
+};
+
+template <bool B, class T, class F>
+struct Pick {
+    using type = T;
+};
+template <class T, class F>
+struct Pick<false, T, F> {
+    using type = F;
+};
+
+// The visits of one tile (begin_tile .. end_tile excluded), reading and writing tiles through `tiles`. With
+// staged inputs or outputs, column chunk by column chunk: each waits for its input chunk in the ring and frees
+// it after its visits, and stores its outputs with TMA (output_maps; between two barriers over the warpgroup, id
+// `barrier`).
+template <class Tr, class L, class Epilogue, int BN, class Tiles>
+__device__ __forceinline__ void hopper_visit_tile(const typename Epilogue::Args& args, const GemmProblem& problem,
+                                                  typename Epilogue::template State<L>& st, Tiles& tiles, int m0,
+                                                  int n0, float (&acc)[Tr::kM64][BN / 2], int barrier,
+                                                  const InputRing& ring, const TmaDescriptor* output_maps) {
+    constexpr bool kChunked = Tiles::kStagedOutputs || Tiles::kStagedInputs;
+    constexpr int kChunk = kChunked ? kHopperChunkSlots : BN / 8;
+    // kBatch visits at a time: all their loads first, then their math and stores, so that the loads are in
+    // flight together instead of one latency per visit.
+    constexpr int kBatch = Tr::kVisitBatch < kChunk ? Tr::kVisitBatch : kChunk;
+    unsigned out_buffers = 0;
+    if constexpr (Tiles::kStagedOutputs) out_buffers = tiles.out.buffer;
+#pragma unroll
+    for (int c0 = 0; c0 < BN / 8; c0 += kChunk) {
+        if constexpr (Tiles::kStagedOutputs) {
+            tiles.out.n0 = n0 + 8 * c0;
+            tiles.out.buffer = out_buffers + (c0 / kChunk) % Tr::kOutputBuffers * Tr::kStagedOutPerGroup;
+        }
+        int slot = 0;
+        if constexpr (Tiles::kStagedInputs) {
+            const auto chunk = PipelineState<kHopperInputSlots>::at(ring.first + c0 / kHopperChunkSlots);
+            slot = chunk.index;
+            sm90::mbarrier_wait(ring.full + 8 * slot, chunk.phase);
+            tiles.in.buffer = ring.buffers + slot * Tr::kInputSlotBytes;
+            tiles.in.n0 = n0 + 8 * c0;
+        }
+#pragma unroll
+        for (int i = 0; i < Tr::kM64; ++i) {
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const int row_slot = 2 * i + h;
+                const int m = m0 + L::slot_row(row_slot);
+                // Staged fragments move a whole 8-row group at once: every lane takes part, in M or not.
+                if constexpr (Tiles::kStagedInputs) tiles.in.fill(m);
+                if (m < problem.m) {
+#pragma unroll
+                    for (int j0 = c0; j0 < c0 + kChunk; j0 += kBatch) {
+                        typename Epilogue::Inputs in[kBatch];
+#pragma unroll
+                        for (int j = j0; j < j0 + kBatch; ++j) {
+                            const int n = n0 + L::slot_col(j);
+                            if (n < problem.n)
+                                Epilogue::template load<L>(args, Coord{m, n, problem.m, problem.n, j, row_slot}, in[j - j0],
+                                                           tiles);
+                        }
+#pragma unroll
+                        for (int j = j0; j < j0 + kBatch; ++j) {
+                            const int n = n0 + L::slot_col(j);
+                            if (n < problem.n)
+                                Epilogue::template visit<L>(args, st, Coord{m, n, problem.m, problem.n, j, row_slot}, row_slot,
+                                                            j, acc[i][4 * j + 2 * h], acc[i][4 * j + 2 * h + 1],
+                                                            in[j - j0], tiles);
+                        }
+                    }
+                }
+                if constexpr (Tiles::kStagedOutputs) tiles.out.flush(m);
+            }
+        }
+        if constexpr (Tiles::kStagedInputs) {
+            __syncwarp();  // every lane's reads of the chunk are done
+            if (threadIdx.x % 32 == 0) sm90::mbarrier_arrive(ring.empty + 8 * slot);
+        }
+        if constexpr (Tiles::kStagedOutputs) {
+            sm90::fence_async_shared();                            // this thread's writes of the chunk, for the TMA
+            sm90::named_barrier_sync(barrier, kWarpgroupThreads);  // every thread's
+            if (threadIdx.x % kWarpgroupThreads == 0) {
+                tiles.out.issue(output_maps);
+                // The TMA has read the buffer the next chunk writes: this chunk's, or with two, the previous one's.
+                sm90::bulk_wait<Tr::kOutputBuffers - 1, true>();
+            }
+            sm90::named_barrier_sync(barrier, kWarpgroupThreads);
+        }
+    }
+}
+
+}  // namespace detail
+}  // namespace coda

@@ -1,0 +1,218 @@
+// The Hopper mainloop's pipelines (hopper_gemm.cuh): its tuning constants, the ring position every mbarrier ring
+// shares (PipelineState), the persistent tile order, and the two producer roles: the operands' TMA loads into the
+// stage ring and the tile inputs' TMA loads into the input ring; plus one stage's wgmmas, which the consumers issue.
+// sm_90a; NVRTC, no host headers.
+#pragma once
+
+#include "coda/hopper_rules.cuh"
+#include "coda/hopper_staging.cuh"
+#include "coda/sm90_ops.cuh"
+
+namespace coda {
+
+constexpr int kHopperBK = hopper_rules::kBK;
+constexpr int kHopperMaxSmemBytes = hopper_rules::kSmemBudgetBytes;
+constexpr int kWarpgroupThreads = 128;        // four warps issue one wgmma together
+constexpr int kSwizzleRowBytes = 128;         // a row of a TMA box in 128-byte swizzle mode: 64 16-bit elements
+constexpr int kSwizzleAtomBytes = 1024;       // 8 such rows: swizzled boxes and wgmma operands start on these
+constexpr int kHopperProducerRegisters = 40;  // the producer thread needs addresses and loop counters only
+constexpr int kHopperConsumerRegisters = 232; // 128 accumulators plus the epilogue; 40 + 2 * 232 fits 512 / thread-slot
+constexpr int kHopperRasterBand = 8;          // M-tiles per band of the tile order: concurrent tiles share A and B in L2
+constexpr int kHopperBatchRegisters = 16;     // registers the epilogue may spend on inputs loaded ahead of use
+constexpr int kHopperPrefetchLead = 8;        // k-tiles before a tile's epilogue at which its tile inputs are prefetched
+// Staging tile outputs in shared memory (hopper_staging.cuh) may cost pipeline stages down to 3, and loading tile
+// inputs by TMA down to kHopperMinStagesInputs. Both go a chunk of 4 column slots (32 columns) at a time; the
+// input ring holds kHopperInputSlots chunks, so the loader runs that far ahead of the visits. At most
+// kHopperMaxTileMaps tile inputs travel as tensor maps (kernel parameters); more are read from global memory.
+constexpr int kHopperMinStagesOutputs = 3;
+constexpr int kHopperMinStagesInputs = 4;
+constexpr int kHopperChunkSlots = 4;
+constexpr int kHopperInputSlots = 2;
+constexpr int kHopperMaxTileMaps = hopper_rules::kMaxTileMaps;
+// Registers staging needs on top of the accumulators and the epilogue's reduction state (ptxas spills below it:
+// rmsnorm_backward's column reduction at 64x256 ping-pong keeps 64 partials next to 128 accumulators).
+constexpr int kHopperStagingRegisters = 48;
+
+namespace detail {
+
+// A position in a ring of kSlots buffers, each with a "full" and an "empty" mbarrier: which buffer, and the parity
+// its barriers wait for. Position p is buffer p % kSlots in phase (p / kSlots) % 2. The producers, the consumers and
+// the input ring all count positions this way.
+template <int kSlots>
+struct PipelineState {
+    int index;
+    unsigned phase;
+
+    __device__ static PipelineState at(int position) {
+        return {position % kSlots, static_cast<unsigned>(position / kSlots) & 1u};
+    }
+    __device__ void advance() {
+        if (++index == kSlots) {
+            index = 0;
+            phase ^= 1u;
+        }
+    }
+};
+
+// The parity to wait for on a barrier that completes once per use, before its use number `use` (0, 1, ...).
+__device__ __forceinline__ unsigned parity_of_use(int use) { return static_cast<unsigned>(use) & 1u; }
+
+// The tile order of a persistent CTA. Work comes in units of kCluster M-tiles of one N-tile (one per CTA of a
+// cluster, in rank order); cluster c takes units c, c + clusters, ... Units go in bands of kHopperRasterBand
+// M-tiles, column by column inside a band, so that the tiles running at once on all SMs read a few rows of A
+// and columns of B that stay in L2. With an odd number of M-tiles, the last pair's second tile is beyond M:
+// that CTA still runs the mainloop (its partner needs its half of B) but has no epilogue (valid() is false).
+template <int kCluster>
+struct TileOrder {
+    int tiles_m, tiles_n, units_m, units, first, step;
+
+    __device__ TileOrder(int tiles_m_, int tiles_n_)
+        : tiles_m(tiles_m_), tiles_n(tiles_n_), units_m((tiles_m_ + kCluster - 1) / kCluster),
+          units(units_m * tiles_n_), first(static_cast<int>(blockIdx.x) / kCluster),
+          step(static_cast<int>(gridDim.x) / kCluster) {}
+
+    // The M- and N-tile of unit `unit` for the CTA of cluster rank `rank`.
+    __device__ void position(int unit, int rank, int& tm, int& tn) const {
+        constexpr int kBand = kHopperRasterBand / kCluster;
+        const int band = unit / (kBand * tiles_n);
+        const int first_m = band * kBand;
+        const int rows = units_m - first_m < kBand ? units_m - first_m : kBand;
+        const int in_band = unit - band * kBand * tiles_n;
+        tm = (first_m + in_band % rows) * kCluster + rank;
+        tn = in_band / rows;
+    }
+    __device__ bool valid(int tm) const { return tm < tiles_m; }
+};
+
+// One box of B into this CTA's stage, or (in a cluster) into every CTA's.
+template <int kCluster>
+__device__ __forceinline__ void hopper_load_b(unsigned dst, const TmaDescriptor* tma_b, unsigned bar, int c0, int c1) {
+    if constexpr (kCluster == 1)
+        sm90::tma_load_2d(dst, tma_b, bar, c0, c1);
+    else
+        sm90::tma_load_2d_multicast(dst, tma_b, bar, c0, c1, static_cast<unsigned short>((1u << kCluster) - 1));
+}
+
+// The operand producer (one thread of warpgroup 0): for every k-tile of every tile of this CTA, waits until the
+// next stage is free (in a cluster: free in every CTA, since this producer's multicast writes into all of them),
+// then loads A and B into it by TMA, completing on the stage's full barrier.
+template <class Tr>
+__device__ __forceinline__ void hopper_produce(unsigned stages_base, unsigned full, unsigned empty,
+                                               const TileOrder<Tr::kCluster>& order, int rank, int k_tiles,
+                                               const TmaDescriptor* tma_a, const TmaDescriptor* tma_b) {
+    constexpr int BM = Tr::kBM, BN = Tr::kBN;
+    PipelineState<Tr::kStages> stage{0, 0};
+    for (int unit = order.first; unit < order.units; unit += order.step) {
+        int tm, tn;
+        order.position(unit, rank, tm, tn);
+        // A tile beyond M (second of a pair) loads the last valid rows instead: what it computes is discarded.
+        const int m0 = (order.valid(tm) ? tm : order.tiles_m - 1) * BM, n0 = tn * BN;
+        for (int kt = 0; kt < k_tiles; ++kt, stage.advance()) {
+            sm90::mbarrier_wait(empty + 8 * stage.index, stage.phase ^ 1);
+            const unsigned bar = full + 8 * stage.index;
+            // Each CTA's stage receives all of A and B, whoever issues the copies.
+            sm90::mbarrier_arrive_expect_tx(bar, Tr::kStageBytes);
+            const unsigned a_dst = stages_base + stage.index * Tr::kStageBytes;
+            const unsigned b_dst = a_dst + Tr::kABytes;
+            const int k0 = kt * Tr::BK;
+            constexpr int kBoxBytes = 64 * kSwizzleRowBytes;  // an M/N-major box: 64 k-rows of 64 elements
+            if constexpr (Tr::kAKMajor) {
+                sm90::tma_load_2d(a_dst, tma_a, bar, k0, m0);
+            } else {
+#pragma unroll
+                for (int c = 0; c < BM / 64; ++c) sm90::tma_load_2d(a_dst + c * kBoxBytes, tma_a, bar, m0 + 64 * c, k0);
+            }
+            if constexpr (Tr::kBKMajor) {
+                constexpr int kRows = Tr::kBBoxRows;  // BN / kCluster: this CTA's share
+                hopper_load_b<Tr::kCluster>(b_dst + rank * kRows * kSwizzleRowBytes, tma_b, bar, k0, n0 + rank * kRows);
+            } else {
+#pragma unroll
+                for (int c = 0; c < BN / 64; c += Tr::kCluster)
+                    hopper_load_b<Tr::kCluster>(b_dst + (c + rank) * kBoxBytes, tma_b, bar, n0 + 64 * (c + rank), k0);
+            }
+        }
+    }
+}
+
+// The tile-input loader (one thread of the producer warpgroup, beside the operand producer): for every tile of
+// this CTA in order, every chunk of kChunkColumns columns, loads the tile inputs' BM rows of the chunk into the
+// next buffer of the ring once its visits are done with it. Ring position p uses buffer p % kHopperInputSlots.
+template <class Tr>
+__device__ __forceinline__ void hopper_load_tile_inputs(const TmaDescriptor* maps, unsigned buffers, unsigned full,
+                                                        unsigned empty, const TileOrder<Tr::kCluster>& order,
+                                                        int rank, int n) {
+    using In = typename Tr::StagedIn;
+    constexpr int BM = Tr::kBM, BN = Tr::kBN;
+    int position = 0;
+    for (int unit = order.first; unit < order.units; unit += order.step) {
+        int tm, tn;
+        order.position(unit, rank, tm, tn);
+        for (int chunk = 0; chunk < Tr::kChunks; ++chunk, ++position) {
+            const auto slot = PipelineState<kHopperInputSlots>::at(position);
+            sm90::mbarrier_wait(empty + 8 * slot.index, slot.phase ^ 1);
+            const int n0 = tn * BN + chunk * Tr::kChunkColumns;
+            if (n0 < n && order.valid(tm)) {
+                sm90::mbarrier_arrive_expect_tx(full + 8 * slot.index, In::kBytes);
+                In::issue(maps, buffers + slot.index * Tr::kInputSlotBytes, full + 8 * slot.index, tm * BM, n0);
+            } else {
+                sm90::mbarrier_arrive(full + 8 * slot.index);  // beyond N or M: nothing to load, and no visit reads it
+            }
+        }
+    }
+}
+
+// wgmma descriptors of one operand (sm90::smem_descriptor_low). K-major: rows of 128 bytes, 8-row groups 1024
+// bytes apart, a k16 step is 32 bytes along the (swizzled) row. M/N-major: 64-element chunks of 64 k-rows (8 KB)
+// side by side, a k16 step is 16 k-rows (2 KB).
+template <bool kKMajor>
+struct HopperOperand {
+    static constexpr unsigned kHigh = sm90::smem_descriptor_high(kSwizzleAtomBytes);
+    // The low half of the descriptor of the tile at `tile`.
+    __device__ static unsigned low(unsigned tile) {
+        return sm90::smem_descriptor_low(tile, kKMajor ? 16 : 64 * kSwizzleRowBytes);
+    }
+    // What to add to a tile's low half for its rows from `first_row` (a multiple of 64) and k16 step kk.
+    __host__ __device__ static constexpr unsigned offset(int first_row, int kk) {
+        return kKMajor ? static_cast<unsigned>(first_row * kSwizzleRowBytes + kk * 32) >> 4
+                       : static_cast<unsigned>((first_row / 64) * 64 * kSwizzleRowBytes + kk * 16 * kSwizzleRowBytes) >> 4;
+    }
+};
+
+// One stage's wgmmas. a_low and b_low are the low descriptor halves of the stage's A (at this warpgroup's first
+// row) and B tiles: every descriptor below adds a constant to them, so the loop spends few instructions on
+// addressing (measured: ~130 per warp and k-tile when each descriptor was built from an address).
+template <class Tr>
+__device__ __forceinline__ void hopper_mma_stage(unsigned a_low, unsigned b_low, float (&acc)[Tr::kM64][Tr::kBN / 2]) {
+    using T = typename Tr::Element;
+    constexpr bool kAKMajor = Tr::kAKMajor, kBKMajor = Tr::kBKMajor;
+    constexpr int BN = Tr::kBN;
+    using A = HopperOperand<kAKMajor>;
+    using B = HopperOperand<kBKMajor>;
+#pragma unroll
+    for (int kk = 0; kk < Tr::BK / 16; ++kk) {
+        const unsigned long long b_desc = sm90::smem_descriptor_join(b_low + B::offset(0, kk), B::kHigh);
+#pragma unroll
+        for (int i = 0; i < Tr::kM64; ++i) {
+            const unsigned long long a_desc = sm90::smem_descriptor_join(a_low + A::offset(64 * i, kk), A::kHigh);
+            if constexpr (BN == 256)
+                sm90::wgmma_m64n256k16<T, kAKMajor ? 0 : 1, kBKMajor ? 0 : 1>(acc[i], a_desc, b_desc);
+            else
+                sm90::wgmma_m64n128k16<T, kAKMajor ? 0 : 1, kBKMajor ? 0 : 1>(acc[i], a_desc, b_desc);
+        }
+    }
+}
+
+// A consumer warp's release of a stage: to its own CTA's producer, and in a cluster to every CTA's (each one's
+// multicast wrote into this CTA's copy of the stage).
+template <int kCluster>
+__device__ __forceinline__ void free_stage(unsigned bar) {
+    if constexpr (kCluster == 1) {
+        sm90::mbarrier_arrive(bar);
+    } else {
+#pragma unroll
+        for (int r = 0; r < kCluster; ++r) sm90::mbarrier_arrive_cluster(bar, r);
+    }
+}
+
+}  // namespace detail
+}  // namespace coda

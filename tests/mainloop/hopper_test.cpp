@@ -1,0 +1,83 @@
+// The Hopper mainloop's host side without a GPU: its tile rules (the ones hopper_gemm.cuh asserts) checked before
+// NVRTC sees a config, with messages that quote the limits; its candidates; its fallback for unsupported operands.
+#include <catch2/catch.hpp>
+
+#include "codegen/codegen_test_graphs.hpp"
+#include "coda/error.hpp"
+#include "coda/hopper_rules.cuh"
+#include "mainloop/hopper.hpp"
+#include "mainloop/mainloops.hpp"
+#include "mainloop/portable.hpp"
+
+namespace coda {
+namespace {
+
+HopperConfig hopper(int bm, int bn, int stages, Schedule schedule, int cluster_m = 1) {
+    return HopperConfig{bm, bn, stages, schedule, cluster_m};
+}
+
+TEST_CASE("Hopper configs are checked against hopper_rules before NVRTC sees them", "[mainloop]") {
+    const Graph g = test::out_proj_graph();
+    const Mainloop& m = hopper_mainloop();
+    const auto rejects = [&](const HopperConfig& cfg, const std::string& arch, const std::string& why) {
+        INFO(KernelConfig(cfg).to_text() << " on " << arch);
+        CHECK_THROWS_WITH(m.validate(g, KernelConfig(cfg), arch),
+                          Catch::Contains("graph 'out_proj'") && Catch::Contains("not valid for the Hopper mainloop") &&
+                              Catch::Contains(why) && Catch::Contains("its default is '" +
+                                                                      KernelConfig(HopperConfig{}).to_text() + "'"));
+    };
+    const HopperConfig good = hopper(128, 256, 4, Schedule::Cooperative);
+    rejects(good, "sm_80", "needs sm_90a");
+    rejects(good, "sm_90", "needs sm_90a");
+    rejects(hopper(128, 192, 4, Schedule::Cooperative), "sm_90a", "bn must be 128 or 256");
+    rejects(hopper(320, 128, 4, Schedule::Cooperative), "sm_90a", "bm must be a multiple of 64 from 64 to 256");
+    rejects(hopper(64, 256, 4, Schedule::Cooperative), "sm_90a", "64 or 128 rows");
+    rejects(hopper(256, 256, 4, Schedule::Cooperative), "sm_90a", "must not exceed 16384 elements");
+    rejects(hopper(128, 256, 4, Schedule::PingPong), "sm_90a", "must not exceed 16384 elements");
+    rejects(hopper(128, 256, 1, Schedule::Cooperative), "sm_90a", "stages must be between 2 and 16");
+    rejects(hopper(128, 256, 17, Schedule::Cooperative), "sm_90a", "stages must be between 2 and 16");
+    rejects(hopper(128, 256, 4, Schedule::Cooperative, 3), "sm_90a", "cluster must be from 1 to 2");
+    rejects(hopper(128, 256, 4, Schedule::Cooperative, 0), "sm_90a", "cluster must be from 1 to 2");
+    CHECK_NOTHROW(m.validate(g, KernelConfig(good), "sm_90a"));
+    for (const NamedConfig& named : m.candidates()) {
+        INFO(named.name);
+        CHECK_NOTHROW(m.validate(g, named.config, "sm_90a"));
+    }
+}
+
+TEST_CASE("hopper_rules is the one statement of the tile rules", "[mainloop]") {
+    using hopper_rules::Rule;
+    CHECK(hopper_rules::check(128, 128, 6, true, 1) == Rule::Ok);
+    CHECK(hopper_rules::check(128, 256, 4, false, 2) == Rule::Ok);
+    CHECK(hopper_rules::check(128, 64, 4, false, 1) == Rule::BN);
+    CHECK(hopper_rules::check(96, 128, 4, false, 1) == Rule::BM);
+    CHECK(hopper_rules::check(256, 128, 4, true, 1) == Rule::ConsumerRows);
+    CHECK(hopper_rules::check(256, 256, 4, false, 1) == Rule::Accumulators);
+    CHECK(hopper_rules::check(128, 128, 1, true, 1) == Rule::Stages);
+    CHECK(hopper_rules::check(128, 128, 4, true, 4) == Rule::Cluster);
+    // The default config is valid, and so is every candidate.
+    const HopperConfig d;
+    CHECK(hopper_rules::check(d.bm, d.bn, d.stages, d.schedule == Schedule::PingPong, d.cluster_m) == Rule::Ok);
+}
+
+TEST_CASE("the Hopper mainloop is sm_90a's default and falls back to a portable config with its tile", "[mainloop]") {
+    CHECK(&default_gemm_mainloop("sm_90a") == &hopper_mainloop());
+    CHECK(&default_gemm_mainloop("sm_90") == &portable_mainloop());
+    CHECK(&default_gemm_mainloop("sm_80") == &portable_mainloop());
+    CHECK(hopper_mainloop().default_config(test::out_proj_graph(), {}) == HopperConfig{});
+    const Graph g = test::out_proj_graph();
+    for (const NamedConfig& named : hopper_mainloop().candidates()) {
+        INFO(named.name);
+        const std::optional<KernelConfig> fallback = hopper_mainloop().fallback_config(named.config);
+        REQUIRE(fallback);
+        REQUIRE(fallback->portable() != nullptr);
+        // The same tile, so that partials tensors sized for the Hopper kernel fit the fallback's.
+        CHECK(fallback->portable()->bm == named.config.hopper()->bm);
+        CHECK(fallback->portable()->bn == named.config.hopper()->bn);
+        CHECK_NOTHROW(portable_mainloop().validate(g, fallback, "sm_90a"));
+    }
+    CHECK_FALSE(portable_mainloop().fallback_config(PortableConfig{}));
+}
+
+}  // namespace
+}  // namespace coda
