@@ -1,5 +1,6 @@
-// KernelCache: memory and disk hits, corrupt and truncated entries rebuilt with a warning, fallback to memory
-// for an unusable directory, single-flight builds across threads and across forked processes, list and clear.
+// KernelCache: memory and disk hits, corrupt and truncated entries rebuilt with a warning, FIFOs, links and
+// directories in an entry's place, read-only and unusable directories, single-flight builds across threads
+// and forked processes, list, and clear (which waits for builds in progress).
 #include <catch2/catch.hpp>
 
 #include "cache/kernel_cache.hpp"
@@ -8,7 +9,10 @@
 #include "util/log.hpp"
 
 #include <fcntl.h>
+#include <grp.h>
+#include <pwd.h>
 #include <spdlog/sinks/ostream_sink.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -16,6 +20,7 @@
 #include <atomic>
 #include <chrono>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <thread>
 
@@ -73,6 +78,13 @@ void write_bytes(const fs::path& path, const std::string& bytes) {
     std::ofstream out(path, std::ios::binary | std::ios::trunc);
     out << bytes;
 }
+
+// A failing test of blocking behaviour would otherwise wait forever: SIGALRM ends the test binary instead.
+class Deadline {
+public:
+    explicit Deadline(unsigned seconds) { ::alarm(seconds); }
+    ~Deadline() { ::alarm(0); }
+};
 
 std::size_t files_with_suffix(const fs::path& dir, const std::string& suffix) {
     std::size_t n = 0;
@@ -332,4 +344,274 @@ TEST_CASE("list shows every entry and clear removes them all", "[cache]") {
     });
     CHECK(builds == 1);  // the memory map was cleared too
     CHECK(cache.clear() == 1);
+}
+
+TEST_CASE("a FIFO where an entry should be is reported and replaced without hanging", "[cache]") {
+    Deadline deadline(20);
+    coda::test::TempDir tmp("coda-cache");
+    const fs::path fifo = tmp.path() / (key_of('f') + ".kernel");
+    REQUIRE(::mkfifo(fifo.c_str(), 0644) == 0);
+    int builds = 0;
+    auto build = [&] {
+        ++builds;
+        return make_entry("fifo");
+    };
+    WarningCapture warnings;
+    CHECK(coda::KernelCache(tmp.path(), true).get_or_build(key_of('f'), build).hit == coda::CacheHit::Built);
+    CHECK_THAT(warnings.text(), Catch::Contains(fifo.string() + " is a FIFO, not a cache entry"));
+    CHECK(warnings.count() == 1);
+    CHECK(fs::is_regular_file(fs::symlink_status(fifo)));
+    CHECK(coda::KernelCache(tmp.path(), true).get_or_build(key_of('f'), build).hit == coda::CacheHit::Disk);
+    CHECK(builds == 1);
+}
+
+TEST_CASE("a symbolic link where an entry should be is replaced and its target left alone", "[cache]") {
+    coda::test::TempDir tmp("coda-cache");
+    const fs::path dir = tmp.path() / "cache";
+    const fs::path outside = tmp.path() / "precious.txt";
+    write_bytes(outside, "not the cache's to touch");
+    fs::create_directory(dir);
+    const fs::path link = dir / (key_of('s') + ".kernel");
+    fs::create_symlink(outside, link);
+
+    WarningCapture warnings;
+    CHECK(coda::KernelCache(dir, true).get_or_build(key_of('s'), [] { return make_entry("link"); }).hit ==
+          coda::CacheHit::Built);
+    CHECK_THAT(warnings.text(), Catch::Contains(link.string() + " is a symbolic link, not a cache entry"));
+    CHECK(fs::is_regular_file(fs::symlink_status(link)));
+    CHECK(read_bytes(outside) == "not the cache's to touch");
+
+    fs::remove(link);
+    fs::create_symlink(outside, link);
+    CHECK(coda::KernelCache(dir, true).clear() == 1);
+    CHECK_FALSE(fs::exists(fs::symlink_status(link)));
+    CHECK(read_bytes(outside) == "not the cache's to touch");
+}
+
+TEST_CASE("a directory where an entry should be is left alone and only that kernel stays in memory", "[cache]") {
+    coda::test::TempDir tmp("coda-cache");
+    const fs::path in_the_way = tmp.path() / (key_of('d') + ".kernel");
+    fs::create_directories(in_the_way / "something");
+    int builds = 0;
+    auto build = [&] {
+        ++builds;
+        return make_entry("dir");
+    };
+    WarningCapture warnings;
+    coda::KernelCache cache(tmp.path(), true);
+    CHECK(cache.get_or_build(key_of('d'), build).hit == coda::CacheHit::Built);
+    CHECK_THAT(warnings.text(), Catch::Contains(in_the_way.string() + " is a directory, not a cache entry"));
+    CHECK(warnings.count() == 1);
+    CHECK(fs::is_directory(in_the_way / "something"));
+
+    // The rest of the cache still works.
+    CHECK(cache.get_or_build(key_of('e'), build).hit == coda::CacheHit::Built);
+    CHECK(fs::is_regular_file(tmp.path() / (key_of('e') + ".kernel")));
+    CHECK(warnings.count() == 1);
+    CHECK(builds == 2);
+}
+
+TEST_CASE("a lock path that is not a regular file keeps only that kernel in memory", "[cache]") {
+    Deadline deadline(20);
+    coda::test::TempDir tmp("coda-cache");
+    const fs::path lock_dir = tmp.path() / (key_of('l') + ".lock");
+    const fs::path lock_fifo = tmp.path() / (key_of('m') + ".lock");
+    fs::create_directory(lock_dir);
+    REQUIRE(::mkfifo(lock_fifo.c_str(), 0644) == 0);
+    WarningCapture warnings;
+    coda::KernelCache cache(tmp.path(), true);
+    CHECK(cache.get_or_build(key_of('l'), [] { return make_entry("l"); }).hit == coda::CacheHit::Built);
+    CHECK(cache.get_or_build(key_of('m'), [] { return make_entry("m"); }).hit == coda::CacheHit::Built);
+    CHECK_THAT(warnings.text(), Catch::Contains(lock_dir.string() + " (is a directory, not a lock file)") &&
+                                    Catch::Contains(lock_fifo.string() + " (is a FIFO, not a lock file)"));
+    CHECK(warnings.count() == 2);
+    CHECK(cache.get_or_build(key_of('n'), [] { return make_entry("n"); }).hit == coda::CacheHit::Built);
+    CHECK(fs::is_regular_file(tmp.path() / (key_of('n') + ".kernel")));
+}
+
+TEST_CASE("list names what stands where an entry should be without hanging", "[cache]") {
+    Deadline deadline(20);
+    coda::test::TempDir tmp("coda-cache");
+    coda::KernelCache cache(tmp.path(), true);
+    cache.get_or_build(key_of('1'), [] { return make_entry("1"); });
+    REQUIRE(::mkfifo((tmp.path() / (key_of('2') + ".kernel")).c_str(), 0644) == 0);
+    fs::create_directory(tmp.path() / (key_of('3') + ".kernel"));
+    fs::create_symlink(tmp.path() / (key_of('1') + ".kernel"), tmp.path() / (key_of('4') + ".kernel"));
+
+    const auto listed = cache.list();
+    REQUIRE(listed.size() == 4);
+    CHECK(listed[0].description == make_entry("1").description);
+    CHECK(listed[1].description == "(is a FIFO, not a cache entry)");
+    CHECK(listed[2].description == "(is a directory, not a cache entry)");
+    CHECK(listed[3].description == "(is a symbolic link, not a cache entry)");
+}
+
+namespace {
+
+// Runs `body` in a forked child and returns what it reports (empty: all is well). When the tests run as
+// root, for whom permission bits stop no write, the child first becomes `nobody`, so that a read-only
+// directory really is read-only to it.
+std::string as_unprivileged_user(const std::function<std::string()>& body) {
+    const struct passwd* nobody = ::getpwnam("nobody");
+    const uid_t uid = nobody ? nobody->pw_uid : 65534;
+    const gid_t gid = nobody ? nobody->pw_gid : 65534;
+    int report[2];
+    REQUIRE(::pipe(report) == 0);
+    const pid_t pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+        ::close(report[0]);
+        ::alarm(20);
+        std::string text;
+        if (::geteuid() == 0 && (::setgroups(0, nullptr) != 0 || ::setgid(gid) != 0 || ::setuid(uid) != 0))
+            text = "cannot become an unprivileged user";
+        if (text.empty()) {
+            try {
+                text = body();
+            } catch (const std::exception& e) {
+                text = std::string("exception: ") + e.what();
+            }
+        }
+        for (std::size_t put = 0; put < text.size();) {
+            const ssize_t n = ::write(report[1], text.data() + put, text.size() - put);
+            if (n <= 0) break;
+            put += static_cast<std::size_t>(n);
+        }
+        ::_exit(0);
+    }
+    ::close(report[1]);
+    std::string text;
+    char buffer[512];
+    for (ssize_t n; (n = ::read(report[0], buffer, sizeof buffer)) > 0;)
+        text.append(buffer, static_cast<std::size_t>(n));
+    ::close(report[0]);
+    int status = 0;
+    REQUIRE(::waitpid(pid, &status, 0) == pid);
+    if (!WIFEXITED(status)) text += "the child process died (signal " + std::to_string(WTERMSIG(status)) + ")";
+    return text;
+}
+
+}  // namespace
+
+TEST_CASE("a read-only cache serves its entries and builds misses into memory with one warning", "[cache]") {
+    coda::test::TempDir tmp("coda-cache");
+    const fs::path dir = tmp.path() / "prewarmed";
+    coda::KernelCache(dir, true).get_or_build(key_of('r'), [] { return make_entry("prewarmed"); });
+    fs::permissions(tmp.path(), fs::perms(0755));  // mkdtemp's 0700 would keep the other user out altogether
+    fs::permissions(dir, fs::perms(0555));
+    std::vector<fs::path> before;
+    for (const auto& f : fs::directory_iterator(dir)) before.push_back(f.path());
+
+    const std::string problems = as_unprivileged_user([&] {
+        std::string found;
+        auto expect = [&](bool ok, const std::string& what) {
+            if (!ok) found += what + "\n";
+        };
+        WarningCapture warnings;
+        coda::KernelCache cache(dir, true);
+        expect(cache.disk_enabled(), "the read-only directory is not used at all");
+        expect(::access(dir.c_str(), W_OK) != 0, "the directory is writable to this user: the test proves nothing");
+        int builds = 0;
+        auto build = [&] {
+            ++builds;
+            return make_entry("missing");
+        };
+        const coda::CacheResult hit = cache.get_or_build(key_of('r'), build);
+        expect(hit.hit == coda::CacheHit::Disk, "the pre-warmed entry was not read from disk");
+        expect(hit.entry->cubin == make_entry("prewarmed").cubin, "the pre-warmed entry came back wrong");
+        expect(warnings.count() == 0, "a hit warned: " + warnings.text());
+        expect(cache.get_or_build(key_of('x'), build).hit == coda::CacheHit::Built, "a miss was not built");
+        expect(cache.get_or_build(key_of('y'), build).hit == coda::CacheHit::Built, "a miss was not built");
+        expect(cache.get_or_build(key_of('x'), build).hit == coda::CacheHit::Memory, "a built miss was not kept");
+        expect(builds == 2, "expected 2 builds, got " + std::to_string(builds));
+        expect(warnings.count() == 1, "expected one warning for the misses, got: " + warnings.text());
+        expect(warnings.text().find("read-only") != std::string::npos &&
+                   warnings.text().find(dir.string()) != std::string::npos,
+               "the warning does not say the cache is read-only: " + warnings.text());
+        return found;
+    });
+    INFO(problems);
+    CHECK(problems.empty());
+    std::vector<fs::path> after;
+    for (const auto& f : fs::directory_iterator(dir)) after.push_back(f.path());
+    CHECK(after.size() == before.size());  // no lock file, temp file or entry was added
+    fs::permissions(dir, fs::perms(0755));
+}
+
+TEST_CASE("clear waits for a build in progress elsewhere so that a key is never built twice at once", "[cache]") {
+    Deadline deadline(60);
+    coda::test::TempDir tmp("coda-cache");
+    const fs::path dir = tmp.path();
+    const std::string key = key_of('w');
+    const fs::path lock_file = dir / (key + ".lock");
+    const fs::path marker = tmp.path() / "second-build";
+
+    // The compiler: a process in the middle of building the key, holding its lock until told to finish.
+    int compiling[2], finish[2];
+    REQUIRE(::pipe(compiling) == 0);
+    REQUIRE(::pipe(finish) == 0);
+    const pid_t compiler = ::fork();
+    REQUIRE(compiler >= 0);
+    if (compiler == 0) {
+        ::alarm(30);
+        ::close(compiling[0]);
+        ::close(finish[1]);
+        coda::KernelCache(dir, true).get_or_build(key, [&] {
+            char c = 'c';
+            if (::write(compiling[1], &c, 1) != 1 || ::read(finish[0], &c, 1) < 0) ::_exit(2);
+            return make_entry("waited");
+        });
+        ::_exit(0);
+    }
+    ::close(compiling[1]);
+    ::close(finish[0]);
+    char c = 0;
+    REQUIRE(::read(compiling[0], &c, 1) == 1);
+
+    // A second process that will ask for the key once clear has started. It is forked before the clearing
+    // thread opens any lock file: a child sharing that open file would share its flock too.
+    int go[2];
+    REQUIRE(::pipe(go) == 0);
+    const pid_t second = ::fork();
+    REQUIRE(second >= 0);
+    if (second == 0) {
+        ::alarm(30);
+        ::close(finish[1]);  // only the parent may tell the compiler to finish
+        ::close(go[1]);
+        if (::read(go[0], &c, 1) != 1) ::_exit(2);
+        coda::KernelCache(dir, true).get_or_build(key, [&] {
+            write_bytes(marker, "built");
+            return make_entry("waited");
+        });
+        ::_exit(0);
+    }
+    ::close(go[0]);
+
+    coda::KernelCache cache(dir, true);
+    std::atomic<bool> cleared{false};
+    std::size_t removed = 0;
+    std::thread clearer([&] {
+        removed = cache.clear();
+        cleared = true;
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    // The second process must wait for the compiler too, clear or no clear.
+    CHECK(::write(go[1], "g", 1) == 1);
+    ::close(go[1]);
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    int status = 0;
+    CHECK_FALSE(cleared);
+    CHECK(fs::exists(lock_file));
+    CHECK(::waitpid(second, &status, WNOHANG) == 0);
+    CHECK_FALSE(fs::exists(marker));
+
+    CHECK(::write(finish[1], "f", 1) == 1);  // the compiler publishes and lets go
+    ::close(finish[1]);
+    CHECK(::waitpid(compiler, &status, 0) == compiler);
+    CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 0));
+    clearer.join();
+    CHECK(::waitpid(second, &status, 0) == second);
+    CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 0));
+    CHECK(removed == 1);  // the compiler's entry, removed after it was published
+    ::close(compiling[0]);
 }

@@ -1,6 +1,10 @@
+// Runs the CLI through the shell (popen) from the source tree, with the cache directory and any wrappers
+// (timeout, setpriv) in the command line, and collects its exit status and output.
 #include "support/run_cli.hpp"
 
+#include <pwd.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <stdexcept>
@@ -18,6 +22,19 @@ CliRun run_cli(const std::string& arguments, const std::string& cache_dir, const
     const int raw = pclose(pipe);
     r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
     return r;
+}
+
+CliRun run_cli_timed(const std::string& arguments, const std::string& cache_dir, int seconds, bool as_nobody) {
+    std::string prefix = "timeout -k 5 " + std::to_string(seconds) + " ";
+    if (as_nobody && ::geteuid() == 0) {
+        const struct passwd* nobody = ::getpwnam("nobody");
+        if (nobody == nullptr) throw std::runtime_error("run_cli_timed: there is no user nobody");
+        prefix += "setpriv --reuid=" + std::to_string(nobody->pw_uid) + " --regid=" + std::to_string(nobody->pw_gid) +
+                  " --clear-groups ";
+    }
+    // run_cli writes `env` just before its CODA_CACHE_DIR assignment and the CLI; the program env applies
+    // that assignment inside the wrappers.
+    return run_cli(arguments, cache_dir, prefix + "env ");
 }
 
 }  // namespace coda::test

@@ -2,9 +2,12 @@
 // malformed graph files. Each run gets a private cache directory.
 #include <catch2/catch.hpp>
 
+#include <sys/stat.h>
+
 #include <cstdio>
 #include <fstream>
 
+#include "cache/kernel_cache.hpp"
 #include "driver/cuda_driver.hpp"
 #include "support/run_cli.hpp"
 #include "support/temp_dir.hpp"
@@ -96,4 +99,105 @@ TEST_CASE("coda bench rejects bad arguments before it needs a GPU", "[tools]") {
     const Run what = run("bench everything", dir);
     CHECK(what.status != 0);
     CHECK_THAT(what.output, Catch::Contains("expected 'gemm', 'jit', 'tile' or 'epilogue'"));
+}
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// The one *.kernel file in `dir` (a test that warmed one graph finds its key this way).
+fs::path only_entry(const fs::path& dir) {
+    std::vector<fs::path> found;
+    for (const auto& f : fs::directory_iterator(dir))
+        if (f.path().extension() == ".kernel") found.push_back(f.path());
+    REQUIRE(found.size() == 1);
+    return found[0];
+}
+
+}  // namespace
+
+TEST_CASE("coda cache list shows whole keys and names a FIFO or directory without hanging", "[tools]") {
+    coda::test::TempDir cache("coda-cli-cache");
+    const std::string dir = cache.path().string();
+    const std::string key = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+    coda::KernelCache(cache.path(), true).get_or_build(key, [] {
+        coda::CacheEntry e;
+        e.cubin = "cubin";
+        e.kernel_name = "kernel";
+        e.description = "a hand-made entry";
+        return e;
+    });
+    const Run one = coda::test::run_cli_timed("cache list", dir, 20);
+    INFO(one.output);
+    CHECK(one.status == 0);
+    CHECK_THAT(one.output, Catch::Contains(key + "  ") && Catch::Contains("a hand-made entry") &&
+                               Catch::Contains("\n1 entry, "));
+
+    const std::string fifo_key(64, 'f'), dir_key(64, 'd');
+    REQUIRE(::mkfifo((cache.path() / (fifo_key + ".kernel")).c_str(), 0644) == 0);
+    fs::create_directory(cache.path() / (dir_key + ".kernel"));
+    const Run odd = coda::test::run_cli_timed("cache list", dir, 20);
+    INFO(odd.output);
+    CHECK(odd.status == 0);  // 124: it hung
+    CHECK_THAT(odd.output, Catch::Contains(fifo_key) && Catch::Contains("(is a FIFO, not a cache entry)") &&
+                               Catch::Contains(dir_key) && Catch::Contains("(is a directory, not a cache entry)") &&
+                               Catch::Contains("\n3 entries, "));
+    const Run clear = coda::test::run_cli_timed("cache clear", dir, 20);
+    CHECK(clear.status == 0);
+    CHECK_THAT(clear.output, Catch::Contains("removed 3 entries"));
+}
+
+TEST_CASE("coda warm rebuilds over a FIFO in its entry's place instead of hanging", "[tools]") {
+    coda::test::TempDir cache("coda-cli-cache");
+    const std::string dir = cache.path().string();
+    const std::string graph = "warm --arch sm_90a tools/graphs/rms_finalize.coda";
+    const Run first = run(graph, dir);
+    INFO(first.output);
+    REQUIRE(first.status == 0);
+    const fs::path entry = only_entry(cache.path());
+    fs::remove(entry);
+    REQUIRE(::mkfifo(entry.c_str(), 0644) == 0);
+
+    const Run again = coda::test::run_cli_timed(graph, dir, 60);
+    INFO(again.output);
+    CHECK(again.status == 0);  // 124: it hung
+    CHECK_THAT(again.output, Catch::Contains(entry.string() + " is a FIFO, not a cache entry") &&
+                                 Catch::Contains("1 kernels for sm_90a: 1 compiled"));
+    CHECK(fs::is_regular_file(fs::symlink_status(entry)));
+}
+
+TEST_CASE("a read-only pre-warmed cache serves another user's warm and misses compile into memory", "[tools]") {
+    coda::test::TempDir tmp("coda-cli-readonly");
+    const fs::path cache = tmp.path() / "cache";
+    const std::string warm_one = "warm --arch sm_90a tools/graphs/rms_finalize.coda";
+    const Run warm = run(warm_one, cache.string());
+    INFO(warm.output);
+    REQUIRE(warm.status == 0);
+    fs::permissions(tmp.path(), fs::perms(0755));  // mkdtemp's 0700 would keep the other user out altogether
+    fs::permissions(cache, fs::perms(0555));
+
+    // As nobody when the tests run as root: root's writes ignore permission bits.
+    const Run hit = coda::test::run_cli_timed(warm_one, cache.string(), 60, true);
+    INFO(hit.output);
+    CHECK(hit.status == 0);
+    CHECK_THAT(hit.output, Catch::Contains("1 kernels for sm_90a: 0 compiled, 1 already in the disk cache"));
+    CHECK_THAT(hit.output, !Catch::Contains("warn") && !Catch::Contains("memory only"));
+
+    const Run list = coda::test::run_cli_timed("cache list", cache.string(), 20, true);
+    INFO(list.output);
+    CHECK(list.status == 0);
+    CHECK_THAT(list.output, Catch::Contains("\n1 entry, ") && !Catch::Contains("warn"));
+
+    const Run miss = coda::test::run_cli_timed(warm_one + " tools/graphs/ce_finalize.coda", cache.string(), 60, true);
+    INFO(miss.output);
+    CHECK(miss.status == 0);
+    CHECK_THAT(miss.output, Catch::Contains("2 kernels for sm_90a: 1 compiled, 1 already in the disk cache") &&
+                                Catch::Contains("is read-only for this process"));
+
+    const Run clear = coda::test::run_cli_timed("cache clear", cache.string(), 20, true);
+    INFO(clear.output);
+    CHECK(clear.status != 0);
+    CHECK_THAT(clear.output, Catch::Contains("cannot clear the kernel cache"));
+    fs::permissions(cache, fs::perms(0755));
+    CHECK(fs::exists(only_entry(cache)));
 }

@@ -7,6 +7,11 @@
 #include "config/settings.hpp"
 
 namespace coda::cli {
+namespace {
+
+const char* entry_word(std::size_t n) { return n == 1 ? "entry" : "entries"; }
+
+}  // namespace
 
 int cmd_cache(Arguments args) {
     const auto rest = args.positional();
@@ -18,12 +23,14 @@ int cmd_cache(Arguments args) {
         std::printf("cache directory: %s\n", cache.directory().string().c_str());
         std::uintmax_t total = 0;
         for (const auto& e : entries) {
-            std::printf("%s  %9ju bytes  %s\n", e.key.substr(0, 16).c_str(), e.bytes, e.description.c_str());
+            // The whole key: it is the file's name, so a user can find, copy or remove that entry by hand.
+            std::printf("%s  %9ju bytes  %s\n", e.key.c_str(), e.bytes, e.description.c_str());
             total += e.bytes;
         }
-        std::printf("%zu entries, %ju bytes\n", entries.size(), total);
+        std::printf("%zu %s, %ju bytes\n", entries.size(), entry_word(entries.size()), total);
     } else {
-        std::printf("removed %zu entries from %s\n", cache.clear(), cache.directory().string().c_str());
+        const std::size_t removed = cache.clear();
+        std::printf("removed %zu %s from %s\n", removed, entry_word(removed), cache.directory().string().c_str());
     }
     return 0;
 }
