@@ -189,3 +189,19 @@ TEST_CASE("usage errors exit with status 2 and say what was expected; help exits
     }
     CHECK_THAT(run("help bench epilogue", dir).output, Catch::Contains("Usage: coda bench epilogue"));
 }
+
+TEST_CASE("coda warm rejects a graph over the limits before compiling anything", "[tools]") {
+    coda::test::TempDir dir("coda-cli-limits");
+    // 50,000 stores once crashed NVRTC (a stack overflow); now validation turns them away.
+    const std::string stores = (dir.path() / "stores.coda").string();
+    {
+        std::ofstream out(stores);
+        out << "graph stores gemm in=bf16 a=k b=k\n%acc = accumulator\n";
+        for (int i = 0; i < 50000; ++i) out << "%out" << i << " = store bf16 %acc\n";
+    }
+    const Run r = run("warm --arch sm_90a " + stores, dir.path().string());
+    CHECK(r.status == 1);
+    CHECK_THAT(r.output, Catch::Contains("stores.coda:1: graph 'stores': 50001 nodes, more than "
+                                         "coda::limits::kMaxNodes") &&
+                             Catch::Contains("50000 inputs and outputs") && !Catch::Contains("compiled"));
+}
