@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build_dir=${CODA_BUILD_DIR:-build}
 
-packages=(cmake g++ make libfmt-dev libspdlog-dev catch2)
+packages=(cmake g++ make libfmt-dev libspdlog-dev catch2 libcli11-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

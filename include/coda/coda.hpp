@@ -5,6 +5,7 @@
 #include "coda/error.hpp"
 #include "coda/graph.hpp"
 #include "coda/kernel_config.hpp"
+#include "coda/limits.hpp"
 #include "coda/runtime.hpp"
 #include "coda/tensor.hpp"
 #include "coda/text.hpp"

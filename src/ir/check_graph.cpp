@@ -2,6 +2,7 @@
 // in the user's names (never stopping at the first) and lists the kernel's bindings.
 #include "ir/check_graph.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <optional>
@@ -9,26 +10,12 @@
 #include <fmt/format.h>
 
 #include "coda/error.hpp"
+#include "ir/graph_limits.hpp"
 #include "ir/text.hpp"
+#include "util/quoted.hpp"
 
 namespace coda {
 namespace {
-
-// Nodes whose name is what the user binds a tensor or scalar to at launch.
-bool is_binding(Op op) {
-    switch (op) {
-        case Op::TileInput:
-        case Op::RowInput:
-        case Op::ColInput:
-        case Op::Scalar:
-        case Op::Partials:
-        case Op::Store:
-        case Op::Accumulate:
-        case Op::ReduceRow:
-        case Op::ReduceCol: return true;
-        default: return false;
-    }
-}
 
 std::string_view to_string(Scalar s) {
     switch (s) {
@@ -61,6 +48,7 @@ public:
 
     Typing run() {
         std::vector<Problem> graph_level = check_header();
+        for (Problem& p : size_problems(g_)) graph_level.push_back(std::move(p));
         std::vector<bool> used(n_, false);
         int sinks = 0, accumulators = 0;
         for (int id = 0; id < n_; ++id) {
@@ -84,12 +72,19 @@ public:
             graph_level.push_back({-1, "a gemm graph must use its accumulator (the GEMM result): add "
                                        "`%acc = accumulator` and use it"});
 
+        // Bindings need every node's type; the parameter bytes need the bindings.
+        std::vector<Binding> bound;
+        if (std::all_of(ok_.begin(), ok_.end(), [](bool ok) { return ok; })) {
+            bound = bindings();
+            if (std::optional<Problem> p = parameter_problem(bound)) graph_level.push_back(std::move(*p));
+        }
+
         Typing out;
         out.problems = std::move(graph_level);
         for (int id = 0; id < n_; ++id)
             for (std::string& m : notes_[id]) out.problems.push_back({id, std::move(m)});
         out.types = types_;
-        if (out.problems.empty()) out.bindings = bindings();
+        if (out.problems.empty()) out.bindings = std::move(bound);
         return out;
     }
 
@@ -99,9 +94,9 @@ private:
         if (g_.domain() == Domain::Gemm && g_.spec().input != DType::BF16 && g_.spec().input != DType::F16)
             out.push_back({-1, fmt::format("GEMM operands must be bf16 or f16, got in={}", to_string(g_.spec().input))});
         if (!is_identifier(g_.name()))
-            out.push_back({-1, fmt::format("graph name '{}' is not an identifier: use letters, digits and '_', "
+            out.push_back({-1, fmt::format("graph name {} is not an identifier: use letters, digits and '_', "
                                            "starting with a letter",
-                                           g_.name())});
+                                           quoted(g_.name()))});
         return out;
     }
 
@@ -113,7 +108,7 @@ private:
         bad_ = true;
     }
 
-    std::string ref(int id) const { return fmt::format("'%{}'", g_.display_name(id)); }
+    std::string ref(int id) const { return quoted("%" + g_.display_name(id)); }
     std::string_view op_name(int id) const { return op_info(g_.node(id).op).text; }
 
     void check_name(int id) {
@@ -126,21 +121,21 @@ private:
         }
         if (n.name[0] == '_')
             note(id, fmt::format("names starting with '_' are reserved for unnamed nodes (printed as %_<id>); "
-                                 "rename '{}'",
-                                 n.name));
+                                 "rename {}",
+                                 quoted(n.name)));
         else if (!is_identifier(n.name))
-            note(id, fmt::format("name '{}' is not an identifier: use letters, digits and '_', starting with a "
+            note(id, fmt::format("name {} is not an identifier: use letters, digits and '_', starting with a "
                                  "letter",
-                                 n.name));
+                                 quoted(n.name)));
         if (g_.domain() == Domain::Gemm && (n.name == "A" || n.name == "B"))
             note(id, fmt::format("the name '{}' is reserved for the GEMM operand {} in gemm graphs; choose another "
                                  "name",
                                  n.name, n.name));
         const auto [it, inserted] = first_of_name_.emplace(n.name, id);
         if (!inserted)
-            note(id, fmt::format("the name '{}' is already taken by an earlier node (`{}`); names must be unique "
+            note(id, fmt::format("the name {} is already taken by an earlier node ({}); names must be unique "
                                  "within a graph",
-                                 n.name, node_to_text(g_, it->second)));
+                                 quoted(n.name), quoted(node_to_text(g_, it->second), '`', kShownLineBytes)));
     }
 
     std::optional<ValueType> type_node(int id) {
@@ -460,13 +455,14 @@ std::string format_problems(const Graph& g, const std::vector<Problem>& problems
         if (where) {
             const bool known = p.node >= 0 && p.node < static_cast<int>(where->node_lines.size());
             const int line = known ? where->node_lines[static_cast<std::size_t>(p.node)] : where->header_line;
-            out += p.node >= 0 ? fmt::format("{}:{}: node '%{}': {}", where->source_name, line,
-                                             g.display_name(p.node), p.message)
-                               : fmt::format("{}:{}: graph '{}': {}", where->source_name, line, g.name(), p.message);
+            out += p.node >= 0 ? fmt::format("{}:{}: node {}: {}", where->source_name, line,
+                                             quoted("%" + g.display_name(p.node)), p.message)
+                               : fmt::format("{}:{}: graph {}: {}", where->source_name, line, quoted(g.name()), p.message);
         } else {
-            out += p.node >= 0 ? fmt::format("graph '{}', node '%{}' (`{}`): {}", g.name(), g.display_name(p.node),
-                                             node_to_text(g, p.node), p.message)
-                               : fmt::format("graph '{}': {}", g.name(), p.message);
+            out += p.node >= 0 ? fmt::format("graph {}, node {} ({}): {}", quoted(g.name()),
+                                             quoted("%" + g.display_name(p.node)), quoted(node_to_text(g, p.node), '`', kShownLineBytes),
+                                             p.message)
+                               : fmt::format("graph {}: {}", quoted(g.name()), p.message);
         }
     }
     return out;

@@ -1,4 +1,4 @@
-// Names of kinds and binding roles, and the parameter-slot rule shared by codegen and the runtime.
+// Names of kinds and binding roles, which ops bind, and the parameter-slot rule shared by codegen and the runtime.
 #include "ir/checked_graph.hpp"
 
 namespace coda {
@@ -25,6 +25,21 @@ std::string_view to_string(BindingRole r) {
         case BindingRole::ColPartials: return "column partials";
     }
     return "?";
+}
+
+bool is_binding(Op op) {
+    switch (op) {
+        case Op::TileInput:
+        case Op::RowInput:
+        case Op::ColInput:
+        case Op::Scalar:
+        case Op::Partials:
+        case Op::Store:
+        case Op::Accumulate:
+        case Op::ReduceRow:
+        case Op::ReduceCol: return true;
+        default: return false;
+    }
 }
 
 bool is_tile_tensor(const Binding& b) {

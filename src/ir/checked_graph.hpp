@@ -55,6 +55,9 @@ struct CheckedGraph {
     std::vector<Binding> bindings;  // in node order; the kernel's parameter slots follow this order
 };
 
+// Ops whose node's name is what the user binds a tensor or scalar to at launch: each gives one Binding.
+bool is_binding(Op op);
+
 // Kernel parameter slots (64-bit words, coda::EpilogueArgs): a tile tensor takes two (pointer, leading
 // dimension in elements), a vector or partials tensor one (pointer), a scalar one (f32 bits in the low word).
 bool is_tile_tensor(const Binding& b);  // an M x columns(width, N) input, output or accumulate tensor

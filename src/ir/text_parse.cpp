@@ -2,6 +2,8 @@
 // with a SourceMap so that validation can point at file lines. Syntax errors name the file, line and node.
 #include <algorithm>
 #include <charconv>
+#include <cmath>
+#include <cstdlib>
 #include <map>
 #include <optional>
 
@@ -10,6 +12,7 @@
 #include "coda/error.hpp"
 #include "ir/graph_access.hpp"
 #include "ir/text.hpp"
+#include "util/quoted.hpp"
 
 namespace coda {
 namespace {
@@ -37,9 +40,12 @@ std::size_t edit_distance(std::string_view a, std::string_view b) {
 
 std::string close_op_names(std::string_view word) {
     std::vector<std::string_view> close;
-    for (std::string_view name : kOpNames)
-        if (edit_distance(word, name) <= 2 || (word.size() >= 3 && name.substr(0, word.size()) == word))
+    for (std::string_view name : kOpNames) {
+        // Lengths more than 2 apart are more than 2 edits apart: a huge token costs no quadratic time.
+        const bool near = word.size() <= name.size() + 2 && name.size() <= word.size() + 2;
+        if ((near && edit_distance(word, name) <= 2) || (word.size() >= 3 && name.substr(0, word.size()) == word))
             close.push_back(name);
+    }
     if (close.empty()) return "see include/coda/ops.def for the list of ops";
     return fmt::format("did you mean {}?", fmt::join(close.begin(), close.end(), " or "));
 }
@@ -77,11 +83,28 @@ std::string_view attr_choices(Attr a) {
     return "?";
 }
 
+// Why a constant is out of f32's range: too large, or so small (not 0) that it would round to 0. A nonzero
+// constant never silently becomes 0; subnormal values are in range and kept as they are.
+std::string out_of_range(std::string_view token) {
+    // strtod only classifies: from_chars has read the token as a number already.
+    const bool underflow = std::fabs(std::strtod(std::string(token).c_str(), nullptr)) < 1.0;
+    if (underflow)
+        return fmt::format("constant {} underflows f32: it would round to 0 (the smallest f32 above 0 is about "
+                           "1.4e-45); write 0 if zero is meant",
+                           quoted(token));
+    return fmt::format("constant {} overflows f32 (at most about 3.4e38 in magnitude); write inf or -inf for an "
+                       "infinity",
+                       quoted(token));
+}
+
 class Parser {
 public:
     explicit Parser(std::string_view source) : source_(source) {}
 
     std::vector<ParsedGraph> parse(std::string_view text) {
+        // A UTF-8 byte-order mark, as some editors write it, is skipped: it says nothing a .coda file needs.
+        constexpr std::string_view kByteOrderMark = "\xef\xbb\xbf";
+        if (text.substr(0, kByteOrderMark.size()) == kByteOrderMark) text.remove_prefix(kByteOrderMark.size());
         int number = 0;
         std::size_t pos = 0;
         while (pos <= text.size()) {
@@ -98,8 +121,8 @@ public:
             else if (tokens[0][0] == '%')
                 node(number, tokens);
             else
-                fail(number, fmt::format("expected a node `%name = op ...` or a `graph NAME DOMAIN` header, got '{}'",
-                                         tokens[0]));
+                fail(number, fmt::format("expected a node `%name = op ...` or a `graph NAME DOMAIN` header, got {}",
+                                         quoted(tokens[0])));
         }
         return std::move(graphs_);
     }
@@ -109,7 +132,7 @@ private:
         throw Error(fmt::format("{}:{}: {}", source_, line, message));
     }
     [[noreturn]] void fail_node(int line, std::string_view name, const std::string& message) const {
-        throw Error(fmt::format("{}:{}: node '%{}': {}", source_, line, name, message));
+        throw Error(fmt::format("{}:{}: node {}: {}", source_, line, quoted(fmt::format("%{}", name)), message));
     }
 
     void header(int line, const std::vector<std::string_view>& tokens) {
@@ -117,26 +140,27 @@ private:
             fail(line, "graph header: expected `graph NAME DOMAIN` (DOMAIN is gemm, tile or finalize)");
         const std::optional<Domain> domain = parse_domain(tokens[2]);
         if (!domain)
-            fail(line, fmt::format("graph '{}': unknown domain '{}'; expected gemm, tile or finalize", tokens[1],
-                                   tokens[2]));
+            fail(line, fmt::format("graph {}: unknown domain {}; expected gemm, tile or finalize", quoted(tokens[1]),
+                                   quoted(tokens[2])));
         GemmSpec spec;
         std::map<std::string_view, bool> seen;
         for (std::size_t i = 3; i < tokens.size(); ++i) {
             if (*domain != Domain::Gemm)
-                fail(line, fmt::format("graph '{}': unexpected '{}'; only gemm graphs take in=, a= and b=", tokens[1],
-                                       tokens[i]));
+                fail(line, fmt::format("graph {}: unexpected {}; only gemm graphs take in=, a= and b=",
+                                       quoted(tokens[1]), quoted(tokens[i])));
             const std::size_t eq = tokens[i].find('=');
             const std::string_view key = tokens[i].substr(0, eq);
             const std::string_view value = eq == std::string_view::npos ? "" : tokens[i].substr(eq + 1);
-            if (seen[key]) fail(line, fmt::format("graph '{}': '{}=' is given twice", tokens[1], key));
+            if (seen[key])
+                fail(line, fmt::format("graph {}: {} is given twice", quoted(tokens[1]), quoted(fmt::format("{}=", key))));
             seen[key] = true;
             if (key == "in" && parse_dtype(value)) {
                 spec.input = *parse_dtype(value);
             } else if ((key == "a" || key == "b") && parse_major(value)) {
                 (key == "a" ? spec.a : spec.b) = *parse_major(value);
             } else {
-                fail(line, fmt::format("graph '{}': expected in=<bf16|f16>, a=<k|mn> or b=<k|mn>, got '{}'", tokens[1],
-                                       tokens[i]));
+                fail(line, fmt::format("graph {}: expected in=<bf16|f16>, a=<k|mn> or b=<k|mn>, got {}",
+                                       quoted(tokens[1]), quoted(tokens[i])));
             }
         }
         const std::string name(tokens[1]);
@@ -171,7 +195,7 @@ private:
             fail_node(line, shown, "expected `%name = op attributes... operands...`");
 
         const std::optional<Op> op = parse_op(tokens[2]);
-        if (!op) fail_node(line, shown, fmt::format("unknown op '{}'; {}", tokens[2], close_op_names(tokens[2])));
+        if (!op) fail_node(line, shown, fmt::format("unknown op {}; {}", quoted(tokens[2]), close_op_names(tokens[2])));
         n.op = *op;
         const OpInfo& info = op_info(n.op);
         const std::vector<Attr> attrs = attributes_of(n.op);
@@ -188,13 +212,13 @@ private:
         }
         for (; t < tokens.size(); ++t) {
             if (tokens[t][0] != '%')
-                fail_node(line, shown, fmt::format("unexpected '{}' where an operand `%name` was expected (usage: "
+                fail_node(line, shown, fmt::format("unexpected {} where an operand `%name` was expected (usage: "
                                                    "`{}`)",
-                                                   tokens[t], usage));
+                                                   quoted(tokens[t]), usage));
             const auto it = defined_.find(std::string(tokens[t].substr(1)));
             if (it == defined_.end())
-                fail_node(line, shown, fmt::format("unknown operand '{}': no node of that name is defined above",
-                                                   tokens[t]));
+                fail_node(line, shown, fmt::format("unknown operand {}: no node of that name is defined above",
+                                                   quoted(tokens[t])));
             n.args.push_back(it->second.id);
         }
         if (static_cast<int>(n.args.size()) != info.arity)
@@ -220,14 +244,14 @@ private:
                 break;
             case Attr::Value: {
                 const auto [end, ec] = std::from_chars(token.data(), token.data() + token.size(), n.value);
-                if (ec == std::errc::result_out_of_range)
-                    fail_node(line, shown, fmt::format("constant '{}' is out of the range of f32", token));
-                good = ec == std::errc() && end == token.data() + token.size();
+                const bool whole = end == token.data() + token.size();
+                if (ec == std::errc::result_out_of_range && whole) fail_node(line, shown, out_of_range(token));
+                good = ec == std::errc() && whole;
                 break;
             }
         }
         if (!good)
-            fail_node(line, shown, fmt::format("expected {}, got '{}' (usage: `{}`)", attr_choices(a), token, usage));
+            fail_node(line, shown, fmt::format("expected {}, got {} (usage: `{}`)", attr_choices(a), quoted(token), usage));
     }
 
     std::string_view source_;

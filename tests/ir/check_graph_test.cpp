@@ -166,6 +166,25 @@ TEST_CASE("validation: node names", "[ir]") {
     }
 }
 
+TEST_CASE("validation: names are shown with unprintable bytes escaped and long ones cut", "[ir]") {
+    Graph g = Graph::tile(std::string("g\0h", 3));
+    g.store(g.tile_input(std::string("x\0y", 3), DType::F32), "out", DType::BF16);
+    const std::vector<std::string> lines = problem_lines(g);
+    REQUIRE(lines.size() == 2);
+    CHECK(lines[0] == "graph 'g\\x00h': graph name 'g\\x00h' is not an identifier: use letters, digits and '_', "
+                      "starting with a letter");
+    CHECK(lines[1] == "graph 'g\\x00h', node '%x\\x00y' (`%x\\x00y = tile_input f32 full`): name 'x\\x00y' is not "
+                      "an identifier: use letters, digits and '_', starting with a letter");
+
+    Graph h = Graph::tile("h");
+    const std::string long_name = std::string(100000, 'x') + "-";
+    h.store(h.tile_input(long_name, DType::F32), "out", DType::BF16);
+    const std::string problem = only_problem(h);
+    CHECK(problem.size() < 1000);
+    CHECK_THAT(problem, Contains("node '%" + std::string(63, 'x') + "...' (100002 bytes, cut)") &&
+                            Contains("name '" + std::string(64, 'x') + "...' (100001 bytes, cut) is not an identifier"));
+}
+
 TEST_CASE("validation: binding nodes must be named", "[ir]") {
     Graph g = Graph::gemm("g");
     Value acc = g.accumulator();

@@ -178,7 +178,8 @@ TEST_CASE("parse errors name the file, line and node, and what was expected", "[
                    Contains("node '%s': expected a reduce op (sum, max, min, sumsq, lse), got 'mean'"));
         CHECK_THAT(parse_error("graph g tile\n%c = const one\n"),
                    Contains("f.coda:2: node '%c': expected a number, inf or -inf, got 'one'"));
-        CHECK_THAT(parse_error("graph g tile\n%c = const 1e40\n"), Contains("out of the range of f32"));
+        CHECK_THAT(parse_error("graph g tile\n%c = const 1e40\n"),
+                   Contains("node '%c': constant '1e40' overflows f32") && Contains("write inf or -inf"));
     }
     SECTION("missing attribute") {
         CHECK_THAT(parse_error(head + "%y = store %x\n"),
@@ -210,6 +211,45 @@ TEST_CASE("parse errors name the file, line and node, and what was expected", "[
         CHECK_THAT(parse_error(head + "%y exp %x\n"), Contains("node '%y': expected `%name = op"));
         CHECK_THAT(parse_error(head + "y = exp %x\n"), Contains("f.coda:3: expected a node `%name = op ...`"));
     }
+}
+
+TEST_CASE("parse errors show unprintable bytes escaped and long tokens cut", "[ir]") {
+    const std::string head = "graph g tile\n%x = tile_input f32 full\n";
+    // A NUL inside a name: the message goes on past it.
+    CHECK_THAT(parse_error(head + std::string("%a\0b = exp %x\n", 14)),
+               Contains("f.coda:3: node '%a\\x00b': expected a node name of letters, digits and '_'"));
+    CHECK_THAT(parse_error(head + "%y = exp\t%x \x7f\n"), Contains("unexpected '\\x7f' where an operand"));
+    CHECK_THAT(parse_error(head + "%y = ex\xc3\xa9 %x\n"), Contains("unknown op 'ex\\xc3\\xa9';"));
+
+    // A 10 MB token: its first 64 bytes and its length; quickly, though no op name is near it.
+    const std::string huge(10 * 1024 * 1024, 'a');
+    const std::string message = parse_error(head + "%y = " + huge + " %x\n");
+    CHECK_THAT(message, Contains("f.coda:3: node '%y': unknown op '" + std::string(64, 'a') + "...' (10485760 bytes, "
+                                 "cut); see include/coda/ops.def"));
+    CHECK(message.size() < 300);
+    CHECK_THAT(parse_error(head + "%" + huge + " = frob %x\n"),
+               Contains("node '%" + std::string(63, 'a') + "...' (10485761 bytes, cut): unknown op 'frob'"));
+}
+
+TEST_CASE("a UTF-8 byte-order mark at the start of a file is skipped", "[ir]") {
+    CHECK(parse_graph(std::string("\xef\xbb\xbf") + kOutProj) == parse_graph(kOutProj));
+    // Anywhere else it is an error that shows its bytes.
+    CHECK_THAT(parse_error(std::string(kOutProj) + "\xef\xbb\xbf%y = exp %acc\n"),
+               Contains("f.coda:10: expected a node `%name = op ...` or a `graph NAME DOMAIN` header, got "
+                        "'\\xef\\xbb\\xbf%y'"));
+}
+
+TEST_CASE("constants that no f32 holds: underflow and overflow are told apart; subnormals are kept", "[ir]") {
+    for (const char* tiny : {"1e-50", "-1e-50", "7e-46", "1e-400"})
+        CHECK_THAT(parse_error(std::string("graph g tile\n%c = const ") + tiny + "\n"),
+                   Contains(std::string("node '%c': constant '") + tiny + "' underflows f32: it would round to 0") &&
+                       Contains("write 0 if zero is meant"));
+    for (const char* huge : {"1e39", "-3.5e38", "1e400"})
+        CHECK_THAT(parse_error(std::string("graph g tile\n%c = const ") + huge + "\n"),
+                   Contains(std::string("constant '") + huge + "' overflows f32"));
+    // The smallest subnormal f32 and one above it: read as the f32 nearest to them.
+    CHECK(parse_graph("graph g tile\n%c = const 1e-45\n").node(0).value == std::numeric_limits<float>::denorm_min());
+    CHECK(parse_graph("graph g tile\n%c = const 1e-40\n").node(0).value == 1e-40f);
 }
 
 TEST_CASE("parse_graph wants exactly one graph", "[ir]") {

@@ -1,10 +1,11 @@
-// The coda command line as a user runs it: warm (twice), cache list/clear, dump, demo --no-run, and
-// malformed graph files. Each run gets a private cache directory.
+// The coda command line as a user runs it: warm (twice; -j spelled three ways), cache list/clear, dump, demo --no-run,
+// malformed or empty graph files, usage errors and help. Each run gets a private cache directory.
 #include <catch2/catch.hpp>
 
 #include <sys/stat.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 
 #include "cache/kernel_cache.hpp"
@@ -162,7 +163,7 @@ TEST_CASE("coda warm rebuilds over a FIFO in its entry's place instead of hangin
     INFO(again.output);
     CHECK(again.status == 0);  // 124: it hung
     CHECK_THAT(again.output, Catch::Contains(entry.string() + " is a FIFO, not a cache entry") &&
-                                 Catch::Contains("1 kernels for sm_90a: 1 compiled"));
+                                 Catch::Contains("1 kernel for sm_90a: 1 compiled"));
     CHECK(fs::is_regular_file(fs::symlink_status(entry)));
 }
 
@@ -180,7 +181,7 @@ TEST_CASE("a read-only pre-warmed cache serves another user's warm and misses co
     const Run hit = coda::test::run_cli_timed(warm_one, cache.string(), 60, true);
     INFO(hit.output);
     CHECK(hit.status == 0);
-    CHECK_THAT(hit.output, Catch::Contains("1 kernels for sm_90a: 0 compiled, 1 already in the disk cache"));
+    CHECK_THAT(hit.output, Catch::Contains("1 kernel for sm_90a: 0 compiled, 1 already in the disk cache"));
     CHECK_THAT(hit.output, !Catch::Contains("warn") && !Catch::Contains("memory only"));
 
     const Run list = coda::test::run_cli_timed("cache list", cache.string(), 20, true);
@@ -200,4 +201,111 @@ TEST_CASE("a read-only pre-warmed cache serves another user's warm and misses co
     CHECK_THAT(clear.output, Catch::Contains("cannot clear the kernel cache"));
     fs::permissions(cache, fs::perms(0755));
     CHECK(fs::exists(only_entry(cache)));
+}
+
+TEST_CASE("coda warm takes -j N, -jN and --jobs=N, and counts in words", "[tools]") {
+    coda::test::TempDir cache("coda-cli-jobs");
+    const std::string dir = cache.path().string();
+    // A finalize graph: the quickest kernel to compile.
+    const Run attached = run("warm --arch sm_90a -j2 tools/graphs/rms_finalize.coda", dir);
+    INFO(attached.output);
+    REQUIRE(attached.status == 0);
+    CHECK_THAT(attached.output, Catch::Contains("1 kernel for sm_90a: 1 compiled, 0 already in the disk cache"));
+
+    const Run separate = run("warm --arch=sm_90a -j 2 tools/graphs/rms_finalize.coda", dir);
+    INFO(separate.output);
+    CHECK(separate.status == 0);
+    CHECK_THAT(separate.output, Catch::Contains("1 kernel for sm_90a: 0 compiled, 1 already in the disk cache"));
+
+    const Run long_form = run("warm --arch sm_90a --jobs=2 tools/graphs/rms_finalize.coda", dir);
+    INFO(long_form.output);
+    CHECK(long_form.status == 0);
+
+    CHECK_THAT(run("cache list", dir).output, Catch::Contains("1 entry, "));
+    CHECK_THAT(run("cache clear", dir).output, Catch::Contains("removed 1 entry from"));
+}
+
+TEST_CASE("coda warm and dump refuse input that holds no graph", "[tools]") {
+    coda::test::TempDir dir("coda-cli-empty");
+    const std::string cache = (dir.path() / "cache").string();
+    const std::string graphs = (dir.path() / "graphs").string();
+    std::filesystem::create_directories(graphs);
+    const std::string empty = (dir.path() / "empty.coda").string();
+    std::ofstream{empty};
+    const std::string comments = (dir.path() / "comments.coda").string();
+    std::ofstream(comments) << "# graph out_proj gemm\n\n   # nothing else\n";
+
+    for (const char* command : {"warm --arch sm_90a ", "dump "}) {
+        const Run directory = run(command + graphs, cache);
+        INFO(directory.output);
+        CHECK(directory.status == 1);
+        CHECK_THAT(directory.output, Catch::Contains("'" + graphs + "' is a directory; give .coda files (e.g. " +
+                                                     graphs + "/*.coda)"));
+        CHECK_THAT(run(command + graphs + "/", cache).output, Catch::Contains("(e.g. " + graphs + "/*.coda)"));
+
+        for (const std::string& file : {empty, comments}) {
+            const Run nothing = run(command + file, cache);
+            INFO(nothing.output);
+            CHECK(nothing.status == 1);
+            CHECK_THAT(nothing.output,
+                       Catch::Contains("'" + file + "' holds no graph; expected a line 'graph NAME DOMAIN"));
+        }
+    }
+    // One empty file among good ones still fails, before anything is compiled.
+    const Run mixed = run("warm --arch sm_90a tools/graphs/rms_finalize.coda " + empty, cache);
+    CHECK(mixed.status == 1);
+    CHECK_THAT(mixed.output, Catch::Contains("holds no graph") && !Catch::Contains("compiled"));
+}
+
+TEST_CASE("usage errors exit with status 2 and say what was expected; help exits with 0", "[tools]") {
+    coda::test::TempDir cache("coda-cli-usage");
+    const std::string dir = cache.path().string();
+    struct Case {
+        const char* arguments;
+        const char* message;
+    };
+    for (const Case& c : {Case{"", "Usage: coda"},
+                          Case{"frob", "expected 'demo', 'dump', 'warm', 'cache', 'bench', 'tune' or 'help', got 'frob'"},
+                          Case{"cache", "coda cache: error: expected 'list' or 'clear'"},
+                          Case{"cache show", "expected 'list' or 'clear', got 'show'"},
+                          Case{"bench", "expected 'gemm', 'jit', 'tile' or 'epilogue'"},
+                          Case{"warm --frobnicate tools/graphs/out_proj.coda", "--frobnicate"},
+                          Case{"warm -j many tools/graphs/out_proj.coda", "many"},
+                          Case{"bench gemm --iters", "--iters"},
+                          Case{"demo --no-run extra", "extra"},
+                          Case{"help frob", "got 'frob'"}}) {
+        const Run r = run(c.arguments, dir);
+        INFO("coda " << c.arguments << "\n" << r.output);
+        CHECK(r.status == 2);
+        CHECK_THAT(r.output, Catch::Contains(c.message));
+    }
+
+    const Run help = run("help", dir);
+    INFO(help.output);
+    CHECK(help.status == 0);
+    CHECK_THAT(help.output, Catch::Contains("-j,--jobs N") && Catch::Contains("--per-round P") &&
+                                Catch::Contains("--no-run") && Catch::Contains("list") && Catch::Contains("clear"));
+    for (const char* arguments : {"--help", "warm --help", "help warm", "help bench epilogue", "bench epilogue -h"}) {
+        const Run r = run(arguments, dir);
+        INFO("coda " << arguments << "\n" << r.output);
+        CHECK(r.status == 0);
+        CHECK_THAT(r.output, Catch::Contains("Usage: coda"));
+    }
+    CHECK_THAT(run("help bench epilogue", dir).output, Catch::Contains("Usage: coda bench epilogue"));
+}
+
+TEST_CASE("coda warm rejects a graph over the limits before compiling anything", "[tools]") {
+    coda::test::TempDir dir("coda-cli-limits");
+    // 50,000 stores once crashed NVRTC (a stack overflow); now validation turns them away.
+    const std::string stores = (dir.path() / "stores.coda").string();
+    {
+        std::ofstream out(stores);
+        out << "graph stores gemm in=bf16 a=k b=k\n%acc = accumulator\n";
+        for (int i = 0; i < 50000; ++i) out << "%out" << i << " = store bf16 %acc\n";
+    }
+    const Run r = run("warm --arch sm_90a " + stores, dir.path().string());
+    CHECK(r.status == 1);
+    CHECK_THAT(r.output, Catch::Contains("stores.coda:1: graph 'stores': 50001 nodes, more than "
+                                         "coda::limits::kMaxNodes") &&
+                             Catch::Contains("50000 inputs and outputs") && !Catch::Contains("compiled"));
 }

@@ -71,7 +71,7 @@ TEST_CASE("coda tune needs a GPU; with one it records the fastest config", "[tun
     driver.ensure_context();
     const coda::TuningDb db = coda::TuningDb::load(cache.path() / "tuning.tsv");
     if (driver.current_device().arch == "sm_90a") {
-        CHECK_THAT(r.output, Catch::Contains("recorded 1 tuned configs"));
+        CHECK_THAT(r.output, Catch::Contains("recorded 1 tuned config"));
         REQUIRE(db.records().size() == 1);
         CHECK(db.records()[0].gpu == driver.current_device().name);
         CHECK(db.records()[0].shape_class == "m256 n512 k128");

@@ -1,4 +1,5 @@
-// Argument parsing kept deliberately small: --name value, --flag, and positional arguments.
+// The shared pieces of the command line (cli.hpp): the subcommand table, the arch, graph files, the progress
+// bar and the worker pool.
 #include "coda/cli.hpp"
 
 #include <unistd.h>
@@ -6,10 +7,12 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
 
+#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
 #include "coda/error.hpp"
@@ -18,77 +21,58 @@
 
 namespace coda::cli {
 
-Arguments::Arguments(int argc, char** argv, int first) {
-    for (int i = first; i < argc; ++i) args_.emplace_back(argv[i]);
+CLI::App& Commands::add(CLI::App& parent, const std::string& name, const std::string& description, Run run) {
+    CLI::App* app = parent.add_subcommand(name, description);
+    runs_.emplace(app, std::move(run));
+    return *app;
 }
 
-std::string Arguments::option(const std::string& name, const std::string& fallback) {
-    for (std::size_t i = 0; i < args_.size(); ++i) {
-        if (args_[i] == name) {
-            if (i + 1 >= args_.size()) throw Error(fmt::format("option {} needs a value", name));
-            std::string value = args_[i + 1];
-            args_.erase(args_.begin() + static_cast<long>(i), args_.begin() + static_cast<long>(i) + 2);
-            return value;
-        }
-        if (args_[i].rfind(name + "=", 0) == 0) {
-            std::string value = args_[i].substr(name.size() + 1);
-            args_.erase(args_.begin() + static_cast<long>(i));
-            return value;
-        }
-    }
-    return fallback;
+const Run& Commands::chosen(const CLI::App& root) const {
+    const CLI::App& app = deepest_chosen(root);
+    const auto it = runs_.find(&app);
+    if (it == runs_.end()) throw InternalError(fmt::format("the command line chose '{}', which runs nothing", app.get_name()));
+    return it->second;
 }
 
-bool Arguments::flag(const std::string& name) {
-    for (std::size_t i = 0; i < args_.size(); ++i)
-        if (args_[i] == name) {
-            args_.erase(args_.begin() + static_cast<long>(i));
-            return true;
-        }
-    return false;
+const CLI::App& deepest_chosen(const CLI::App& root) {
+    const CLI::App* app = &root;
+    while (!app->get_subcommands().empty()) app = app->get_subcommands().front();
+    return *app;
 }
 
-long long Arguments::number(const std::string& name, long long fallback) {
-    const std::string text = option(name);
-    if (text.empty()) return fallback;
-    try {
-        std::size_t used = 0;
-        const long long value = std::stoll(text, &used);
-        if (used == text.size()) return value;
-    } catch (const std::exception&) {
-    }
-    throw Error(fmt::format("option {} expects a whole number, got '{}'", name, text));
+void add_arch_option(CLI::App& command, std::string& arch) {
+    command.add_option("--arch", arch, "the arch to compile for (default: $CODA_ARCH, else the current GPU's, else sm_90a)")
+        ->type_name("ARCH");
 }
 
-std::string Arguments::next_word() {
-    for (std::size_t i = 0; i < args_.size(); ++i)
-        if (args_[i].empty() || args_[i][0] != '-') {
-            std::string word = args_[i];
-            args_.erase(args_.begin() + static_cast<long>(i));
-            return word;
-        }
-    return "";
-}
-
-std::vector<std::string> Arguments::positional() {
-    for (const auto& a : args_)
-        if (a.size() > 1 && a[0] == '-') throw Error(fmt::format("unknown option '{}'", a));
-    return args_;
-}
-
-std::string target_arch(Arguments& args) {
-    std::string arch = args.option("--arch");
+std::string target_arch(const std::string& requested) {
+    std::string arch = requested;
     if (arch.empty()) arch = settings().arch;
     if (arch.empty() && Driver::instance().available()) arch = Driver::instance().current_device().arch;
     return arch.empty() ? "sm_90a" : arch;
 }
 
 std::vector<ParsedGraph> read_graph_file(const std::string& path) {
+    std::error_code ignored;
+    if (std::filesystem::is_directory(path, ignored)) {
+        std::string directory = path;
+        while (directory.size() > 1 && directory.back() == '/') directory.pop_back();
+        throw Error(fmt::format("'{}' is a directory; give .coda files (e.g. {}/*.coda)", path, directory));
+    }
     std::ifstream in(path, std::ios::binary);
     if (!in) throw Error(fmt::format("cannot read graph file '{}'", path));
     std::stringstream text;
     text << in.rdbuf();
-    return parse_graph_file(text.str(), path);
+    std::vector<ParsedGraph> graphs = parse_graph_file(text.str(), path);
+    if (graphs.empty())
+        throw Error(fmt::format("'{}' holds no graph; expected a line 'graph NAME DOMAIN ...' followed by its nodes",
+                                path));
+    return graphs;
+}
+
+std::string counted(std::size_t n, std::string_view one, std::string_view many) {
+    if (n == 1) return fmt::format("1 {}", one);
+    return many.empty() ? fmt::format("{} {}s", n, one) : fmt::format("{} {}", n, many);
 }
 
 Progress::Progress(std::size_t total) : total_(total), tty_(isatty(fileno(stderr)) != 0) {}

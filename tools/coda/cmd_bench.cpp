@@ -12,6 +12,7 @@
 #include <memory>
 #include <random>
 
+#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
 #include "cache/kernel_cache.hpp"
@@ -58,13 +59,20 @@ DeviceBuffer large_random_buffer(std::mt19937_64& rng, std::size_t count, DType 
     return buffer;
 }
 
-int bench_gemm(Arguments& args) {
-    constexpr long long kAbsent = std::numeric_limits<long long>::min();
-    const long long m = args.number("--m", kAbsent), n = args.number("--n", kAbsent), k = args.number("--k", kAbsent);
-    const long long iterations = args.number("--iters", 50);
-    const std::string config_text = args.option("--config");
-    const std::string csv_path = args.option("--csv");
-    args.positional();
+constexpr long long kAbsent = std::numeric_limits<long long>::min();
+
+struct GemmOptions {
+    long long m = kAbsent, n = kAbsent, k = kAbsent;
+    long long iterations = 50;
+    std::string config_text;
+    std::string csv_path;
+};
+
+int bench_gemm(const GemmOptions& given) {
+    const long long m = given.m, n = given.n, k = given.k;
+    const long long iterations = given.iterations;
+    const std::string& config_text = given.config_text;
+    const std::string& csv_path = given.csv_path;
     if (iterations < 1 || iterations > 100000)
         throw Error(fmt::format("bench gemm: need 1 <= --iters <= 100000, got {}", iterations));
     // --iters launches of each kernel, in rounds of up to 5 (interleaved_ms).
@@ -170,7 +178,7 @@ int bench_gemm(Arguments& args) {
         log_ratio_sum += std::log(t.vs_first[1]);
     }
     if (shapes.size() > 1)
-        std::printf("out_proj / identity time, geometric mean over %zu shapes: %.3f\n", shapes.size(),
+        std::printf("out_proj / identity time, geometric mean over %s: %.3f\n", counted(shapes.size(), "shape").c_str(),
                     std::exp(log_ratio_sum / static_cast<double>(shapes.size())));
     if (csv && !*csv) throw Error(fmt::format("bench gemm: writing the --csv file '{}' failed", csv_path));
     return 0;
@@ -187,9 +195,8 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-int bench_jit(Arguments& args) {
-    const std::string arch = target_arch(args);
-    args.positional();
+int bench_jit(const std::string& requested_arch) {
+    const std::string arch = target_arch(requested_arch);
     Driver& d = Driver::instance();
     const std::filesystem::path dir = make_temp_directory();
     // cold: validate + codegen + NVRTC + publish; disk: the same graph in a fresh process-level cache, read back
@@ -247,10 +254,13 @@ int bench_jit(Arguments& args) {
     return 0;
 }
 
+struct TileOptions {
+    long long m = 16384, n = 4096;
+};
+
 // Tile programs are memory-bound: report GB/s (bytes read + written) of a pure copy and of RoPE backward.
-int bench_tile(Arguments& args) {
-    const long long m = args.number("--m", 16384), n = args.number("--n", 4096);
-    args.positional();
+int bench_tile(const TileOptions& given) {
+    const long long m = given.m, n = given.n;
     if (m < 1 || n < 2 || n % 2 != 0) throw Error(fmt::format("bench tile: need M >= 1 and an even N >= 2, got {} x {}", m, n));
     Driver& d = Driver::instance();
     if (!d.available()) throw Error("bench tile needs a GPU: " + d.unavailable_reason());
@@ -289,13 +299,36 @@ int bench_tile(Arguments& args) {
 
 }  // namespace
 
-int cmd_bench(Arguments args) {
-    const std::string what = args.next_word();
-    if (what == "gemm") return bench_gemm(args);
-    if (what == "jit") return bench_jit(args);
-    if (what == "tile") return bench_tile(args);
-    if (what == "epilogue") return bench_epilogue(args);
-    throw Error(fmt::format("bench: expected 'gemm', 'jit', 'tile' or 'epilogue', got '{}'", what));
+void add_bench(Commands& commands, CLI::App& coda) {
+    CLI::App& bench = *coda.add_subcommand("bench", "time coda's kernels (GPU) and its JIT");
+    bench.require_subcommand(1);
+
+    auto gemm = std::make_shared<GemmOptions>();
+    CLI::App& gemm_command =
+        commands.add(bench, "gemm", "GEMM TFLOP/s of the identity and out-proj epilogues (GPU); with no shape, the "
+                                    "12-shape set of docs/PERFORMANCE.md",
+                     [gemm] { return bench_gemm(*gemm); });
+    gemm_command.add_option("--m", gemm->m, "one shape: M (a dimension left out is 4096)")->type_name("M");
+    gemm_command.add_option("--n", gemm->n, "one shape: N")->type_name("N");
+    gemm_command.add_option("--k", gemm->k, "one shape: K")->type_name("K");
+    gemm_command.add_option("--iters", gemm->iterations, "launches of each kernel, in rounds of 5 (default 50)")
+        ->type_name("N");
+    gemm_command.add_option("--config", gemm->config_text, "the tile config instead of the default")->type_name("TEXT");
+    gemm_command.add_option("--csv", gemm->csv_path, "also write the results to this CSV file")->type_name("FILE");
+
+    auto arch = std::make_shared<std::string>();
+    CLI::App& jit_command = commands.add(bench, "jit", "cold NVRTC compile, disk-hit and memory-hit times; host time "
+                                                       "of a launch (GPU)",
+                                         [arch] { return bench_jit(*arch); });
+    add_arch_option(jit_command, *arch);
+
+    auto tile = std::make_shared<TileOptions>();
+    CLI::App& tile_command = commands.add(bench, "tile", "GB/s of tile programs: a copy and RoPE backward (GPU)",
+                                          [tile] { return bench_tile(*tile); });
+    tile_command.add_option("--m", tile->m, "M (default 16384)")->type_name("M");
+    tile_command.add_option("--n", tile->n, "N (default 4096)")->type_name("N");
+
+    add_bench_epilogue(commands, bench);
 }
 
 }  // namespace coda::cli

@@ -3,7 +3,9 @@
 // vector, a row reduction), then out-proj itself, all with the same tile config, as ratios to the identity,
 // timed in interleaved rounds.
 #include <cstdio>
+#include <memory>
 
+#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
 #include "coda/blocks.hpp"
@@ -51,13 +53,16 @@ std::vector<Graph> ingredient_graphs() {
     return graphs;
 }
 
-}  // namespace
+struct EpilogueOptions {
+    long long m = 16384, n = 4096, k = 4096;
+    long long rounds = 15, per_round = 5;
+    std::string config_text;
+};
 
-int bench_epilogue(Arguments& args) {
-    const long long m = args.number("--m", 16384), n = args.number("--n", 4096), k = args.number("--k", 4096);
-    const long long rounds = args.number("--rounds", 15), per_round = args.number("--per-round", 5);
-    const std::string config_text = args.option("--config");
-    args.positional();
+int bench_epilogue(const EpilogueOptions& given) {
+    const long long m = given.m, n = given.n, k = given.k;
+    const long long rounds = given.rounds, per_round = given.per_round;
+    const std::string& config_text = given.config_text;
     if (m < 1 || n < 2 || n % 2 != 0 || k < 1 || rounds < 1 || rounds > 10000 || per_round < 1 || per_round > 10000)
         throw Error(fmt::format("bench epilogue: need M >= 1, an even N >= 2, K >= 1, 1 <= --rounds <= 10000 and "
                                 "1 <= --per-round <= 10000; got M={} N={} K={} --rounds {} --per-round {}",
@@ -91,9 +96,26 @@ int bench_epilogue(Arguments& args) {
     for (std::size_t i = 0; i < kernels.size(); ++i)
         std::printf("%-20s %6lld %6lld %6lld %10.4f %11.3f  %s\n", graphs[i].name().c_str(), m, n, k, t.ms[i],
                     t.vs_first[i], kernels[i].config()->to_text().c_str());
-    std::printf("(medians over %lld interleaved rounds of %lld launches each; /identity is the median of the rounds' "
-                "ratios)\n", rounds, per_round);
+    std::printf("(medians over %s of %s each; /identity is the median of the rounds' ratios)\n",
+                counted(static_cast<std::size_t>(rounds), "interleaved round").c_str(),
+                counted(static_cast<std::size_t>(per_round), "launch", "launches").c_str());
     return 0;
+}
+
+}  // namespace
+
+void add_bench_epilogue(Commands& commands, CLI::App& bench) {
+    auto options = std::make_shared<EpilogueOptions>();
+    CLI::App& epilogue = commands.add(bench, "epilogue", "what each ingredient of the out-proj epilogue adds to the "
+                                                         "GEMM's time, as ratios to the identity epilogue (GPU)",
+                                      [options] { return bench_epilogue(*options); });
+    epilogue.add_option("--m", options->m, "M (default 16384)")->type_name("M");
+    epilogue.add_option("--n", options->n, "N (default 4096)")->type_name("N");
+    epilogue.add_option("--k", options->k, "K (default 4096)")->type_name("K");
+    epilogue.add_option("--rounds", options->rounds, "interleaved rounds (default 15)")->type_name("R");
+    epilogue.add_option("--per-round", options->per_round, "launches of each kernel per round (default 5)")
+        ->type_name("P");
+    epilogue.add_option("--config", options->config_text, "the tile config of every kernel")->type_name("TEXT");
 }
 
 }  // namespace coda::cli

@@ -1,24 +1,19 @@
 // coda cache list|clear: the on-disk kernel cache is a directory of files you can also inspect by hand.
 #include <cstdio>
 
+#include <CLI/CLI.hpp>
+
 #include "cache/kernel_cache.hpp"
 #include "coda/cli.hpp"
-#include "coda/error.hpp"
 #include "config/settings.hpp"
 
 namespace coda::cli {
 namespace {
 
-const char* entry_word(std::size_t n) { return n == 1 ? "entry" : "entries"; }
-
-}  // namespace
-
-int cmd_cache(Arguments args) {
-    const auto rest = args.positional();
-    if (rest.size() != 1 || (rest[0] != "list" && rest[0] != "clear"))
-        throw Error("usage: coda cache list | coda cache clear");
+// action: "list" or "clear".
+int cache_command(const std::string& action) {
     KernelCache cache(settings().cache_dir, true);
-    if (rest[0] == "list") {
+    if (action == "list") {
         const auto entries = cache.list();
         std::printf("cache directory: %s\n", cache.directory().string().c_str());
         std::uintmax_t total = 0;
@@ -27,12 +22,21 @@ int cmd_cache(Arguments args) {
             std::printf("%s  %9ju bytes  %s\n", e.key.c_str(), e.bytes, e.description.c_str());
             total += e.bytes;
         }
-        std::printf("%zu %s, %ju bytes\n", entries.size(), entry_word(entries.size()), total);
+        std::printf("%s, %ju bytes\n", counted(entries.size(), "entry", "entries").c_str(), total);
     } else {
-        const std::size_t removed = cache.clear();
-        std::printf("removed %zu %s from %s\n", removed, entry_word(removed), cache.directory().string().c_str());
+        std::printf("removed %s from %s\n", counted(cache.clear(), "entry", "entries").c_str(),
+                    cache.directory().string().c_str());
     }
     return 0;
+}
+
+}  // namespace
+
+void add_cache(Commands& commands, CLI::App& coda) {
+    CLI::App& cache = *coda.add_subcommand("cache", "show or empty the on-disk kernel cache ($CODA_CACHE_DIR)");
+    cache.require_subcommand(1);
+    commands.add(cache, "list", "list the cache's entries", [] { return cache_command("list"); });
+    commands.add(cache, "clear", "remove every entry", [] { return cache_command("clear"); });
 }
 
 }  // namespace coda::cli

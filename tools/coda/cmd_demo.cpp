@@ -1,9 +1,11 @@
 // coda demo: the README's main job. Builds every epilogue of the LLaMA-style block, shows the generated
 // code, compiles it, and with a GPU runs each kernel on random inputs checked against the CPU reference.
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <tuple>
 
+#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
 #include "codegen/epilogue_codegen.hpp"
@@ -83,15 +85,18 @@ int demo_layouts(const std::string& arch, const std::string& config_text) {
     return ok ? 0 : 1;
 }
 
-}  // namespace
+struct DemoOptions {
+    std::string arch;
+    bool no_run = false;
+    bool layouts = false;
+    std::string config_text;
+};
 
-int cmd_demo(Arguments args) {
-    const bool no_run = args.flag("--no-run");
-    const bool layouts = args.flag("--layouts");
-    const std::string config_text = args.option("--config");
-    const std::string arch = target_arch(args);
-    args.positional();
-    if (layouts) return demo_layouts(arch, config_text);
+int demo(const DemoOptions& given) {
+    const bool no_run = given.no_run;
+    const std::string& config_text = given.config_text;
+    const std::string arch = target_arch(given.arch);
+    if (given.layouts) return demo_layouts(arch, config_text);
     if (!config_text.empty()) throw Error("coda demo: --config applies to --layouts only");
     Driver& driver = Driver::instance();
     const bool gpu = !no_run && driver.available();
@@ -104,8 +109,8 @@ int cmd_demo(Arguments args) {
     } else if (!no_run) {
         gpu_text = "none (" + driver.unavailable_reason() + "): compile only";
     }
-    std::printf("coda demo: %zu epilogues of a LLaMA-style block, compiled for %s; GPU: %s\n\n", graphs.size(),
-                arch.c_str(), gpu_text.c_str());
+    std::printf("coda demo: %s of a LLaMA-style block, compiled for %s; GPU: %s\n\n",
+                counted(graphs.size(), "epilogue").c_str(), arch.c_str(), gpu_text.c_str());
 
     for (const Graph& g : graphs) {
         std::printf("==== %s ====\n%s\n", g.name().c_str(), to_text(g).c_str());
@@ -127,7 +132,7 @@ int cmd_demo(Arguments args) {
     if (!ok) std::printf("some kernels spill registers (see the table)\n");
 
     if (!gpu) {
-        std::printf("\n%s: all %zu kernels compiled; no GPU run\n", ok ? "OK" : "FAILED", graphs.size());
+        std::printf("\n%s: all %s compiled; no GPU run\n", ok ? "OK" : "FAILED", counted(graphs.size(), "kernel").c_str());
         return ok ? 0 : 1;
     }
     std::printf("\nrunning each kernel on random inputs, checked against the CPU reference (fp64):\n");
@@ -141,9 +146,24 @@ int cmd_demo(Arguments args) {
                     report.summary().c_str());
         ok = ok && report.pass;
     }
-    std::printf("\n%s: %zu kernels compiled and checked on %s\n", ok ? "OK" : "FAILED", graphs.size(),
+    std::printf("\n%s: %s compiled and checked on %s\n", ok ? "OK" : "FAILED", counted(graphs.size(), "kernel").c_str(),
                 driver.current_device().name.c_str());
     return ok ? 0 : 1;
+}
+
+}  // namespace
+
+void add_demo(Commands& commands, CLI::App& coda) {
+    auto options = std::make_shared<DemoOptions>();
+    CLI::App& demo_command = commands.add(coda, "demo", "build the LLaMA block's epilogues, show their code, compile them, "
+                                                        "and (with a GPU) run and check each against the CPU reference",
+                                          [options] { return demo(*options); });
+    add_arch_option(demo_command, options->arch);
+    demo_command.add_flag("--no-run", options->no_run, "compile only, even with a GPU");
+    demo_command.add_flag("--layouts", options->layouts,
+                          "instead, check the plain GEMM in all four operand layouts (bf16, f16) and out-proj (GPU)");
+    demo_command.add_option("--config", options->config_text, "the tile config for --layouts, e.g. 'hopper bm=128 bn=128'")
+        ->type_name("TEXT");
 }
 
 }  // namespace coda::cli

@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <memory>
 #include <set>
 
+#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
 #include "coda/blocks.hpp"
@@ -101,12 +103,16 @@ std::vector<Timing> time_candidates(const std::vector<Kernel>& kernels, const st
     return timings;
 }
 
-}  // namespace
+struct TuneOptions {
+    long long m = 0, n = 0, k = 0;
+    long long iterations = 50;
+    std::vector<std::string> names;
+};
 
-int cmd_tune(Arguments args) {
-    const long long m = args.number("--m", 0), n = args.number("--n", 0), k = args.number("--k", 0);
-    const long long iterations = args.number("--iters", 50);
-    const auto names = args.positional();
+int tune(const TuneOptions& given) {
+    const long long m = given.m, n = given.n, k = given.k;
+    const long long iterations = given.iterations;
+    const std::vector<std::string>& names = given.names;
     if (iterations < 1 || iterations > 100000)
         throw Error(fmt::format("tune: need 1 <= --iters <= 100000, got {}", iterations));
     std::vector<ProblemShape> shapes = gemm_shape_set();
@@ -228,9 +234,31 @@ int cmd_tune(Arguments args) {
         }
     }
     std::printf("\n");
-    if (records) std::printf("recorded %d tuned configs in %s\n", recorded, db_path.string().c_str());
-    if (failed_problems > 0) std::fprintf(stderr, "error: no candidate ran for %d graph/shape pairs\n", failed_problems);
+    if (records)
+        std::printf("recorded %s in %s\n", counted(static_cast<std::size_t>(recorded), "tuned config").c_str(),
+                    db_path.string().c_str());
+    if (failed_problems > 0)
+        std::fprintf(stderr, "error: no candidate ran for %s\n",
+                     counted(static_cast<std::size_t>(failed_problems), "graph/shape pair").c_str());
     return failed_problems > 0 ? 1 : 0;
+}
+
+}  // namespace
+
+void add_tune(Commands& commands, CLI::App& coda) {
+    auto options = std::make_shared<TuneOptions>();
+    CLI::App& tune_command =
+        commands.add(coda, "tune", "time each candidate tile config of GEMM graphs on the GPU and record the fastest "
+                                   "per GPU, graph and shape class in the tuning file",
+                     [options] { return tune(*options); });
+    tune_command.add_option("--m", options->m, "one shape instead of the benchmark set: M (with --n and --k)")
+        ->type_name("M");
+    tune_command.add_option("--n", options->n, "one shape: N")->type_name("N");
+    tune_command.add_option("--k", options->k, "one shape: K")->type_name("K");
+    tune_command.add_option("--iters", options->iterations, "launches of each candidate, in rounds of 5 (default 50)")
+        ->type_name("N");
+    tune_command.add_option("graphs", options->names, "block names (from coda::blocks) or .coda files")
+        ->type_name("BLOCK|FILE");
 }
 
 }  // namespace coda::cli

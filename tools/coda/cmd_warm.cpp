@@ -1,7 +1,10 @@
 // coda warm: compile graphs into the kernel cache ahead of time, on any machine (NVRTC needs no GPU).
+#include <algorithm>
 #include <cstdio>
+#include <memory>
 #include <mutex>
 
+#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
 #include "coda/cli.hpp"
@@ -10,15 +13,21 @@
 #include "ir/check_graph.hpp"
 
 namespace coda::cli {
+namespace {
 
-int cmd_warm(Arguments args) {
-    const std::string arch = target_arch(args);
-    const long long jobs = std::max(1LL, args.number("-j", 1));
-    const auto files = args.positional();
-    if (files.empty()) throw Error("warm needs at least one .coda file");
+struct WarmOptions {
+    std::string arch;
+    long long jobs = 1;
+    std::vector<std::string> files;
+};
+
+int warm(const WarmOptions& given) {
+    const std::string arch = target_arch(given.arch);
+    const long long jobs = std::max(1LL, given.jobs);
+    if (given.files.empty()) throw Error("warm needs at least one .coda file");
 
     std::vector<ParsedGraph> graphs;
-    for (const auto& file : files)
+    for (const auto& file : given.files)
         for (ParsedGraph& parsed : read_graph_file(file)) {
             check_graph(parsed.graph, &parsed.where);  // every graph is valid before any compile starts
             graphs.push_back(std::move(parsed));
@@ -49,10 +58,23 @@ int cmd_warm(Arguments args) {
     });
     progress.finish();
 
-    std::printf("%zu kernels for %s: %zu compiled, %zu already in the disk cache, %zu in memory\n", graphs.size(),
-                arch.c_str(), compiled, from_disk, from_memory);
+    std::printf("%s for %s: %zu compiled, %zu already in the disk cache, %zu in memory\n",
+                counted(graphs.size(), "kernel").c_str(), arch.c_str(), compiled, from_disk, from_memory);
     for (const auto& f : failures) std::fprintf(stderr, "error: %s\n", f.c_str());
     return failures.empty() ? 0 : 1;
+}
+
+}  // namespace
+
+void add_warm(Commands& commands, CLI::App& coda) {
+    auto options = std::make_shared<WarmOptions>();
+    CLI::App& warm_command = commands.add(coda, "warm", "compile every graph of the .coda files into the kernel cache "
+                                                        "(no GPU needed); a second run compiles nothing",
+                                          [options] { return warm(*options); });
+    add_arch_option(warm_command, options->arch);
+    // -j N, -jN and --jobs=N, as make and ninja take them.
+    warm_command.add_option("-j,--jobs", options->jobs, "compile up to N graphs at once (default 1)")->type_name("N");
+    warm_command.add_option("files", options->files, "graph files")->type_name("FILE");
 }
 
 }  // namespace coda::cli
