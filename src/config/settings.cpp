@@ -82,6 +82,7 @@ Settings Settings::from_environment() {
     if (auto v = read_env("CODA_DISK_CACHE")) s.disk_cache = parse_bool("CODA_DISK_CACHE", *v);
     if (auto v = read_env("CODA_LOG_LEVEL")) s.log_level = parse_log_level("CODA_LOG_LEVEL", *v);
     if (auto v = read_env("CODA_DUMP_DIR")) s.dump_dir = parse_dir("CODA_DUMP_DIR", *v);
+    if (auto v = read_env("CODA_RECORD")) s.record_dir = parse_dir("CODA_RECORD", *v);
     if (auto v = read_env("CODA_ARCH")) s.arch = parse_arch("CODA_ARCH", *v);
     if (auto v = read_env("CODA_TUNING_FILE")) s.tuning_file = parse_dir("CODA_TUNING_FILE", *v);
     else s.tuning_file = s.cache_dir / "tuning.tsv";

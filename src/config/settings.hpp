@@ -14,6 +14,7 @@ struct Settings {
     std::filesystem::path dump_dir;   // CODA_DUMP_DIR: if set, every generated source is also written here
     std::string arch;                 // CODA_ARCH: compile for this arch instead of the current device's
     std::filesystem::path tuning_file;  // CODA_TUNING_FILE: `coda tune`'s records; default <cache_dir>/tuning.tsv
+    std::filesystem::path record_dir;   // CODA_RECORD: if set, every graph built is appended to a .coda file here
 
     // Reads the environment now. An invalid value throws coda::Error naming the variable, the value given
     // and the values accepted.

@@ -72,4 +72,9 @@ std::string to_text(const Graph& g) {
     return out;
 }
 
+std::string target_to_text(const std::string& arch, const std::string& config_text) {
+    return config_text.empty() ? fmt::format("target arch={}\n", arch)
+                               : fmt::format("target arch={} config={}\n", arch, config_text);
+}
+
 }  // namespace coda

@@ -26,10 +26,22 @@ std::string node_to_text(const Graph& g, int id);
 // A constant as printed: the shortest text that reads back to the same float; "inf", "-inf", "nan".
 std::string const_to_text(float value);
 
+// A `target arch=ARCH [config=CONFIG TEXT]` line after a graph: what CODA_RECORD saw it built for, which
+// `coda warm` builds it for again. The config text (the rest of the line) is read by KernelConfig::parse.
+struct RecordedTarget {
+    std::string arch;
+    std::string config_text;  // empty: no config (a tile program or finalizer)
+    int line = 0;
+};
+
 struct ParsedGraph {
     Graph graph;
     SourceMap where;
+    std::vector<RecordedTarget> targets;
 };
+
+// The line a `target` takes in a .coda file (with its '\n').
+std::string target_to_text(const std::string& arch, const std::string& config_text);
 
 // Every graph of a file, each with the lines its nodes came from (check_graph's messages then point at them).
 // Syntax errors throw coda::Error "FILE:LINE: ..." naming the node and what was expected. Not validated.

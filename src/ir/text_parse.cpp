@@ -118,6 +118,8 @@ public:
             if (tokens.empty()) continue;
             if (tokens[0] == "graph")
                 header(number, tokens);
+            else if (tokens[0] == "target")
+                target(number, line, tokens);
             else if (tokens[0][0] == '%')
                 node(number, tokens);
             else
@@ -128,6 +130,26 @@ public:
     }
 
 private:
+    // `target arch=ARCH [config=TEXT...]`: the config is the rest of the line, whatever spaces it holds.
+    void target(int number, std::string_view line, const std::vector<std::string_view>& tokens) {
+        if (graphs_.empty()) fail(number, "a `target` line comes before any `graph NAME DOMAIN` header");
+        if (tokens.size() < 2 || tokens[1].substr(0, 5) != "arch=" || tokens[1].size() == 5)
+            fail(number, "expected `target arch=ARCH` or `target arch=ARCH config=CONFIG`, e.g. `target arch=sm_90a "
+                         "config=hopper bm=128 bn=128`");
+        RecordedTarget t{std::string(tokens[1].substr(5)), "", number};
+        if (tokens.size() > 2) {
+            if (tokens[2].substr(0, 7) != "config=")
+                fail(number, fmt::format("target: expected config=CONFIG after the arch, got {}", quoted(tokens[2])));
+            const std::size_t at = static_cast<std::size_t>(tokens[2].data() - line.data()) + 7;
+            t.config_text = std::string(line.substr(at));
+            while (!t.config_text.empty() && (t.config_text.back() == ' ' || t.config_text.back() == '\t' ||
+                                              t.config_text.back() == '\r'))
+                t.config_text.pop_back();
+            if (t.config_text.empty()) fail(number, "target: config= is empty");
+        }
+        graphs_.back().targets.push_back(std::move(t));
+    }
+
     [[noreturn]] void fail(int line, const std::string& message) const {
         throw Error(fmt::format("{}:{}: {}", source_, line, message));
     }
@@ -167,7 +189,7 @@ private:
         Graph g = *domain == Domain::Gemm   ? Graph::gemm(name, spec)
                   : *domain == Domain::Tile ? Graph::tile(name)
                                             : Graph::finalize(name);
-        graphs_.push_back(ParsedGraph{std::move(g), SourceMap{std::string(source_), {}, line}});
+        graphs_.push_back(ParsedGraph{std::move(g), SourceMap{std::string(source_), {}, line}, {}});
         defined_.clear();
     }
 

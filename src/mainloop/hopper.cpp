@@ -12,6 +12,7 @@
 
 #include "coda/error.hpp"
 #include "coda/hopper_rules.cuh"
+#include "coda/limits.hpp"
 #include "driver/cuda_driver.hpp"
 #include "mainloop/config_words.hpp"
 #include "mainloop/hopper_tma.hpp"
@@ -24,6 +25,12 @@ namespace {
 namespace rules = hopper_rules;
 
 constexpr int kThreads = 384;    // a producer warpgroup and two consumer warpgroups
+
+// coda::check bounds every kernel's parameters by this kernel's fixed part (include/coda/limits.hpp): the problem,
+// up to 56 bytes of padding before the 64-byte aligned tensor maps, and the maps of A, B and the tile tensors.
+static_assert(limits::kKernelFixedParamBytes >=
+                  static_cast<int>(sizeof(GemmProblem) + 56 + (2 + rules::kMaxTileMaps) * sizeof(CUtensorMap)),
+              "limits::kKernelFixedParamBytes must cover the Hopper kernel's fixed parameters");
 constexpr int kTmaAlignment = 16;  // bytes: TMA's rule for a tensor's base and the pitch of its rows
 
 std::string rule_text(rules::Rule r) {
@@ -205,6 +212,15 @@ public:
         p.warps_m = h.bm / 64;
         p.warps_n = h.bn / 64;
         return p;
+    }
+
+    // Measured with ptxas (README "Limits"): a consumer thread keeps every column reduction's state for its bn / 8
+    // column pairs beside its accumulators, 128 registers in every candidate but cooperative 128 x 128 (64).
+    std::string spill_advice() const override {
+        return "on the Hopper mainloop each consumer thread keeps every column reduction's state (bn / 8 column "
+               "pairs x the values of a pair, twice for lse) beside 128 accumulators; beyond 64 such floats a thread "
+               "it spills. 'hopper bm=128 bn=128 cooperative' keeps 64 accumulators a thread and room for 128 "
+               "floats; a PortableConfig keeps a quarter of the column pairs (README \"Limits\")";
     }
 
     void validate(const Graph& graph, const std::optional<KernelConfig>& config,

@@ -36,7 +36,8 @@ CUtensorMap encode(const char* operand, const void* base, DType dtype, long long
     return map;
 }
 
-// Whether staging (and so TMA) may move tile tensor b: base and row pitch on 16-byte multiples.
+// Whether staging (and so TMA) may move tile tensor b: base and row pitch on 16-byte multiples (the kernel's
+// detail::aligned_16 checks the same).
 bool aligned_16(const Binding& b, std::uint64_t pointer, std::uint64_t ld) {
     return pointer % 16 == 0 && (ld * size_of(b.dtype)) % 16 == 0;
 }
@@ -73,6 +74,12 @@ std::vector<CUtensorMap> encode_tile_maps(const CheckedGraph& g, const LaunchPla
         const std::size_t slot = static_cast<std::size_t>(first_slot(g, i));
         const Tile t{b.node, &b, plan.slots.at(slot), plan.slots.at(slot + 1)};
         aligned = aligned && aligned_16(b, t.pointer, t.ld);
+        // A TMA store writes whole 16-byte units: an output row that ends inside one would clobber its padding.
+        if (op == Op::Store)
+            aligned = aligned && static_cast<std::uint64_t>(plan.gemm.n / 2) *
+                                         static_cast<std::uint64_t>(values_per_pair(b.width) * size_of(b.dtype)) %
+                                         16 ==
+                                     0;
         (op == Op::TileInput ? inputs : outputs).push_back(t);
     }
     const auto by_node = [](const Tile& x, const Tile& y) { return x.node < y.node; };

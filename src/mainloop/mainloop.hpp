@@ -81,6 +81,9 @@ public:
     // (Launcher::unsupported), when the user gave no config: same tile, so that partials keep their shapes.
     virtual std::optional<KernelConfig> fallback_config(const KernelConfig& /*config*/) const { return std::nullopt; }
 
+    // What to do about a kernel of this mainloop that spills registers (ptxas), for the warning that says so.
+    virtual std::string spill_advice() const { return {}; }
+
     // Code generation. validate throws a coda::Error naming the graph when the config (or the arch) breaks one of
     // the template's rules, before NVRTC sees anything.
     virtual void validate(const Graph& graph, const std::optional<KernelConfig>& config,

@@ -12,6 +12,7 @@
 #include "ir/check_graph.hpp"
 #include "ir/hash.hpp"
 #include "ir/text.hpp"
+#include "runtime/recorder.hpp"
 #include "util/log.hpp"
 #include "util/sha256.hpp"
 
@@ -27,6 +28,21 @@ void dump_source(const std::string& file_name, const std::string& source) {
     std::ofstream out(dir / file_name, std::ios::binary);
     out << source;
     if (!out) logger("coda.runtime")->warn("could not write CODA_DUMP_DIR file {}", (dir / file_name).string());
+}
+
+// A kernel that spills registers still computes the right values, only slower: say so once, when it is compiled or
+// read from disk (a memory hit was seen before), with what the mainloop suggests.
+void warn_about_spills(const BuiltKernel& built) {
+    for (const ResourceUsage& u : built.cached.entry->resources) {
+        if (u.function != built.cached.entry->kernel_name) continue;
+        const int spills = u.spill_store_bytes + u.spill_load_bytes;
+        if (spills <= 0) continue;
+        const std::string advice = built.target.mainloop->spill_advice();
+        logger("coda.runtime")
+            ->warn("kernel '{}' ({}, {}) spills {} bytes of registers to local memory: it runs correctly, but slower{}{}",
+                   built.name, built.target.arch, built.target.mainloop->key_text(built.target.config), spills,
+                   advice.empty() ? "" : "; ", advice);
+    }
 }
 
 }  // namespace
@@ -73,6 +89,8 @@ BuiltKernel build_kernel(const Graph& graph, const BuildTarget& target, KernelCa
         return entry;
     });
     built.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (built.cached.hit != CacheHit::Memory) warn_about_spills(built);
+    record_build(graph, target, built.key);
     return built;
 }
 

@@ -2,6 +2,7 @@
 // a norm-wise comparison per output, with tolerances set by the output's storage dtype.
 #include "verify/device_check.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -41,11 +42,57 @@ struct DeviceTensor {
     std::vector<std::int64_t> shape;
     std::int64_t ld = 0;  // row stride of a matrix as stored
     DeviceBuffer buffer;
+    std::vector<std::uint8_t> initial;  // a guarded tile tensor's bytes before the launch (padding and guard included)
 };
+
+constexpr std::uint8_t kSentinel = 0x5A;  // row padding and guard bytes: no kernel writes this pattern by chance
+constexpr std::size_t kGuardBytes = 256;  // after a guarded tile tensor's last row
+
+// A rows x cols tile tensor stored with row pitch `ld`, followed by kGuardBytes: the logical elements from
+// `logical` (or, without values, 0xFF bytes: NaN in bf16, f16 and f32), padding and guard the sentinel.
+DeviceTensor guarded_tile(const std::vector<double>* logical, DType dtype, std::int64_t rows, std::int64_t cols,
+                          std::int64_t ld) {
+    const std::size_t elem = size_of(dtype);
+    std::vector<std::uint8_t> bytes(static_cast<std::size_t>(rows * ld) * elem + kGuardBytes, kSentinel);
+    const std::vector<std::uint8_t> values =
+        logical ? encode(*logical, dtype) : std::vector<std::uint8_t>(static_cast<std::size_t>(rows * cols) * elem, 0xFF);
+    for (std::int64_t r = 0; r < rows; ++r)
+        std::copy_n(values.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(r * cols) * elem),
+                    static_cast<std::size_t>(cols) * elem,
+                    bytes.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(r * ld) * elem));
+    DeviceTensor t{dtype, {rows, cols}, ld, DeviceBuffer(bytes.size()), bytes};
+    Driver::instance().copy_to_device(t.buffer.ptr(), bytes.data(), bytes.size());
+    return t;
+}
+
+// The logical elements of a guarded tile tensor's bytes, row by row.
+std::vector<std::uint8_t> logical_bytes(const DeviceTensor& t, const std::vector<std::uint8_t>& bytes) {
+    const std::size_t elem = size_of(t.dtype), row = static_cast<std::size_t>(t.shape[1]) * elem;
+    std::vector<std::uint8_t> out;
+    out.reserve(static_cast<std::size_t>(t.shape[0]) * row);
+    for (std::int64_t r = 0; r < t.shape[0]; ++r) {
+        const auto first = bytes.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(r * t.ld) * elem);
+        out.insert(out.end(), first, first + static_cast<std::ptrdiff_t>(row));
+    }
+    return out;
+}
+
+// Bytes of a guarded tile tensor that changed where nothing may write: its padding and guard, or anywhere in an
+// input.
+std::int64_t clobbered_bytes(const DeviceTensor& t, const std::vector<std::uint8_t>& bytes, bool input) {
+    const std::size_t elem = size_of(t.dtype), row = static_cast<std::size_t>(t.shape[1]) * elem,
+                      pitch = static_cast<std::size_t>(t.ld) * elem;
+    std::int64_t changed = 0;
+    for (std::size_t i = 0; i < bytes.size(); ++i) {
+        const bool logical = i < static_cast<std::size_t>(t.shape[0]) * pitch && i % pitch < row;
+        if ((input || !logical) && bytes[i] != t.initial[i]) ++changed;
+    }
+    return changed;
+}
 
 DeviceTensor upload(const std::vector<double>& stored_values, DType dtype, std::vector<std::int64_t> shape,
                     std::int64_t ld) {
-    DeviceTensor t{dtype, std::move(shape), ld, DeviceBuffer(stored_values.size() * size_of(dtype))};
+    DeviceTensor t{dtype, std::move(shape), ld, DeviceBuffer(stored_values.size() * size_of(dtype)), {}};
     const auto bytes = encode(stored_values, dtype);
     Driver::instance().copy_to_device(t.buffer.ptr(), bytes.data(), bytes.size());
     return t;
@@ -56,7 +103,7 @@ DeviceTensor poisoned(DType dtype, std::vector<std::int64_t> shape) {
     std::size_t count = 1;
     for (auto e : shape) count *= static_cast<std::size_t>(e);
     const std::int64_t ld = shape.size() == 2 ? shape[1] : 0;
-    DeviceTensor t{dtype, std::move(shape), ld, DeviceBuffer(count * size_of(dtype))};
+    DeviceTensor t{dtype, std::move(shape), ld, DeviceBuffer(count * size_of(dtype)), {}};
     Driver::instance().memset8(t.buffer.ptr(), 0xFF, count * size_of(dtype));
     return t;
 }
@@ -129,6 +176,7 @@ OutputReport compare(const std::string& name, DType dtype, const std::vector<dou
 
 std::string CheckReport::summary() const {
     std::string s;
+    for (const std::string& c : clobbered) s += "  CLOBBERED " + c + "\n";
     for (const OutputReport& o : outputs)
         s += fmt::format("  {:<18} {:>4} {:>10} elems  rel {:.2e} (tol {:.0e})  max {:.2e} (tol {:.0e})  "
                          "unwritten {}  {}\n",
@@ -174,6 +222,11 @@ CheckReport check_on_device(const Kernel& kernel, const CheckProblem& p) {
     }
 
     const std::int64_t index_limit = domain == Domain::Finalize ? m : n;
+    // A tile tensor's row pitch: its columns plus p.tile_pad, rounded up to the elements one access moves.
+    const auto padded_pitch = [&p](const Binding& b, std::int64_t cols) {
+        const std::int64_t v = values_per_pair(b.width);
+        return cols + (p.tile_pad + v - 1) / v * v;
+    };
     for (const Binding& b : g.bindings) {
         std::vector<std::int64_t> shape;
         if (b.kind == Kind::Tile) shape = {m, columns(b.width, n)};
@@ -200,10 +253,15 @@ CheckReport check_on_device(const Kernel& kernel, const CheckProblem& p) {
                                                                                                   : Distribution::Positive;
                 auto values = random_values(rng, count, b.dtype, d, 1.0, index_limit);
                 ref.inputs[b.name] = HostTensor{b.dtype, std::vector<long long>(shape.begin(), shape.end()), values};
-                device[b.name] = upload(values, b.dtype, shape, shape.size() == 2 ? shape[1] : 0);
+                if (is_tile_tensor(b))
+                    device[b.name] = guarded_tile(&values, b.dtype, shape[0], shape[1], padded_pitch(b, shape[1]));
+                else
+                    device[b.name] = upload(values, b.dtype, shape, shape.size() == 2 ? shape[1] : 0);
                 break;
             }
             case BindingRole::Output:
+                device[b.name] = guarded_tile(nullptr, b.dtype, shape[0], shape[1], padded_pitch(b, shape[1]));
+                break;
             case BindingRole::RowPartials:
             case BindingRole::ColPartials:
                 device[b.name] = poisoned(b.dtype, shape);
@@ -222,12 +280,23 @@ CheckReport check_on_device(const Kernel& kernel, const CheckProblem& p) {
                      : domain == Domain::Tile  ? fmt::format("M={} N={}", m, n)
                                                : fmt::format("M={} N={} K={}{}", m, n, k,
                                                              p.operand_pad ? fmt::format(" pad={}", p.operand_pad) : "");
+    if (p.tile_pad) report.problem += fmt::format(" tile_pad={}", p.tile_pad);
     report.pass = true;
+    for (const Binding& b : g.bindings) {
+        const DeviceTensor* t = device.count(b.name) ? &device[b.name] : nullptr;
+        if (t == nullptr || t->initial.empty()) continue;
+        if (const std::int64_t changed = clobbered_bytes(*t, download(*t), b.role == BindingRole::Input))
+            report.clobbered.push_back(fmt::format("{} ({} bytes of {} changed{})", b.name, changed,
+                                                   b.role == BindingRole::Input ? "an input" : "padding or guard",
+                                                   p.tile_pad ? fmt::format(", row pitch {}", t->ld) : ""));
+    }
+    report.pass = report.clobbered.empty();
     for (const Binding& b : g.bindings) {
         if (b.role == BindingRole::Input || b.role == BindingRole::Partials || b.role == BindingRole::ScalarArg) continue;
         auto it = expected.find(b.name);
         if (it == expected.end()) throw InternalError(fmt::format("reference produced no output '{}'", b.name));
-        const auto bytes = download(device[b.name]);
+        const DeviceTensor& t = device[b.name];
+        const auto bytes = t.initial.empty() ? download(t) : logical_bytes(t, download(t));
         report.outputs.push_back(compare(b.name, b.dtype, decode(bytes, b.dtype), it->second.values));
         report.outputs.back().digest =
             sha256_hex(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));

@@ -1,5 +1,6 @@
 // Runs a compiled kernel on fresh random inputs and checks every output against the CPU reference in
-// double precision: outputs are poisoned (NaN) first, so an element the kernel never wrote fails the check.
+// double precision: outputs are poisoned (NaN) first, so an element the kernel never wrote fails the check; bytes
+// outside a tile tensor's logical extent (row padding, a guard region) must be left as they were.
 #pragma once
 
 #include <cstdint>
@@ -16,6 +17,10 @@ struct CheckProblem {
     std::int64_t k = 256;   // GEMM depth (gemm only)
     std::int64_t t = 3;     // partial rows a finalize combines
     int operand_pad = 0;    // extra elements on the leading dimension of A and B (0 keeps them tight)
+    // Extra elements on the row pitch of every tile tensor (inputs, outputs, accumulates; rounded up to what one
+    // access moves). The padding, and a guard region after each tile tensor, hold a sentinel that must survive the
+    // launch: an output may be a view into a wider tensor, whose other columns are someone else's data.
+    int tile_pad = 0;
     std::uint64_t seed = 1;
 };
 
@@ -36,6 +41,8 @@ struct CheckReport {
     std::string kernel;
     std::string problem;  // e.g. "M=1000 N=1000 K=1000"
     std::vector<OutputReport> outputs;
+    // Tile tensors whose row padding or guard region (or, for inputs, any byte) the launch changed.
+    std::vector<std::string> clobbered;
     bool pass = false;
     std::string summary() const;  // one line per output
 };

@@ -395,11 +395,13 @@ __device__ __forceinline__ void hopper_gemm_body(const GemmProblem& problem, con
     const int rank = Tr::kCluster > 1 ? sm90::cluster_rank() : 0;
     const TileOrder<Tr::kCluster> order((problem.m + Tr::kBM - 1) / Tr::kBM, (problem.n + Tr::kBN - 1) / Tr::kBN);
     const int k_tiles = (problem.k + Tr::BK - 1) / Tr::BK;
-    // Staging needs every tile tensor (input or output, staged or not: the host encodes the input maps under the
-    // same rule) 16-byte aligned in base and row pitch; otherwise every visit goes to global memory.
+    // Staging needs every tile tensor (input or output, staged or not: the host encodes the maps under the same
+    // rule, hopper_tma.cpp) 16-byte aligned in base and row pitch, and every tile output's logical rows whole 16-byte
+    // units; otherwise every visit goes to global memory.
     const bool stage_tiles = (Tr::kStageInputs || Tr::kStageOutputs) &&
                              detail::aligned_16<detail::TileInputTable<Epilogue>>(args) &&
-                             detail::aligned_16<detail::TileOutputTable<Epilogue>>(args);
+                             detail::aligned_16<detail::TileOutputTable<Epilogue>>(args) &&
+                             detail::whole_row_units<detail::TileOutputTable<Epilogue>>(problem.n);
     const bool stage_inputs = Tr::kStageInputs && stage_tiles;
 
     if (warpgroup == 0) {

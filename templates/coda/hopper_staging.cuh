@@ -22,9 +22,11 @@
 //     likewise for outputs).
 //   - Layout: SwizzledChunk (TMA-swizzled boxes, one tensor map per tensor), for inputs and outputs alike.
 //   - Staging needs 16-byte units: every tile tensor's base and row pitch must be multiples of 16 bytes (TMA's
-//     rule). detail::aligned_16 checks that at run time; the mainloop otherwise visits with GlobalTiles.
+//     rule), and every tile output's logical row too (a TMA store writes whole 16-byte units, whatever the tensor
+//     map's bounds). detail::aligned_16 and detail::whole_row_units check that at run time; the mainloop otherwise
+//     visits with GlobalTiles.
 //   - Rows outside M and columns outside N are never written (TMA zero-fills them on input and clips them on
-//     output); no visit reads them.
+//     output, to the 16-byte units above); no visit reads them.
 //   - Synchronization is the caller's: the input ring's mbarriers (hopper_gemm.cuh) between a chunk's load and
 //     its visits and between its visits and the next load into its buffer; for outputs, a proxy fence by every
 //     thread and a named barrier over the warpgroup between a chunk's visits and its TMA store, and the store's
@@ -64,6 +66,17 @@ __device__ bool aligned_16(const Args& args) {
         all = all && ((reinterpret_cast<unsigned long long>(v.base) | static_cast<unsigned long long>(v.row_bytes)) &
                       15ull) == 0;
     }
+    return all;
+}
+
+// Whether every tensor of Table's logical rows (n / 2 column pairs) are whole 16-byte units. A TMA store writes
+// whole 16-byte units even where a row ends inside one: the rest of that unit is the row's padding (or the next
+// row), someone else's data when the tensor is a view into a wider one. Measured on an H200: an f16 output of
+// N = 676 (1352 bytes a row) had columns 676..679 of every row overwritten. So staged outputs need this.
+template <class Table>
+__device__ bool whole_row_units(int n) {
+    bool all = true;
+    for (int i = 0; i < Table::kCount; ++i) all = all && (n / 2 * Table::pair_bytes(i)) % 16 == 0;
     return all;
 }
 

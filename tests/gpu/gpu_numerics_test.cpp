@@ -19,66 +19,22 @@
 #include "mainloop/hopper.hpp"
 #include "support/random_graph.hpp"
 #include "verify/device_check.hpp"
+#include "gpu/gpu_support.hpp"
 
 using namespace coda;
+using namespace coda::test;
 
 namespace {
-
-void require_pass(const verify::CheckReport& report) {
-    INFO(report.kernel << " " << report.problem << "\n" << report.summary());
-    CHECK(report.pass);
-}
-
-struct Build {
-    Graph graph;
-    CompileOptions options;
-};
-
-// Compiles graphs on all host cores first, so the checks below find them in the cache.
-void warm_in_parallel(const std::vector<Build>& builds) {
-    std::vector<std::thread> threads;
-    std::atomic<std::size_t> next{0};
-    const unsigned workers = std::max(1u, std::min(16u, std::thread::hardware_concurrency()));
-    for (unsigned t = 0; t < workers; ++t)
-        threads.emplace_back([&] {
-            for (std::size_t i = next++; i < builds.size(); i = next++)
-                Runtime::instance().compile(builds[i].graph, builds[i].options);
-        });
-    for (auto& t : threads) t.join();
-}
 
 struct Shape {
     std::int64_t m, n, k;
     int pad;  // extra leading-dimension elements on A and B: a pad of 2 forces the non-16-byte load path
 };
 
-CompileOptions options_for(const KernelConfig& config) {
-    CompileOptions options;
-    options.config = config;
-    return options;
-}
-
-// The main Hopper configs, one per schedule.
-KernelConfig hopper_cooperative() { return HopperConfig{128, 256, 4, Schedule::Cooperative, 1}; }
-KernelConfig hopper_pingpong() { return HopperConfig{128, 128, 6, Schedule::PingPong, 1}; }
-
-// The mainloop configs the GEMM checks run under: the portable mainloop always; on an sm_90a device also the
-// two main Hopper configs, then the other named Hopper configs. Those last run only a subset of the cases
-// (see runs_every_case), which keeps the compile count and the test time down.
-std::vector<KernelConfig> gemm_configs_under_test() {
-    std::vector<KernelConfig> configs = {PortableConfig{}};
-    Driver::instance().ensure_context();
-    if (Driver::instance().current_device().arch != "sm_90a") return configs;
-    configs.push_back(hopper_cooperative());
-    configs.push_back(hopper_pingpong());
-    for (const NamedConfig& named : hopper_mainloop().candidates())
-        if (std::find(configs.begin(), configs.end(), named.config) == configs.end()) configs.push_back(named.config);
-    return configs;
-}
-
 bool runs_every_case(const KernelConfig& config) {
     return config == PortableConfig{} || config == hopper_cooperative() || config == hopper_pingpong();
 }
+
 
 // The Hopper mainloop loads A and B by TMA, which needs every row to start on a 16-byte boundary: a leading
 // dimension that is a multiple of 8 elements (inputs are 16-bit; check_on_device allocates each operand on its

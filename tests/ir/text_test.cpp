@@ -264,3 +264,27 @@ TEST_CASE("the parser leaves validation to check_graph", "[ir]") {
     CHECK(g.nodes().size() == 3);
     CHECK(std::isnan(g.node(2).value));
 }
+
+TEST_CASE("target lines attach an arch and a config text to the graph before them", "[ir]") {
+    const std::vector<ParsedGraph> graphs = parse_graph_file(
+        "graph a tile\n%x = tile_input f32 full\n%y = store f32 %x\ntarget arch=sm_90a\n"
+        "graph b gemm\n%acc = accumulator\n%d = store bf16 %acc\ntarget arch=sm_80 config=portable bm=64  \n"
+        "target arch=sm_90a config=hopper bm=128 bn=256 cooperative # a comment\n",
+        "r.coda");
+    REQUIRE(graphs.size() == 2);
+    REQUIRE(graphs[0].targets.size() == 1);
+    CHECK(graphs[0].targets[0].arch == "sm_90a");
+    CHECK(graphs[0].targets[0].config_text.empty());
+    REQUIRE(graphs[1].targets.size() == 2);
+    CHECK(graphs[1].targets[0].config_text == "portable bm=64");
+    CHECK(graphs[1].targets[1].config_text == "hopper bm=128 bn=256 cooperative");
+    CHECK(graphs[1].targets[1].line == 9);
+    CHECK(target_to_text("sm_80", "portable bm=64") == "target arch=sm_80 config=portable bm=64\n");
+    // The graph's own text is unchanged by its targets.
+    CHECK(to_text(graphs[0].graph) == "graph a tile\n%x = tile_input f32 full\n%y = store f32 %x\n");
+    CHECK_THROWS_WITH(parse_graph_file("target arch=sm_90a\n", "t.coda"), Contains("t.coda:1:") && Contains("before any"));
+    CHECK_THROWS_WITH(parse_graph_file("graph a tile\ntarget sm_90a\n", "t.coda"),
+                      Contains("t.coda:2:") && Contains("expected `target arch=ARCH"));
+    CHECK_THROWS_WITH(parse_graph_file("graph a tile\ntarget arch=sm_90a hopper\n", "t.coda"),
+                      Contains("expected config=CONFIG"));
+}

@@ -1,0 +1,114 @@
+// GPU checks at the edges a user finds first: outputs that are views into wider tensors (row padding and what lies
+// beyond the last row must survive every config), operands TMA cannot load (the default config falls back to the
+// portable mainloop; a config the user gave is an error), and epilogues whose column reductions spill registers.
+#include <catch2/catch.hpp>
+
+#include <fmt/format.h>
+
+#include "coda/blocks.hpp"
+#include "coda/error.hpp"
+#include "coda/runtime.hpp"
+#include "coda/text.hpp"
+#include "driver/cuda_driver.hpp"
+#include "gpu/gpu_support.hpp"
+#include "mainloop/hopper.hpp"
+
+using namespace coda;
+using namespace coda::test;
+
+namespace {
+
+verify::CheckProblem problem(std::int64_t m, std::int64_t n, std::int64_t k, int operand_pad, int tile_pad,
+                             std::uint64_t seed) {
+    verify::CheckProblem p;
+    p.m = m;
+    p.n = n;
+    p.k = k;
+    p.operand_pad = operand_pad;
+    p.tile_pad = tile_pad;
+    p.seed = seed;
+    return p;
+}
+
+bool on_hopper() {
+    Driver::instance().ensure_context();
+    return Driver::instance().current_device().arch == "sm_90a";
+}
+
+}  // namespace
+
+TEST_CASE("outputs with row padding keep their padding and what lies after them, on every config", "[gpu]") {
+    // The graph and shape that overwrote columns 676..679 of every row of an f16 output of row pitch 680.
+    const Graph found = parse_graph("graph g gemm in=bf16 a=mn b=k\n%t0 = tile_input f32 full\n%acc = accumulator\n"
+                                    "%_2 = add %t0 %acc\n%out0 = store f16 %_2\n");
+    std::vector<Build> builds;
+    const std::vector<KernelConfig> configs = gemm_configs_under_test();
+    for (const KernelConfig& config : configs) builds.push_back({found, options_for(config)});
+    std::vector<Graph> blocks;
+    for (const Graph& g : blocks::llama_block())
+        if (g.domain() == Domain::Gemm) blocks.push_back(g);
+    // The block's epilogues on the default config and the two main Hopper configs.
+    std::vector<CompileOptions> block_options = {CompileOptions{}};
+    if (on_hopper()) {
+        block_options.push_back(options_for(hopper_cooperative()));
+        block_options.push_back(options_for(hopper_pingpong()));
+    }
+    for (const Graph& g : blocks)
+        for (const CompileOptions& o : block_options) builds.push_back({g, o});
+    warm_in_parallel(builds);
+
+    std::uint64_t seed = 13;
+    for (const KernelConfig& config : configs) {
+        INFO("config: " << config.to_text());
+        const Kernel k = Runtime::instance().compile(found, options_for(config));
+        // lda = 546 + 6 = 552 and ldb = 442 + 6 = 448, as TMA needs; t0 and out0 of row pitch 680 for N = 676.
+        require_pass(verify::check_on_device(k, problem(546, 676, 442, 6, 4, seed++)));
+        // N = 680: every row is whole 16-byte units, so the Hopper mainloop stages and stores by TMA.
+        require_pass(verify::check_on_device(k, problem(546, 680, 442, 6, 8, seed++)));
+    }
+    for (const Graph& g : blocks)
+        for (const CompileOptions& o : block_options) {
+            const Kernel k = Runtime::instance().compile(g, o);
+            INFO(g.name() << " config: " << k.config()->to_text());
+            for (const std::int64_t n : {676, 680})
+                require_pass(verify::check_on_device(k, problem(300, n, 264, 0, 8, seed++)));
+        }
+}
+
+TEST_CASE("operands TMA cannot load run on the portable mainloop unless the user gave a config", "[gpu]") {
+    if (!on_hopper()) return;  // elsewhere the default is the portable mainloop already
+    const Graph g = blocks::out_proj();
+    const Kernel by_default = Runtime::instance().compile(g);
+    REQUIRE(by_default.config());
+    REQUIRE(by_default.config()->hopper() != nullptr);
+    // K = 1001: A's leading dimension is odd. K = 1000 with a pad of 2: 1002, not a multiple of 8.
+    require_pass(verify::check_on_device(by_default, problem(1000, 1000, 1001, 0, 0, 1)));
+    require_pass(verify::check_on_device(by_default, problem(1000, 1000, 1000, 2, 0, 2)));
+    // A config the user gave is kept: the launch is an error that says why and what to do.
+    for (const KernelConfig& config : {hopper_pingpong(), hopper_cooperative()}) {
+        const Kernel pinned = Runtime::instance().compile(g, options_for(config));
+        CHECK_THROWS_WITH(verify::check_on_device(pinned, problem(1000, 1000, 1001, 0, 0, 3)),
+                          Catch::Contains("16-byte aligned rows") &&
+                              Catch::Contains("without a config in CompileOptions"));
+    }
+    // The fallback kernel is compiled once and reused.
+    require_pass(verify::check_on_device(by_default, problem(777, 1000, 1001, 0, 0, 5)));
+}
+
+TEST_CASE("epilogues whose column reductions spill registers still compute the right values", "[gpu]") {
+    if (!on_hopper()) return;
+    // Two full-width column reductions keep 2 x 64 partials a thread beside 128 accumulators at bn = 256: ptxas
+    // spills (README "Limits"), and coda warns when it compiles the kernel.
+    Graph g = Graph::gemm("two_col_reductions");
+    Value acc = g.accumulator();
+    Value x = acc + g.tile_input("x", DType::BF16);
+    g.store(x, "y", DType::BF16);
+    g.reduce_col(x, ReduceOp::Sum, "col_sum");
+    g.reduce_col(x, ReduceOp::SumSq, "col_sumsq");
+    std::uint64_t seed = 40;
+    for (const KernelConfig& config : gemm_configs_under_test()) {
+        const Kernel k = Runtime::instance().compile(g, options_for(config));
+        INFO(config.to_text() << ": " << k.report().spill_bytes << " bytes of spills");
+        require_pass(verify::check_on_device(k, problem(1000, 1000, 520, 0, 0, seed++)));
+    }
+}

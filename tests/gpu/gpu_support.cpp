@@ -1,0 +1,53 @@
+// The GPU tests' shared helpers (gpu_support.hpp).
+#include "gpu/gpu_support.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <thread>
+
+#include "driver/cuda_driver.hpp"
+#include "mainloop/hopper.hpp"
+
+namespace coda::test {
+
+void require_pass(const verify::CheckReport& report) {
+    INFO(report.kernel << " " << report.problem << "\n" << report.summary());
+    CHECK(report.pass);
+}
+
+void warm_in_parallel(const std::vector<Build>& builds) {
+    std::vector<std::thread> threads;
+    std::atomic<std::size_t> next{0};
+    const unsigned workers = std::max(1u, std::min(16u, std::thread::hardware_concurrency()));
+    for (unsigned t = 0; t < workers; ++t)
+        threads.emplace_back([&] {
+            for (std::size_t i = next++; i < builds.size(); i = next++)
+                Runtime::instance().compile(builds[i].graph, builds[i].options);
+        });
+    for (auto& t : threads) t.join();
+}
+
+CompileOptions options_for(const KernelConfig& config) {
+    CompileOptions options;
+    options.config = config;
+    return options;
+}
+
+KernelConfig hopper_cooperative() { return HopperConfig{128, 256, 4, Schedule::Cooperative, 1}; }
+KernelConfig hopper_pingpong() { return HopperConfig{128, 128, 6, Schedule::PingPong, 1}; }
+
+std::vector<KernelConfig> gemm_configs_under_test() {
+    std::vector<KernelConfig> configs = {PortableConfig{}};
+    Driver::instance().ensure_context();
+    if (Driver::instance().current_device().arch != "sm_90a") return configs;
+    configs.push_back(hopper_cooperative());
+    configs.push_back(hopper_pingpong());
+    for (const NamedConfig& named : hopper_mainloop().candidates())
+        if (std::find(configs.begin(), configs.end(), named.config) == configs.end()) configs.push_back(named.config);
+    return configs;
+}
+
+
+}  // namespace coda::test
