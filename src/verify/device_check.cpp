@@ -196,8 +196,9 @@ CheckReport check_on_device(const Kernel& kernel, const CheckProblem& p) {
     ref.n = n;
     ref.k = k;
     ref.t = p.t;
-    ref.bm = kernel.tile().bm;
-    ref.bn = kernel.tile().bn;
+    // The kernel's tile cuts reduction partials; a finalizer has none (0 x 0) and cuts nothing.
+    ref.bm = std::max(1, kernel.tile().bm);
+    ref.bn = std::max(1, kernel.tile().bn);
 
     Args args;
     std::map<std::string, DeviceTensor> device;
@@ -260,7 +261,10 @@ CheckReport check_on_device(const Kernel& kernel, const CheckProblem& p) {
                 break;
             }
             case BindingRole::Output:
-                device[b.name] = guarded_tile(nullptr, b.dtype, shape[0], shape[1], padded_pitch(b, shape[1]));
+                if (is_tile_tensor(b))
+                    device[b.name] = guarded_tile(nullptr, b.dtype, shape[0], shape[1], padded_pitch(b, shape[1]));
+                else
+                    device[b.name] = poisoned(b.dtype, shape);
                 break;
             case BindingRole::RowPartials:
             case BindingRole::ColPartials:
