@@ -60,25 +60,12 @@ std::string rule_text(rules::Rule r) {
 }
 
 const HopperConfig& hopper_of(const KernelConfig& config, const char* where) {
-    const HopperConfig* c = config.hopper();
-    if (c == nullptr) throw InternalError(fmt::format("the Hopper mainloop's {} was given no HopperConfig", where));
-    return *c;
+    return config_as<HopperConfig>(config, "Hopper", where);
 }
-
 const HopperConfig& hopper_of(const std::optional<KernelConfig>& config, const char* where) {
-    if (!config) throw InternalError(fmt::format("the Hopper mainloop's {} was given no config", where));
-    return hopper_of(*config, where);
+    return config_as<HopperConfig>(config, "Hopper", where);
 }
 
-HopperConfig hopper(int bm, int bn, int stages, Schedule schedule, int cluster_m = 1) {
-    HopperConfig c;
-    c.bm = bm;
-    c.bn = bn;
-    c.stages = stages;
-    c.schedule = schedule;
-    c.cluster_m = cluster_m;
-    return c;
-}
 
 // Why TMA cannot read operand `name`, or "".
 std::string tma_rule(const char* name, const void* base, long long ld) {
@@ -191,14 +178,14 @@ public:
     // counts fill about 200 KB of shared memory (the template drops stages if the epilogue needs room).
     std::vector<NamedConfig> candidates() const override {
         return {
-            {"h128x256", hopper(128, 256, 4, Schedule::Cooperative)},
-            {"h256x128", hopper(256, 128, 4, Schedule::Cooperative)},
-            {"h128x128", hopper(128, 128, 6, Schedule::Cooperative)},
-            {"hp128x128", hopper(128, 128, 6, Schedule::PingPong)},
-            {"hp64x256", hopper(64, 256, 5, Schedule::PingPong)},
+            {"h128x256", HopperConfig{128, 256, 4, Schedule::Cooperative, 1}},
+            {"h256x128", HopperConfig{256, 128, 4, Schedule::Cooperative, 1}},
+            {"h128x128", HopperConfig{128, 128, 6, Schedule::Cooperative, 1}},
+            {"hp128x128", HopperConfig{128, 128, 6, Schedule::PingPong, 1}},
+            {"hp64x256", HopperConfig{64, 256, 5, Schedule::PingPong, 1}},
             // Pairs of CTAs along M that share B by TMA multicast: half of B's L2 reads.
-            {"h128x256c2", hopper(128, 256, 4, Schedule::Cooperative, 2)},
-            {"hp128x128c2", hopper(128, 128, 6, Schedule::PingPong, 2)},
+            {"h128x256c2", HopperConfig{128, 256, 4, Schedule::Cooperative, 2}},
+            {"hp128x128c2", HopperConfig{128, 128, 6, Schedule::PingPong, 2}},
         };
     }
 

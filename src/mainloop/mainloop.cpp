@@ -20,6 +20,10 @@ KernelConfig Mainloop::base_config() const {
     throw InternalError(fmt::format("the {} mainloop takes no config, yet was asked for its defaults", name()));
 }
 
+void throw_wrong_config(std::string_view mainloop, const char* where) {
+    throw InternalError(fmt::format("the {} mainloop's {} was given another mainloop's config, or none", mainloop, where));
+}
+
 void expect_reported(const LoadedModule& module, const char* what, int reported, int expected) {
     if (reported != expected)
         throw InternalError(fmt::format("kernel '{}' reports {} = {}; its config asked for {}", module.name, what,

@@ -98,6 +98,24 @@ public:
                                            const std::optional<KernelConfig>& config) const = 0;
 };
 
+// The `Config` alternative of a config given to the mainloop named `mainloop` (its `where` asks); an InternalError
+// when it holds another one or none: mainloop_for hands each mainloop only its own configs. (Two overloads, so that
+// the reference returned always points into the caller's config, never into a temporary optional.)
+[[noreturn]] void throw_wrong_config(std::string_view mainloop, const char* where);
+
+template <class Config>
+const Config& config_as(const KernelConfig& config, std::string_view mainloop, const char* where) {
+    const Config* c = std::get_if<Config>(&config.alternatives());
+    if (c == nullptr) throw_wrong_config(mainloop, where);
+    return *c;
+}
+
+template <class Config>
+const Config& config_as(const std::optional<KernelConfig>& config, std::string_view mainloop, const char* where) {
+    if (!config) throw_wrong_config(mainloop, where);
+    return config_as<Config>(*config, mainloop, where);
+}
+
 // An InternalError when the kernel's report differs from what the host expected of its config.
 void expect_reported(const LoadedModule& module, const char* what, int reported, int expected);
 

@@ -40,14 +40,10 @@ std::string rule_text(rules::Rule r) {
 }
 
 const PortableConfig& portable_of(const KernelConfig& config, const char* where) {
-    const PortableConfig* c = config.portable();
-    if (c == nullptr) throw InternalError(fmt::format("the portable mainloop's {} was given no PortableConfig", where));
-    return *c;
+    return config_as<PortableConfig>(config, "portable", where);
 }
-
 const PortableConfig& portable_of(const std::optional<KernelConfig>& config, const char* where) {
-    if (!config) throw InternalError(fmt::format("the portable mainloop's {} was given no config", where));
-    return portable_of(*config, where);
+    return config_as<PortableConfig>(config, "portable", where);
 }
 
 // One CTA per bm x bn tile: grid (M-tiles, N-tiles).
