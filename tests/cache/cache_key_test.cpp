@@ -54,7 +54,8 @@ TEST_CASE("cache_key is deterministic and changes with every part", "[cache]") {
     CHECK(changed([](auto& p) { p.flags.push_back("-lineinfo"); }));
     CHECK(changed([](auto& p) { std::swap(p.flags.front(), p.flags.back()); }));
     CHECK(changed([](auto& p) { p.flags.clear(); }));
-    CHECK(keys.size() == 9);  // and all the changed keys differ from one another
+    CHECK(changed([](auto& p) { p.source_digest = "0123"; }));
+    CHECK(keys.size() == 10);  // and all the changed keys differ from one another
 }
 
 TEST_CASE("cache_key cannot be fooled by moving text between parts", "[cache]") {

@@ -19,7 +19,7 @@ class ScopedEnv {
 public:
     ScopedEnv() {
         for (const char* name : {"CODA_CACHE_DIR", "CODA_DISK_CACHE", "CODA_LOG_LEVEL", "CODA_DUMP_DIR", "CODA_ARCH",
-                                 "XDG_CACHE_HOME", "HOME"}) {
+                                 "CODA_RECORD", "XDG_CACHE_HOME", "HOME"}) {
             const char* value = ::getenv(name);
             saved_[name] = value ? std::optional<std::string>(value) : std::nullopt;
             ::unsetenv(name);
@@ -78,7 +78,9 @@ TEST_CASE("each CODA_ variable is parsed", "[config]") {
     env.set("CODA_LOG_LEVEL", "DEBUG");
     env.set("CODA_DUMP_DIR", "/tmp/coda-dumps");
     env.set("CODA_ARCH", "sm_90a");
+    env.set("CODA_RECORD", "/tmp/coda-record");
     coda::Settings s = coda::Settings::from_environment();
+    CHECK(s.record_dir == std::filesystem::path("/tmp/coda-record"));
     CHECK(s.cache_dir == std::filesystem::path("/data/kernels/"));
     CHECK_FALSE(s.disk_cache);
     CHECK(s.log_level == "debug");
