@@ -15,6 +15,13 @@ struct CacheEntry {
     std::vector<ResourceUsage> resources;   // from the ptxas report of the compile
     std::string description;                // one line: graph name, hash, arch, config
     std::string source;                     // generated CUDA, for `coda dump`-like inspection
+
+    // The ptxas report of the kernel itself (not of a device function it calls), or nullptr without a report.
+    const ResourceUsage* kernel_usage() const {
+        for (const ResourceUsage& u : resources)
+            if (u.function == kernel_name) return &u;
+        return nullptr;
+    }
 };
 
 }  // namespace coda

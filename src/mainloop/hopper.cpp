@@ -164,15 +164,13 @@ public:
     }
 
     bool default_on(const std::string& arch) const override { return arch == kHopperArch; }
+    // HopperConfig{} is also the default at every shape (Mainloop::default_config): ping-pong 128 x 128, 6 stages.
+    // Measured with `coda tune` on an H200 over the benchmark shape set (docs/PERFORMANCE.md, 2026-12-03, third
+    // session: lean mainloop, clocks settled before timing): out-proj ran fastest on it at 11 of 12 shapes (0.5%
+    // behind at the twelfth); the identity at all 12 in one call (1-8% ahead of cooperative 128 x 256) and within
+    // 2.3% of the winner in another. One consumer's epilogue runs during the other's mainloop, and its shared memory
+    // leaves room to stage tile inputs and outputs. Other shapes and GPUs: `coda tune`.
     KernelConfig base_config() const override { return HopperConfig{}; }
-
-    // The default at every shape is HopperConfig{}: ping-pong 128 x 128, 6 stages. Measured with `coda tune` on an
-    // H200 over the benchmark shape set (docs/PERFORMANCE.md, 2026-12-03, third session: lean mainloop, clocks
-    // settled before timing): out-proj ran fastest on it at 11 of 12 shapes (0.5% behind at the twelfth); the
-    // identity at all 12 in one call (1-8% ahead of cooperative 128 x 256) and within 2.3% of the winner in
-    // another. One consumer's epilogue runs during the other's mainloop, and its shared memory leaves room to stage
-    // tile inputs and outputs. Other shapes and GPUs: `coda tune`.
-    KernelConfig default_config(const Graph&, const ProblemShape&) const override { return HopperConfig{}; }
 
     // Each consumer warpgroup holds a 64 x 256 or 128 x 128 fp32 accumulator (128 registers a thread); the stage
     // counts fill about 200 KB of shared memory (the template drops stages if the epilogue needs room).

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "coda/error.hpp"
+#include "driver/cuda_driver.hpp"
 
 namespace coda {
 
@@ -18,6 +19,45 @@ KernelConfig Mainloop::parse_config(const std::vector<std::string>&, const std::
 
 KernelConfig Mainloop::base_config() const {
     throw InternalError(fmt::format("the {} mainloop takes no config, yet was asked for its defaults", name()));
+}
+
+namespace {
+
+constexpr long long kMaxGridY = 65535;  // CUDA's limit on gridDim.y, which counts the column tiles
+
+long long tiles(long long extent, int tile) { return (extent + tile - 1) / tile; }
+
+class TileGridLauncher final : public Launcher {
+public:
+    TileGridLauncher(const LoadedModule& module, TileGridProblem problem) : module_(module), problem_(problem) {}
+
+    std::string unsupported(const LaunchPlan& plan) const override {
+        const long long tiles_n = tiles(plan.n, module_.info.tile_n);
+        if (tiles_n > kMaxGridY)
+            return fmt::format("N = {} needs {} column tiles of {}, more than the {} a grid allows", plan.n, tiles_n,
+                               module_.info.tile_n, kMaxGridY);
+        return "";
+    }
+
+    void launch(const LaunchPlan& plan, CUstream stream) const override {
+        void* problem = problem_ == TileGridProblem::Gemm ? static_cast<void*>(const_cast<GemmProblem*>(&plan.gemm))
+                                                          : static_cast<void*>(const_cast<TileProblem*>(&plan.tile));
+        void* params[] = {problem, const_cast<std::uint64_t*>(plan.slots.data())};
+        Driver::instance().launch(module_.function, static_cast<unsigned>(tiles(plan.m, module_.info.tile_m)),
+                                  static_cast<unsigned>(tiles(plan.n, module_.info.tile_n)), 1,
+                                  static_cast<unsigned>(module_.info.threads),
+                                  static_cast<unsigned>(module_.info.smem_bytes), stream, params);
+    }
+
+private:
+    LoadedModule module_;
+    TileGridProblem problem_;
+};
+
+}  // namespace
+
+std::unique_ptr<Launcher> tile_grid_launcher(const LoadedModule& module, TileGridProblem problem) {
+    return std::make_unique<TileGridLauncher>(module, problem);
 }
 
 void throw_wrong_config(std::string_view mainloop, const char* where) {

@@ -116,6 +116,12 @@ const Config& config_as(const std::optional<KernelConfig>& config, std::string_v
     return config_as<Config>(*config, mainloop, where);
 }
 
+// The launcher of kernels that run one CTA per output tile (the portable GEMM, tile programs): grid (M-tiles,
+// N-tiles) of the tile the kernel reports; parameters (problem, slots), the problem being the plan's member that
+// `problem` names.
+enum class TileGridProblem { Gemm, Tile };
+std::unique_ptr<Launcher> tile_grid_launcher(const LoadedModule& module, TileGridProblem problem);
+
 // An InternalError when the kernel's report differs from what the host expected of its config.
 void expect_reported(const LoadedModule& module, const char* what, int reported, int expected);
 

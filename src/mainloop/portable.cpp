@@ -1,5 +1,5 @@
 // The portable mainloop's host side: PortableConfig's text and rules (templates/coda/portable_rules.cuh, shared
-// with the template), its template arguments, and a launch of one CTA per tile.
+// with the template), its template arguments, and a launch of one CTA per tile (tile_grid_launcher).
 #include "mainloop/portable.hpp"
 
 #include <algorithm>
@@ -8,7 +8,6 @@
 
 #include "coda/error.hpp"
 #include "coda/portable_rules.cuh"
-#include "driver/cuda_driver.hpp"
 #include "mainloop/config_words.hpp"
 #include "util/arch.hpp"
 
@@ -16,8 +15,6 @@ namespace coda {
 namespace {
 
 namespace rules = portable_rules;
-
-constexpr long long kMaxGridY = 65535;  // CUDA's limit on gridDim.y, which counts the column tiles
 
 std::string rule_text(rules::Rule r) {
     switch (r) {
@@ -45,31 +42,6 @@ const PortableConfig& portable_of(const KernelConfig& config, const char* where)
 const PortableConfig& portable_of(const std::optional<KernelConfig>& config, const char* where) {
     return config_as<PortableConfig>(config, "portable", where);
 }
-
-// One CTA per bm x bn tile: grid (M-tiles, N-tiles).
-class PortableLauncher final : public Launcher {
-public:
-    PortableLauncher(const LoadedModule& module) : module_(module) {}
-
-    std::string unsupported(const LaunchPlan& plan) const override {
-        const long long tiles_n = (plan.n + module_.info.tile_n - 1) / module_.info.tile_n;
-        if (tiles_n > kMaxGridY)
-            return fmt::format("N = {} needs {} column tiles of {}, more than the {} a grid allows", plan.n, tiles_n,
-                               module_.info.tile_n, kMaxGridY);
-        return "";
-    }
-
-    void launch(const LaunchPlan& plan, CUstream stream) const override {
-        const auto tiles = [](long long extent, int tile) { return static_cast<unsigned>((extent + tile - 1) / tile); };
-        void* params[] = {const_cast<GemmProblem*>(&plan.gemm), const_cast<std::uint64_t*>(plan.slots.data())};
-        Driver::instance().launch(module_.function, tiles(plan.m, module_.info.tile_m), tiles(plan.n, module_.info.tile_n),
-                                  1, static_cast<unsigned>(module_.info.threads),
-                                  static_cast<unsigned>(module_.info.smem_bytes), stream, params);
-    }
-
-private:
-    LoadedModule module_;
-};
 
 class PortableMainloop final : public Mainloop {
 public:
@@ -138,7 +110,7 @@ public:
         expect_reported(module, "tile columns", module.info.tile_n, c.bn);
         expect_reported(module, "threads", module.info.threads, rules::threads(c.warps_m, c.warps_n));
         expect_reported(module, "cluster", module.info.cluster, 1);
-        return std::make_unique<PortableLauncher>(module);
+        return tile_grid_launcher(module, TileGridProblem::Gemm);
     }
 };
 

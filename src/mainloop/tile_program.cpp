@@ -4,36 +4,9 @@
 #include <fmt/format.h>
 
 #include "coda/error.hpp"
-#include "driver/cuda_driver.hpp"
 
 namespace coda {
 namespace {
-
-constexpr long long kMaxGridY = 65535;  // CUDA's limit on gridDim.y, which counts the column tiles
-
-unsigned tiles(long long extent, int tile) { return static_cast<unsigned>((extent + tile - 1) / tile); }
-
-class TileProgramLauncher final : public Launcher {
-public:
-    explicit TileProgramLauncher(const LoadedModule& module) : module_(module) {}
-
-    std::string unsupported(const LaunchPlan& plan) const override {
-        if (tiles(plan.n, kTileProgramBN) > kMaxGridY)
-            return fmt::format("N = {} needs {} column tiles of {}, more than the {} a grid allows", plan.n,
-                               tiles(plan.n, kTileProgramBN), kTileProgramBN, kMaxGridY);
-        return "";
-    }
-
-    void launch(const LaunchPlan& plan, CUstream stream) const override {
-        void* params[] = {const_cast<TileProblem*>(&plan.tile), const_cast<std::uint64_t*>(plan.slots.data())};
-        Driver::instance().launch(module_.function, tiles(plan.m, kTileProgramBM), tiles(plan.n, kTileProgramBN), 1,
-                                  static_cast<unsigned>(module_.info.threads),
-                                  static_cast<unsigned>(module_.info.smem_bytes), stream, params);
-    }
-
-private:
-    LoadedModule module_;
-};
 
 class TileProgramMainloop final : public Mainloop {
 public:
@@ -57,7 +30,7 @@ public:
         expect_reported(module, "tile rows", module.info.tile_m, kTileProgramBM);
         expect_reported(module, "tile columns", module.info.tile_n, kTileProgramBN);
         expect_reported(module, "threads", module.info.threads, kTileProgramThreads);
-        return std::make_unique<TileProgramLauncher>(module);
+        return tile_grid_launcher(module, TileGridProblem::Tile);
     }
 };
 

@@ -33,16 +33,14 @@ void dump_source(const std::string& file_name, const std::string& source) {
 // A kernel that spills registers still computes the right values, only slower: say so once, when it is compiled or
 // read from disk (a memory hit was seen before), with what the mainloop suggests.
 void warn_about_spills(const BuiltKernel& built) {
-    for (const ResourceUsage& u : built.cached.entry->resources) {
-        if (u.function != built.cached.entry->kernel_name) continue;
-        const int spills = u.spill_store_bytes + u.spill_load_bytes;
-        if (spills <= 0) continue;
-        const std::string advice = built.target.mainloop->spill_advice();
-        logger("coda.runtime")
-            ->warn("kernel '{}' ({}, {}) spills {} bytes of registers to local memory: it runs correctly, but slower{}{}",
-                   built.name, built.target.arch, built.target.mainloop->key_text(built.target.config), spills,
-                   advice.empty() ? "" : "; ", advice);
-    }
+    const ResourceUsage* u = built.cached.entry->kernel_usage();
+    const int spills = u ? u->spill_store_bytes + u->spill_load_bytes : 0;
+    if (spills <= 0) return;
+    const std::string advice = built.target.mainloop->spill_advice();
+    logger("coda.runtime")
+        ->warn("kernel '{}' ({}, {}) spills {} bytes of registers to local memory: it runs correctly, but slower{}{}",
+               built.name, built.target.arch, built.target.mainloop->key_text(built.target.config), spills,
+               advice.empty() ? "" : "; ", advice);
 }
 
 }  // namespace

@@ -103,11 +103,10 @@ BuildReport make_report(const BuiltKernel& built) {
         case CacheHit::Built: r.from = BuildReport::From::Compiled; break;
     }
     r.seconds = built.seconds;
-    for (const ResourceUsage& u : built.cached.entry->resources) {
-        if (u.function != built.cached.entry->kernel_name) continue;
-        r.registers = u.registers;
-        r.spill_bytes = u.spill_store_bytes + u.spill_load_bytes;
-        r.stack_frame_bytes = u.stack_frame_bytes;
+    if (const ResourceUsage* u = built.cached.entry->kernel_usage()) {
+        r.registers = u->registers;
+        r.spill_bytes = u->spill_store_bytes + u->spill_load_bytes;
+        r.stack_frame_bytes = u->stack_frame_bytes;
     }
     return r;
 }
@@ -168,7 +167,7 @@ BuildTarget target_for(const Runtime& rt, const Graph& graph, const std::string&
     BuildTarget t;
     t.arch = arch;
     t.config = o.config ? o.config : rt.default_config(graph, arch, o.shape);
-    t.mainloop = &mainloop_for(graph, o.config ? o.config : t.config, arch);
+    t.mainloop = &mainloop_for(graph, t.config, arch);
     return t;
 }
 
