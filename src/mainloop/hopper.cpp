@@ -15,6 +15,7 @@
 #include "coda/limits.hpp"
 #include "driver/cuda_driver.hpp"
 #include "mainloop/config_words.hpp"
+#include "mainloop/epilogue_cost.hpp"
 #include "mainloop/hopper_tma.hpp"
 #include "util/arch.hpp"
 #include "util/log.hpp"
@@ -171,6 +172,25 @@ public:
     // 2.3% of the winner in another. One consumer's epilogue runs during the other's mainloop, and its shared memory
     // leaves room to stage tile inputs and outputs. Other shapes and GPUs: `coda tune`.
     KernelConfig base_config() const override { return HopperConfig{}; }
+
+    // Ping-pong overlaps one consumer's epilogue with the other's mainloop, so the epilogue's shared-memory
+    // traffic competes with the wgmma operand reads; tile tensors that move by a shared-memory access per visit
+    // (f32, half- or double-width) cost most. When they are heavy against the mainloop's length (K), cooperative
+    // 128 x 128 runs the epilogue on both consumer warpgroups between mainloops instead. Measured on an H200
+    // (`coda tune`, M = 16384, docs/PERFORMANCE.md 2026-12-03, fifth session): swiglu_backward (8 such bytes an
+    // element) ran 1.71x faster cooperative at K = 2048 and 1.30-1.36x at K = 4096; rmsnorm_backward (8 bytes: an
+    // f32 accumulate) ran 1.01x faster ping-pong at K = 6144, 1.23x at K = 12288 and 1.20x at K = 16384; gate/up
+    // (1 byte: the half-width y) and the epilogues without such tensors ran fastest on ping-pong at every K
+    // measured. The threshold sits between K / byte = 512 (cooperative) and 768 (ping-pong): a narrow margin, so
+    // `coda tune` is worth running for epilogues near it.
+    KernelConfig default_config(const Graph& graph, const ProblemShape& shape) const override {
+        constexpr double kPingPongKPerByte = 640;  // ping-pong when K >= this x per-visit bytes an element
+        constexpr long long kUnknownK = 4096;      // a typical hidden size, for a shape not given
+        const long long k = shape.k > 0 ? shape.k : kUnknownK;
+        if (epilogue_traffic(graph).per_visit_bytes * kPingPongKPerByte > static_cast<double>(k))
+            return HopperConfig{128, 128, 6, Schedule::Cooperative, 1};
+        return base_config();
+    }
 
     // Each consumer warpgroup holds a 64 x 256 or 128 x 128 fp32 accumulator (128 registers a thread); the stage
     // counts fill about 200 KB of shared memory (the template drops stages if the epilogue needs room).

@@ -3,13 +3,9 @@
 // and each graph is hashed once.
 #include "runtime/config_choice.hpp"
 
-#include <map>
-#include <memory>
-#include <mutex>
-
 #include "coda/error.hpp"
 #include "driver/cuda_driver.hpp"
-#include "ir/graph_access.hpp"
+#include "ir/graph_memo.hpp"
 #include "ir/hash.hpp"
 #include "mainloop/mainloops.hpp"
 #include "util/log.hpp"
@@ -18,40 +14,10 @@ namespace coda {
 namespace {
 
 // graph_hash prints and hashes the whole graph (microseconds); a compile loop asks for the same graph again and
-// again. Keyed like the runtime's fast path: graphs only grow, so (storage, node count) names one graph for as
-// long as the storage lives.
-class GraphHashMemo {
-public:
-    std::string hash(const Graph& graph) {
-        const std::weak_ptr<const void> storage = detail::GraphAccess::storage(graph);
-        const Key key{storage.lock().get(), graph.nodes().size()};
-        std::lock_guard<std::mutex> lock(mutex_);
-        if (auto it = memo_.find(key); it != memo_.end()) {
-            if (!it->second.storage.expired()) return it->second.hash;
-            memo_.erase(it);
-        }
-        constexpr std::size_t kPruneAbove = 256;  // drop entries of graphs that are gone, now and then
-        if (memo_.size() > kPruneAbove)
-            for (auto it = memo_.begin(); it != memo_.end();)
-                it = it->second.storage.expired() ? memo_.erase(it) : std::next(it);
-        Entry& entry = memo_[key];
-        entry = Entry{storage, graph_hash(graph)};
-        return entry.hash;
-    }
-
-private:
-    using Key = std::pair<const void*, std::size_t>;
-    struct Entry {
-        std::weak_ptr<const void> storage;
-        std::string hash;
-    };
-    std::mutex mutex_;
-    std::map<Key, Entry> memo_;
-};
-
-GraphHashMemo& graph_hash_memo() {
-    static GraphHashMemo memo;
-    return memo;
+// again.
+std::string memoized_graph_hash(const Graph& graph) {
+    static GraphMemo<std::string> memo;
+    return memo.get(graph, [](const Graph& g) { return graph_hash(g); });
 }
 
 // The process's view of the tuning database: created on first use from settings, shared by every Runtime call.
@@ -87,7 +53,7 @@ std::optional<KernelConfig> choose_config(const Graph& graph, const std::string&
         const std::string cls = shape_class(shape);
         // Most lookups miss on GPU or shape class; only a possible hit pays for the graph's hash.
         if (db->has(device.name, cls))
-            if (const TuningRecord* r = db->find(device.name, graph_hash_memo().hash(graph), cls))
+            if (const TuningRecord* r = db->find(device.name, memoized_graph_hash(graph), cls))
                 if (mainloop.owns(r->config)) return r->config;
     }
     return mainloop.default_config(graph, shape);

@@ -1,12 +1,14 @@
 // choose_config, the pure decision behind Runtime::default_config: the portable default off sm_90a, none for graphs
-// without a GEMM, the Hopper default (ping-pong 128x128) on sm_90a, and a tuned record only for the GPU, graph and
-// shape class it was measured on.
+// without a GEMM, the Hopper default (ping-pong 128x128, or cooperative 128x128 for epilogues whose per-visit shared
+// memory traffic is heavy against K) on sm_90a, and a tuned record only for the GPU, graph and shape class it was
+// measured on.
 #include <catch2/catch.hpp>
 
 #include "coda/blocks.hpp"
 #include "coda/runtime.hpp"
 #include "driver/cuda_driver.hpp"
 #include "ir/hash.hpp"
+#include "mainloop/epilogue_cost.hpp"
 #include "runtime/config_choice.hpp"
 
 namespace {
@@ -18,6 +20,7 @@ using coda::Schedule;
 const KernelConfig kDefault = coda::HopperConfig{128, 128, 6, Schedule::PingPong, 1};
 const KernelConfig kPingPong = coda::HopperConfig{64, 256, 5, Schedule::PingPong, 1};  // a tuned record's
 const KernelConfig kPortable = coda::PortableConfig{};
+const KernelConfig kCooperative = coda::HopperConfig{128, 128, 6, Schedule::Cooperative, 1};
 
 coda::Graph gemm_graph() {
     coda::Graph g = coda::Graph::gemm("config_choice_test");
@@ -48,7 +51,7 @@ TEST_CASE("choose_config: portable off sm_90a, and nothing for graphs without a 
     CHECK(coda::choose_config(g, "sm_80", {4096, 4096, 4096}, h200, &db) == kPortable);
 }
 
-TEST_CASE("choose_config on sm_90a: ping-pong 128x128 at every shape, with or without tile inputs", "[tune]") {
+TEST_CASE("choose_config on sm_90a: ping-pong 128x128 at every shape for fragment-moved tile tensors", "[tune]") {
     coda::Graph residual = coda::Graph::gemm("config_choice_residual");
     residual.store(residual.accumulator() + residual.tile_input("residual", coda::DType::BF16), "D", coda::DType::BF16);
     CHECK(KernelConfig(coda::HopperConfig{}) == kDefault);
@@ -98,4 +101,45 @@ TEST_CASE("Runtime::default_config: portable on sm_80, Hopper on sm_90a", "[tune
     CHECK(rt.default_config(g, "sm_90a") == kDefault);
     CHECK(rt.default_config(g, "sm_90a", {16384, 16384, 14336}) == kDefault);
     CHECK(rt.default_config(g, "sm_90a", {128, 256, 64}) == kDefault);
+}
+
+TEST_CASE("epilogue_traffic counts tile tensors by how the Hopper epilogue moves them", "[tune]") {
+    // out_proj: residual in, x1 and h out, all full-width bf16: fragments only.
+    const coda::EpilogueTraffic out_proj = coda::epilogue_traffic(coda::blocks::out_proj());
+    CHECK(out_proj.fragment_bytes == 6.0);
+    CHECK(out_proj.per_visit_bytes == 0.0);
+    // gate/up: z full-width (fragments), y half-width (a byte an accumulator element, per visit).
+    const coda::EpilogueTraffic gate_up = coda::epilogue_traffic(coda::blocks::gate_up_swiglu());
+    CHECK(gate_up.fragment_bytes == 2.0);
+    CHECK(gate_up.per_visit_bytes == 1.0);
+    // swiglu_backward (accumulator dy, N = F): z in and dz out double width (4 bytes each), y full width (2).
+    const coda::EpilogueTraffic swiglu = coda::epilogue_traffic(coda::blocks::swiglu_backward());
+    CHECK(swiglu.fragment_bytes == 2.0);
+    CHECK(swiglu.per_visit_bytes == 8.0);
+    // rmsnorm_backward: x in and o out (fragments); the f32 accumulate is read and written (8 per visit).
+    const coda::EpilogueTraffic rms = coda::epilogue_traffic(coda::blocks::rmsnorm_backward());
+    CHECK(rms.fragment_bytes == 4.0);
+    CHECK(rms.per_visit_bytes == 8.0);
+    // Tile programs and graphs that do not check: nothing.
+    CHECK(coda::epilogue_traffic(tile_graph()).per_visit_bytes == 0.0);
+}
+
+TEST_CASE("choose_config on sm_90a: cooperative 128x128 where per-visit epilogue traffic is heavy against K", "[tune]") {
+    using coda::blocks::rmsnorm_backward;
+    using coda::blocks::swiglu_backward;
+    // The measured cases behind the threshold (src/mainloop/hopper.cpp, default_config).
+    CHECK(coda::choose_config(swiglu_backward(), "sm_90a", {16384, 8192, 2048}, {}, nullptr) == kCooperative);
+    CHECK(coda::choose_config(swiglu_backward(), "sm_90a", {16384, 14336, 4096}, {}, nullptr) == kCooperative);
+    CHECK(coda::choose_config(rmsnorm_backward(), "sm_90a", {16384, 2048, 16384}, {}, nullptr) == kDefault);
+    CHECK(coda::choose_config(rmsnorm_backward(), "sm_90a", {16384, 4096, 28672}, {}, nullptr) == kDefault);
+    CHECK(coda::choose_config(rmsnorm_backward(), "sm_90a", {16384, 2048, 6144}, {}, nullptr) == kDefault);
+    CHECK(coda::choose_config(rmsnorm_backward(), "sm_90a", {16384, 2048, 4096}, {}, nullptr) == kCooperative);
+    CHECK(coda::choose_config(coda::blocks::gate_up_swiglu(), "sm_90a", {16384, 16384, 2048}, {}, nullptr) == kDefault);
+    // A short K tips a light epilogue too; an unknown K counts as 4096.
+    CHECK(coda::choose_config(coda::blocks::gate_up_swiglu(), "sm_90a", {16384, 16384, 512}, {}, nullptr) ==
+          kCooperative);
+    CHECK(coda::choose_config(swiglu_backward(), "sm_90a", {}, {}, nullptr) == kCooperative);
+    CHECK(coda::choose_config(coda::blocks::gate_up_swiglu(), "sm_90a", {}, {}, nullptr) == kDefault);
+    // Without tile tensors there is nothing to weigh: ping-pong at any K.
+    CHECK(coda::choose_config(gemm_graph(), "sm_90a", {16384, 4096, 64}, {}, nullptr) == kDefault);
 }

@@ -1,0 +1,21 @@
+// What a GEMM epilogue costs its mainloop, as far as the default config heuristic needs to know, read off the
+// graph's bindings (memoized per graph: Runtime::compile asks on every call).
+#pragma once
+
+#include "coda/graph.hpp"
+
+namespace coda {
+
+struct EpilogueTraffic {
+    // Bytes of staged tile tensors per accumulator element, split by how the Hopper epilogue moves them between
+    // registers and shared memory (templates/coda/hopper_staging.cuh): full-width 16-bit tensors as mma fragments
+    // (one ldmatrix / stmatrix per four visits), every other tile tensor (f32, half or double width) by a shared
+    // memory access per visit. An accumulate counts twice: it reads and writes.
+    double fragment_bytes = 0;
+    double per_visit_bytes = 0;
+};
+
+// For a GEMM graph; zero traffic for graphs that do not check (the compile that follows reports them).
+EpilogueTraffic epilogue_traffic(const Graph& graph);
+
+}  // namespace coda
