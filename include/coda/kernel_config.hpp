@@ -35,7 +35,8 @@ enum class Schedule { Cooperative, PingPong };
 
 // The Hopper mainloop's tile: bm x bn, K in steps of 64 (one 128-byte swizzle row of 16-bit elements), at most
 // `stages` pipeline stages (fewer when the epilogue's shared memory needs the room), clusters of cluster_m CTAs
-// along M that share B by TMA multicast. The defaults are its default config: ping-pong 128 x 128, 6 stages.
+// along M that share B by TMA multicast. The defaults (ping-pong 128 x 128, 6 stages) are the default config of most
+// graphs; Runtime::default_config says which one a graph gets.
 struct HopperConfig {
     int bm = 128;
     int bn = 128;
