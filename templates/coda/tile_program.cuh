@@ -4,13 +4,22 @@
 // Contract:
 //   - Launch: grid = (ceil(M / 64), ceil(N / 128)), block = 256, dynamic shared memory = kSmemBytes.
 //   - Each CTA owns one 64 x 128 tile: begin_tile, visit for every (row_slot, col_slot) inside [M] x [N]
-//     (N even), end_tile with the whole dynamic shared memory as scratch.
+//     (N even), end_tile with the shared memory before the staged outputs as scratch.
 //   - Layout: a warp covers 32 consecutive column pairs of one row, so each visit's loads and stores are
 //     coalesced (128 bytes per warp for a full-width bf16 tile); the 8 warps cover 4 rows x 64 pairs at a
 //     time, and a thread walks 16 rows, 4 apart.
+//   - Staging (TileProgramStaging): a tile program is bound by memory bandwidth, and visits that read 4 bytes of
+//     a row each, one row after another, keep too few bytes in flight (measured on an H200: a copy reached 0.73 of
+//     torch's copy bandwidth). So every thread first issues 16-byte cp.async copies of the whole tile's inputs into
+//     shared memory (all of them in flight at once), the visits read and write shared memory, and the outputs go
+//     out in 16-byte stores. A CTA stages only when every tile tensor's base and row pitch are multiples of 16 bytes
+//     and its tile's rows end on a 16-byte unit (columns past N would otherwise be read or written); otherwise, and
+//     for graphs whose staged tile would not fit kMaxStagedBytes, it visits global memory directly. Either way
+//     each thread visits the same positions in the same order, so reductions stay deterministic and alike.
 #pragma once
 
 #include "coda/epilogue_contract.cuh"
+#include "coda/mma_sync_ops.cuh"
 
 namespace coda {
 
@@ -36,13 +45,117 @@ struct TileProgramLayout {
     __device__ static void sync() { __syncthreads(); }
 };
 
+namespace detail {
+
+// The tile inputs (kOutputs = false) or outputs of Epilogue as one CTA stages them: tensor i's kBM rows of
+// row_bytes(i) bytes (the tile's kBN / 2 column pairs), one tensor after another.
+template <class Epilogue, bool kOutputs>
+struct StagedTileTable {
+    using L = TileProgramLayout;
+    static constexpr int kCount = kOutputs ? Epilogue::kTileOutputs : Epilogue::kTileInputs;
+    __host__ __device__ static constexpr int pair_bytes(int i) {
+        return kOutputs ? Epilogue::tile_output_pair_bytes(i) : Epilogue::tile_input_pair_bytes(i);
+    }
+    __host__ __device__ static constexpr int row_bytes(int i) { return L::kBN / 2 * pair_bytes(i); }
+    __host__ __device__ static constexpr int offset(int i) { return i == 0 ? 0 : offset(i - 1) + L::kBM * row_bytes(i - 1); }
+    static constexpr int kBytes = offset(kCount);
+    __device__ static TileView view(const typename Epilogue::Args& args, int i) {
+        if constexpr (kOutputs)
+            return Epilogue::tile_output(args, i);
+        else
+            return Epilogue::tile_input(args, i);
+    }
+    // Whether this CTA's rows of every tensor can move in 16-byte units: base and pitch aligned, and the tile's
+    // part of a row (n0 .. min(n0 + kBN, N)) whole units.
+    __device__ static bool movable_in_16(const typename Epilogue::Args& args, int n0, int n) {
+        const int columns = (n - n0 < L::kBN ? n - n0 : L::kBN);
+        bool all = true;
+#pragma unroll
+        for (int i = 0; i < kCount; ++i) {
+            const TileView v = view(args, i);
+            all = all && ((reinterpret_cast<unsigned long long>(v.base) | static_cast<unsigned long long>(v.row_bytes) |
+                           static_cast<unsigned long long>(columns / 2 * pair_bytes(i))) & 15ull) == 0;
+        }
+        return all;
+    }
+    // Every 16-byte unit of the tile's rows < rows and columns < n, as (tensor, smem address, global address),
+    // spread over the CTA's threads: f(shared, global).
+    template <class F>
+    __device__ static void for_each_unit(const typename Epilogue::Args& args, unsigned smem, int m0, int n0, int rows,
+                                         int n, F f) {
+        const int columns = (n - n0 < L::kBN ? n - n0 : L::kBN);
+#pragma unroll
+        for (int i = 0; i < kCount; ++i) {
+            const int units = row_bytes(i) / 16;
+            const int valid = columns / 2 * pair_bytes(i) / 16;
+            const TileView v = view(args, i);
+            unsigned char* first = v.base + static_cast<long long>(m0) * v.row_bytes + n0 / 2 * pair_bytes(i);
+            // kBM * units = kThreads * pair_bytes(i): pair_bytes(i) units per thread, all issued before any is used.
+#pragma unroll
+            for (int k = 0; k < pair_bytes(i); ++k) {
+                const int u = k * L::kThreads + L::thread_index();
+                const int r = u / units, b = u % units;
+                if (r < rows && b < valid) f(smem + offset(i) + r * row_bytes(i) + b * 16, first + r * v.row_bytes + b * 16);
+            }
+        }
+    }
+};
+
+__device__ __forceinline__ uint4 ld_shared_16(unsigned address) {
+    uint4 r;
+    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "r"(address)
+                 : "memory");
+    return r;
+}
+
+}  // namespace detail
+
+// The shared-memory plan of a tile program's CTA: staged inputs, staged outputs, then end_tile's scratch.
+template <class Epilogue>
+struct TileProgramStaging {
+    using Inputs = detail::StagedTileTable<Epilogue, false>;
+    using Outputs = detail::StagedTileTable<Epilogue, true>;
+    // Beyond this a CTA would hold so much shared memory that too few fit on an SM to keep the bandwidth: visit
+    // global memory instead (graphs with many or wide tile tensors).
+    static constexpr int kMaxStagedBytes = 96 * 1024;
+    static constexpr bool kEnabled = Inputs::kBytes + Outputs::kBytes <= kMaxStagedBytes;
+    // end_tile's scratch overlaps the staged inputs (dead once the visits are done), the outputs follow both.
+    static constexpr int kScratchBytes = Epilogue::template scratch_floats<TileProgramLayout>() * 4;
+    static constexpr int kOutputsOffset = kEnabled && Inputs::kBytes > kScratchBytes ? Inputs::kBytes : kScratchBytes;
+    static constexpr int kSmemBytes = kOutputsOffset + (kEnabled ? Outputs::kBytes : 0);
+};
+
+// Where a visit's tile tensors are when the CTA staged them: shared memory, at the visit's row and column pair.
+template <class Epilogue>
+struct StagedTiles {
+    using S = TileProgramStaging<Epilogue>;
+    unsigned smem;  // shared-window address of the staging buffer (inputs, then outputs at kOutputsOffset)
+    int m0, n0;     // the tile's first row and column
+    template <int V, class T, class R>
+    __device__ void load(int i, const T*, const Coord& c, R (&out)[V]) const {
+        coda::load_shared<T>(smem + S::Inputs::offset(i) + (c.m - m0) * S::Inputs::row_bytes(i) +
+                                 (c.n - n0) / 2 * S::Inputs::pair_bytes(i),
+                             out);
+    }
+    template <int V, class T, class R>
+    __device__ void store(int i, T*, const Coord& c, const R (&in)[V]) const {
+        coda::store_shared<T>(smem + S::kOutputsOffset + S::Outputs::offset(i) + (c.m - m0) * S::Outputs::row_bytes(i) +
+                                  (c.n - n0) / 2 * S::Outputs::pair_bytes(i),
+                              in);
+    }
+    template <int V, class T, class R>
+    __device__ void load_col(int, const T* p, const Coord&, R (&out)[V]) const {
+        coda::load<V>(p, out);
+    }
+};
+
 template <class Epilogue>
 struct TileProgramTraits {
     using Layout = TileProgramLayout;
     static constexpr int kThreads = Layout::kThreads;
     static constexpr int kBM = Layout::kBM;
     static constexpr int kBN = Layout::kBN;
-    static constexpr int kSmemBytes = Epilogue::template scratch_floats<Layout>() * 4;
+    static constexpr int kSmemBytes = TileProgramStaging<Epilogue>::kSmemBytes;
     // What the kernel reports to the host (coda_kernel_info): the fixed tile, no pipeline.
     __host__ __device__ static constexpr KernelInfo info() {
         return {kKernelInfoVersion, KernelKind::TileProgram, kThreads, kSmemBytes, kBM, kBN, 1, 0, {}};
@@ -53,16 +166,51 @@ template <class Epilogue>
 __global__ void __launch_bounds__(TileProgramLayout::kThreads)
     tile_program(const TileProblem problem, const typename Epilogue::Args args) {
     using L = TileProgramLayout;
+    using S = TileProgramStaging<Epilogue>;
     extern __shared__ __align__(16) unsigned char coda_tile_smem[];
     const int tile_m = static_cast<int>(blockIdx.x);
     const int tile_n = static_cast<int>(blockIdx.y);
+    const int m0 = tile_m * L::kBM, n0 = tile_n * L::kBN;
+    const int rows = problem.m - m0 < L::kBM ? problem.m - m0 : L::kBM;
     typename Epilogue::template State<L> st;
     Epilogue::template begin_tile<L>(st);
-    const int n = tile_n * L::kBN + L::slot_col(0);
-    if (n < problem.n) {
+    const int n = n0 + L::slot_col(0);
+    bool staged = false;
+    if constexpr (S::kEnabled) {
+        staged = S::Inputs::movable_in_16(args, n0, problem.n) && S::Outputs::movable_in_16(args, n0, problem.n);
+        if (staged) {
+            const unsigned smem = detail::shared_address(coda_tile_smem);
+            // Every input unit of the tile in flight at once, then one wait.
+            S::Inputs::for_each_unit(args, smem, m0, n0, rows, problem.n, [](unsigned to, unsigned char* from) {
+                detail::cp_async_16(to, from, 16);
+            });
+            detail::cp_async_commit();
+            detail::cp_async_wait<0>();
+            __syncthreads();
+            const StagedTiles<Epilogue> tiles{smem, m0, n0};
+            if (n < problem.n) {
+#pragma unroll
+                for (int rs = 0; rs < L::kRowSlots; ++rs) {
+                    const int m = m0 + L::slot_row(rs);
+                    if (m < problem.m) {
+                        const Coord c{m, n, problem.m, problem.n, 0, rs};
+                        typename Epilogue::Inputs in;
+                        Epilogue::template load<L>(args, c, in, tiles);
+                        Epilogue::template visit<L>(args, st, c, rs, 0, 0.0f, 0.0f, in, tiles);
+                    }
+                }
+            }
+            __syncthreads();
+            S::Outputs::for_each_unit(args, smem + S::kOutputsOffset, m0, n0, rows, problem.n,
+                                      [](unsigned from, unsigned char* to) {
+                                          *reinterpret_cast<uint4*>(to) = detail::ld_shared_16(from);
+                                      });
+        }
+    }
+    if (!staged && n < problem.n) {
 #pragma unroll
         for (int rs = 0; rs < L::kRowSlots; ++rs) {
-            const int m = tile_m * L::kBM + L::slot_row(rs);
+            const int m = m0 + L::slot_row(rs);
             if (m < problem.m)
                 Epilogue::template visit<L>(args, st, Coord{m, n, problem.m, problem.n}, rs, 0, 0.0f, 0.0f);
         }

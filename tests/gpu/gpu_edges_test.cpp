@@ -1,7 +1,10 @@
 // GPU checks at the edges a user finds first: outputs that are views into wider tensors (row padding and what lies
 // beyond the last row must survive every config), operands TMA cannot load (the default config falls back to the
-// portable mainloop; a config the user gave is an error), and epilogues whose column reductions spill registers.
+// portable mainloop; a config the user gave is an error), epilogues whose column reductions spill registers, and
+// tile programs on both of their paths (staged in shared memory, or not).
 #include <catch2/catch.hpp>
+
+#include <random>
 
 #include <fmt/format.h>
 
@@ -12,6 +15,7 @@
 #include "driver/cuda_driver.hpp"
 #include "gpu/gpu_support.hpp"
 #include "mainloop/hopper.hpp"
+#include "support/random_graph.hpp"
 
 using namespace coda;
 using namespace coda::test;
@@ -113,4 +117,43 @@ TEST_CASE("epilogues whose column reductions spill registers still compute the r
         INFO(config.to_text() << ": " << k.report().spill_bytes << " bytes of spills");
         require_pass(verify::check_on_device(k, problem(1000, 1000, 520, 0, 0, seed++)));
     }
+}
+
+TEST_CASE("tile programs stage whole 16-byte rows and fall back per tile where they cannot", "[gpu]") {
+    // A CTA stages its tile through shared memory when every tile tensor's base, row pitch and the tile's part of a
+    // row are whole 16-byte units, and visits global memory otherwise (templates/coda/tile_program.cuh). These
+    // shapes run both paths, in one launch too, and the padding after each row must survive the staged stores.
+    std::vector<Graph> graphs;
+    {
+        Graph copy = Graph::tile("copy");
+        copy.store(copy.tile_input("x", DType::BF16), "y", DType::BF16);
+        graphs.push_back(copy);
+    }
+    graphs.push_back(blocks::rope_backward());
+    graphs.push_back(blocks::cross_entropy_backward());
+    std::mt19937_64 rng(515);
+    for (int i = 0; i < 4; ++i) graphs.push_back(test::random_graph(rng, Domain::Tile, {}));
+    std::vector<Build> builds;
+    for (const Graph& g : graphs) builds.push_back({g, {}});
+    warm_in_parallel(builds);
+    struct Case {
+        std::int64_t m, n;
+        int tile_pad;
+        const char* what;
+    };
+    const Case cases[] = {
+        {304, 4096, 0, "every tile staged"},
+        {257, 680, 8, "staged, with a partial last row tile"},
+        // Pitch 680 elements (16-byte rows) but N = 676: the last column tile ends inside a 16-byte unit, so that
+        // CTA visits global memory while the others stage.
+        {300, 676, 4, "staged tiles beside one that falls back"},
+        {65, 2050, 0, "rows of 4100 bytes: no tile staged"},
+    };
+    std::uint64_t seed = 31;
+    for (const Graph& g : graphs)
+        for (const Case& c : cases) {
+            INFO(g.name() << ": " << c.what << fmt::format(" (M={} N={} tile_pad={})", c.m, c.n, c.tile_pad));
+            require_pass(verify::check_on_device(Runtime::instance().compile(g), problem(c.m, c.n, 0, 0, c.tile_pad,
+                                                                                         seed++)));
+        }
 }

@@ -97,9 +97,27 @@ TEST_CASE("coda bench rejects bad arguments before it needs a GPU", "[tools]") {
         CHECK(plain.status != 0);
         CHECK_THAT(plain.output, Catch::Contains("bench epilogue needs a GPU"));
     }
+    const Run d = run("bench block --d 3000", dir);
+    CHECK(d.status == 1);
+    CHECK_THAT(d.output, Catch::Contains("--d must be 2048 or 4096") && Catch::Contains("3000"));
+    const Run iters = run("bench block --iters 0", dir);
+    CHECK(iters.status == 1);
+    CHECK_THAT(iters.output, Catch::Contains("need 1 <= --iters"));
+    // Without a GPU, bench block gets as far as the GPU check (its graphs built and given shapes) and writes no CSV.
+    if (!coda::Driver::instance().available()) {
+        const std::string csv = (cache.path() / "block.csv").string();
+        const Run block = run("bench block --d 2048 --csv " + csv, dir);
+        INFO(block.output);
+        CHECK(block.status == 1);
+        CHECK_THAT(block.output, Catch::Contains("coda bench block: error: bench block needs a GPU"));
+        std::ifstream written(csv);
+        std::string header;
+        std::getline(written, header);
+        CHECK(header.rfind("kind,epilogue,gemm,d,m,n,k", 0) == 0);
+    }
     const Run what = run("bench everything", dir);
     CHECK(what.status != 0);
-    CHECK_THAT(what.output, Catch::Contains("expected 'gemm', 'jit', 'tile' or 'epilogue'"));
+    CHECK_THAT(what.output, Catch::Contains("expected 'gemm', 'jit', 'tile', 'epilogue' or 'block'"));
 }
 
 namespace {
@@ -268,7 +286,7 @@ TEST_CASE("usage errors exit with status 2 and say what was expected; help exits
                           Case{"frob", "expected 'demo', 'dump', 'warm', 'cache', 'bench', 'tune' or 'help', got 'frob'"},
                           Case{"cache", "coda cache: error: expected 'list' or 'clear'"},
                           Case{"cache show", "expected 'list' or 'clear', got 'show'"},
-                          Case{"bench", "expected 'gemm', 'jit', 'tile' or 'epilogue'"},
+                          Case{"bench", "expected 'gemm', 'jit', 'tile', 'epilogue' or 'block'"},
                           Case{"warm --frobnicate tools/graphs/out_proj.coda", "--frobnicate"},
                           Case{"warm -j many tools/graphs/out_proj.coda", "many"},
                           Case{"bench gemm --iters", "--iters"},

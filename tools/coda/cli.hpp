@@ -42,6 +42,7 @@ void add_warm(Commands& commands, CLI::App& coda);
 void add_cache(Commands& commands, CLI::App& coda);
 void add_bench(Commands& commands, CLI::App& coda);
 void add_bench_epilogue(Commands& commands, CLI::App& bench);  // coda bench epilogue (cmd_bench_epilogue.cpp)
+void add_bench_block(Commands& commands, CLI::App& bench);     // coda bench block (cmd_bench_block.cpp)
 void add_tune(Commands& commands, CLI::App& coda);
 
 // --arch ARCH, bound to `arch`; target_arch resolves what was given.

@@ -329,6 +329,7 @@ void add_bench(Commands& commands, CLI::App& coda) {
     tile_command.add_option("--n", tile->n, "N (default 4096)")->type_name("N");
 
     add_bench_epilogue(commands, bench);
+    add_bench_block(commands, bench);
 }
 
 }  // namespace coda::cli

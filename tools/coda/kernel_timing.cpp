@@ -164,23 +164,32 @@ const DeviceBuffer& RandomBindings::buffer(const std::string& name, DType dtype,
     return buffers_.emplace(key, std::move(b)).first->second;
 }
 
-Args RandomBindings::bind(const Kernel& kernel) {
+Args RandomBindings::bind(const Kernel& kernel, std::int64_t partial_tiles) {
     const CheckedGraph g = check_graph(kernel.graph());
-    if (g.graph.domain() != Domain::Gemm)
-        throw Error(fmt::format("graph '{}' is a {} graph; only GEMM graphs can be bound with random operands",
-                                g.graph.name(), to_string(g.graph.domain())));
-    const GemmSpec spec = g.graph.spec();
+    const Domain domain = g.graph.domain();
+    if (domain == Domain::Finalize && partial_tiles < 1)
+        throw InternalError(fmt::format("binding finalizer '{}' needs the partials' tile count", g.graph.name()));
     const auto count = [](std::int64_t rows, std::int64_t cols) { return static_cast<std::size_t>(rows * cols); };
     Args args;
-    // A is M x K (stored K x M when M-major); B is K x N (stored N x K when K-major), scaled by 1/sqrt(K) so
-    // that the accumulator stays near unit size whatever K is.
-    const DeviceBuffer& a = buffer("A", spec.input, count(m_, k_), Fill::Normal);
-    const DeviceBuffer& b = buffer("B", spec.input, count(k_, n_), Fill::Normal, 1.0 / std::sqrt(double(k_)));
-    args.bind("A", spec.a == Major::MN ? matrix_col_major(ptr(a), spec.input, m_, k_) : matrix(ptr(a), spec.input, m_, k_));
-    args.bind("B", spec.b == Major::K ? matrix_col_major(ptr(b), spec.input, k_, n_) : matrix(ptr(b), spec.input, k_, n_));
+    if (domain == Domain::Gemm) {
+        // A is M x K (stored K x M when M-major); B is K x N (stored N x K when K-major), scaled by 1/sqrt(K) so
+        // that the accumulator stays near unit size whatever K is.
+        const GemmSpec spec = g.graph.spec();
+        const DeviceBuffer& a = buffer("A", spec.input, count(m_, k_), Fill::Normal);
+        const DeviceBuffer& b = buffer("B", spec.input, count(k_, n_), Fill::Normal, 1.0 / std::sqrt(double(k_)));
+        args.bind("A", spec.a == Major::MN ? matrix_col_major(ptr(a), spec.input, m_, k_)
+                                           : matrix(ptr(a), spec.input, m_, k_));
+        args.bind("B", spec.b == Major::K ? matrix_col_major(ptr(b), spec.input, k_, n_)
+                                          : matrix(ptr(b), spec.input, k_, n_));
+    }
     for (const Binding& binding : g.bindings) {
         if (binding.role == BindingRole::ScalarArg) {
             args.bind(binding.name, 1.0f);
+            continue;
+        }
+        if (binding.role == BindingRole::Partials) {  // a finalizer's input: positive, as sums of squares are
+            const DeviceBuffer& p = buffer(binding.name, DType::F32, count(partial_tiles, m_), Fill::Positive);
+            args.bind(binding.name, matrix(ptr(p), DType::F32, partial_tiles, m_));
             continue;
         }
         if (binding.role == BindingRole::RowPartials || binding.role == BindingRole::ColPartials) {

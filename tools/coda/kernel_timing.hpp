@@ -55,15 +55,17 @@ struct Interleaved {
 };
 Interleaved interleaved_ms(const std::vector<TimedLaunch>& launches, int rounds, int per_round);
 
-// Random device tensors for every binding of a GEMM graph's kernel at M x N x K: A and B in the graph's
-// layouts, inputs random (never zeros: zeros run faster than real data), outputs and partials allocated.
+// Random device tensors for every binding of a kernel at M x N x K: for a GEMM graph A and B in the graph's
+// layouts; inputs random (never zeros: zeros run faster than real data), outputs and partials allocated. A tile
+// program binds its M x N tensors (K unused); a finalizer binds vectors of length M and partials of
+// `partial_tiles` x M (the T of the kernel that wrote them).
 // Buffers are kept by name and size for as long as the object lives: kernels of one graph with other tile
 // configs share the inputs, each gets partials of its own size, and every Args returned stays valid (kernels
 // bound one after another are timed together). Needs a GPU.
 class RandomBindings {
 public:
     RandomBindings(std::int64_t m, std::int64_t n, std::int64_t k, std::uint64_t seed = 1);
-    Args bind(const Kernel& kernel);
+    Args bind(const Kernel& kernel, std::int64_t partial_tiles = 0);
 
 private:
     enum class Fill { None, Normal, Positive, Index };

@@ -1,0 +1,301 @@
+// coda bench block: every epilogue of coda::blocks at the shape a LLaMA-style block runs it at. Each GEMM epilogue
+// is timed next to the identity epilogue of the same GemmSpec and shape (interleaved rounds, each with its default
+// config unless --config pins one); tile programs and finalizers, which have no GEMM, as GB/s of the bytes their
+// bindings must move. tools/bench_block.sh puts cuBLAS (torch.matmul) and torch's copy bandwidth beside them.
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "coda/blocks.hpp"
+#include "coda/cli.hpp"
+#include "coda/error.hpp"
+#include "coda/kernel_timing.hpp"
+#include "coda/runtime.hpp"
+#include "driver/cuda_driver.hpp"
+#include "ir/check_graph.hpp"
+
+namespace coda::cli {
+namespace {
+
+// A block's widths: model dimension d, MLP width F (gate/up has 2F interleaved columns), vocabulary V.
+struct BlockDims {
+    long long d, f, v;
+};
+
+std::optional<BlockDims> dims_of(long long d) {
+    if (d == 2048) return BlockDims{2048, 8192, 32768};
+    if (d == 4096) return BlockDims{4096, 14336, 32768};  // LLaMA-3-8B's d and F
+    return std::nullopt;
+}
+
+// One GEMM a block runs an epilogue on: which projection, and its N x K (M is the tokens).
+struct GemmUse {
+    std::string gemm;
+    long long n, k;
+};
+
+// Where each GEMM epilogue of coda::blocks runs (DESIGN.md section 3). out_proj closes both residual branches:
+// after the attention output projection (K = d) and after the MLP's down projection (K = F). The backward
+// epilogues sit on dgrad GEMMs: dy = dx2 * W_d (N = F, K = d), do = dz * W_gu (N = d, K = 2F). Empty for a graph
+// this table does not know (a new one must be added here to be benchmarked).
+std::vector<GemmUse> gemm_uses(const std::string& graph, const BlockDims& s) {
+    if (graph == "out_proj") return {{"attention out", s.d, s.d}, {"down", s.d, s.f}};
+    if (graph == "gate_up_swiglu") return {{"gate/up", 2 * s.f, s.d}};
+    if (graph == "qkv_rope") return {{"qkv", 3 * s.d, s.d}};
+    if (graph.rfind("lm_head", 0) == 0) return {{"lm head", s.v, s.d}};
+    if (graph == "swiglu_backward") return {{"down dgrad", s.f, s.d}};
+    if (graph == "rmsnorm_backward") return {{"gate/up dgrad", s.d, 2 * s.f}};
+    return {};
+}
+
+// The N of a tile program's M x N index space in the block: RoPE backward runs over the qkv gradient, the
+// cross-entropy backward over the logits. 0: unknown.
+long long tile_columns(const std::string& graph, const BlockDims& s) {
+    if (graph == "copy") return s.d;
+    if (graph.rfind("rope", 0) == 0) return 3 * s.d;
+    if (graph.rfind("cross_entropy", 0) == 0) return s.v;
+    return 0;
+}
+
+Graph identity_graph(const GemmSpec& spec) {
+    Graph g = Graph::gemm("identity", spec);
+    g.store(g.accumulator(), "D", DType::BF16);
+    return g;
+}
+
+// The reference tile program: one bf16 tile in, the same out. Its GB/s is what a tile program can reach.
+Graph copy_graph() {
+    Graph g = Graph::tile("copy");
+    g.store(g.tile_input("x", DType::BF16), "y", DType::BF16);
+    return g;
+}
+
+// Bytes a memory-bound kernel must move at M x N: every tensor it binds read once and written once (an
+// accumulate both), partials included. `partial_tiles` is T of a finalizer's partials.
+double moved_bytes(const Kernel& kernel, long long m, long long n, long long partial_tiles) {
+    const CheckedGraph g = check_graph(kernel.graph());
+    double bytes = 0;
+    for (const Binding& b : g.bindings) {
+        const double element = static_cast<double>(size_of(b.dtype));
+        switch (b.role) {
+            case BindingRole::ScalarArg: break;
+            case BindingRole::Partials: bytes += 4.0 * static_cast<double>(partial_tiles * m); break;
+            case BindingRole::RowPartials:
+            case BindingRole::ColPartials: {
+                const auto shape = kernel.partials_shape(b.name, m, n);
+                bytes += 4.0 * static_cast<double>(shape[0] * shape[1]);
+                break;
+            }
+            default: {
+                const double count = b.kind == Kind::Tile  ? static_cast<double>(m * columns(b.width, n))
+                                     : b.kind == Kind::Row ? static_cast<double>(m)
+                                                           : static_cast<double>(columns(b.width, n));
+                bytes += (b.role == BindingRole::InOut ? 2 : 1) * count * element;
+            }
+        }
+    }
+    return bytes;
+}
+
+struct BlockOptions {
+    std::vector<long long> d;
+    long long m = 16384;
+    long long iterations = 50;
+    std::string config_text;
+    std::string csv_path;
+};
+
+// One GEMM row of the table: an epilogue graph at one use, and its identity twin.
+struct GemmRow {
+    long long d;
+    const Graph* graph;
+    GemmUse use;
+    Graph identity;
+};
+
+// One memory-bound row: a tile program at M x n, or a finalizer over M rows of partials written by a GEMM at n.
+struct MemoryRow {
+    long long d;
+    const Graph* graph;
+    long long n;
+    long long partial_tiles = 0;  // finalizers: T of their partials (from the kernel that writes them)
+};
+
+int bench_block(const BlockOptions& given) {
+    const long long m = given.m, iterations = given.iterations;
+    if (m < 1) throw Error(fmt::format("bench block: need M >= 1, got {}", m));
+    if (iterations < 1 || iterations > 100000)
+        throw Error(fmt::format("bench block: need 1 <= --iters <= 100000, got {}", iterations));
+    std::vector<BlockDims> dims;
+    for (long long d : given.d.empty() ? std::vector<long long>{2048, 4096} : given.d) {
+        const auto known = dims_of(d);
+        if (!known) throw Error(fmt::format("bench block: --d must be 2048 or 4096 (the widths it knows F and V for), got {}", d));
+        dims.push_back(*known);
+    }
+    CompileOptions base;
+    if (!given.config_text.empty()) base.config = KernelConfig::parse(given.config_text);
+    std::unique_ptr<std::ofstream> csv;
+    if (!given.csv_path.empty()) {
+        csv = std::make_unique<std::ofstream>(given.csv_path);
+        if (!*csv) throw Error(fmt::format("bench block: cannot write the --csv file '{}'", given.csv_path));
+        *csv << "kind,epilogue,gemm,d,m,n,k,a_major,b_major,ms,identity_ms,vs_identity,tflops,bytes,gbps,config\n";
+    }
+
+    // Every row from the graphs themselves (built, so validated, before the GPU is needed), by domain.
+    const std::vector<Graph> block = blocks::llama_block();
+    const Graph copy = copy_graph();
+    std::vector<GemmRow> gemm_rows;
+    std::vector<MemoryRow> memory_rows;
+    std::vector<std::string> unknown;
+    for (const BlockDims& s : dims) {
+        for (const Graph& g : block) {
+            if (g.domain() != Domain::Gemm) continue;
+            const std::vector<GemmUse> uses = gemm_uses(g.name(), s);
+            if (uses.empty() && s.d == dims.front().d) unknown.push_back(g.name());
+            for (const GemmUse& use : uses) gemm_rows.push_back({s.d, &g, use, identity_graph(g.spec())});
+        }
+        memory_rows.push_back({s.d, &copy, tile_columns("copy", s)});
+        for (const Graph& g : block) {
+            if (g.domain() != Domain::Tile) continue;
+            const long long n = tile_columns(g.name(), s);
+            if (n == 0 && s.d == dims.front().d) unknown.push_back(g.name());
+            if (n != 0) memory_rows.push_back({s.d, &g, n});
+        }
+    }
+    // A finalizer reads partials that a GEMM epilogue wrote: its rows are M, its T that kernel's tiles along N
+    // (known once the kernel is built), found by the partials' binding name.
+    struct FinalizerRow {
+        long long d;
+        const Graph* graph;
+        const GemmRow* producer;
+        std::string partials;
+    };
+    std::vector<FinalizerRow> finalizer_rows;
+    for (const BlockDims& s : dims)
+        for (const Graph& f : block) {
+            if (f.domain() != Domain::Finalize) continue;
+            std::optional<FinalizerRow> row;
+            for (const Binding& input : check_graph(f).bindings)
+                for (const GemmRow& r : gemm_rows)
+                    for (const Binding& b : check_graph(*r.graph).bindings)
+                        if (!row && input.role == BindingRole::Partials && r.d == s.d &&
+                            b.role == BindingRole::RowPartials && b.name == input.name)
+                            row = FinalizerRow{s.d, &f, &r, b.name};
+            if (row) finalizer_rows.push_back(*row);
+            else if (s.d == dims.front().d) unknown.push_back(f.name());
+        }
+    if (!unknown.empty()) {
+        std::string names;
+        for (const std::string& n : unknown) names += (names.empty() ? "'" : ", '") + n + "'";
+        throw Error(fmt::format("bench block: no block shape for {} (add it to gemm_uses or tile_columns in "
+                                "tools/coda/cmd_bench_block.cpp; a finalizer needs a GEMM epilogue that writes its "
+                                "partials)", names));
+    }
+
+    Driver& driver = Driver::instance();
+    if (!driver.available()) throw Error("bench block needs a GPU: " + driver.unavailable_reason());
+    driver.ensure_context();
+    const std::string arch = driver.current_device().arch;
+
+    // Every kernel first, on all cores, so that no compile runs between timed launches.
+    const auto options_for = [&](const GemmRow& r) {
+        CompileOptions o = base;
+        o.shape = {m, r.use.n, r.use.k};
+        return o;
+    };
+    std::vector<WarmJob> jobs;
+    for (const GemmRow& r : gemm_rows) {
+        jobs.push_back({r.graph, options_for(r)});
+        jobs.push_back({&r.identity, options_for(r)});
+    }
+    for (const MemoryRow& r : memory_rows) jobs.push_back({r.graph, {}});
+    for (const FinalizerRow& r : finalizer_rows) jobs.push_back({r.graph, {}});
+    warm_in_parallel(jobs, arch);
+    for (const FinalizerRow& r : finalizer_rows) {
+        const Kernel producer = Runtime::instance().compile(*r.producer->graph, options_for(*r.producer));
+        const long long n = r.producer->use.n;
+        memory_rows.push_back({r.d, r.graph, n, producer.partials_shape(r.partials, m, n)[0]});
+    }
+
+    const int per_round = static_cast<int>(std::min<long long>(iterations, 5));
+    const int rounds = static_cast<int>((iterations + per_round - 1) / per_round);
+    std::printf("%-18s %-14s %5s %6s %6s %6s %3s %9s %11s %9s %8s  %s\n", "epilogue", "gemm", "d", "M", "N", "K", "B",
+                "ms", "identity ms", "/identity", "TFLOP/s", "config");
+    for (const GemmRow& r : gemm_rows) {
+        const CompileOptions options = options_for(r);
+        const Kernel epilogue = Runtime::instance().compile(*r.graph, options);
+        const Kernel identity = Runtime::instance().compile(r.identity, options);
+        // Fresh tensors per row (the largest, lm head's logits, are 1 GiB), shared by the two kernels.
+        RandomBindings bindings(m, r.use.n, r.use.k, 17);
+        const Args identity_args = bindings.bind(identity);
+        const Args epilogue_args = bindings.bind(epilogue);
+        const Interleaved t = interleaved_ms({{&identity, &identity_args}, {&epilogue, &epilogue_args}}, rounds,
+                                             per_round);
+        const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(r.use.n) * static_cast<double>(r.use.k);
+        const GemmSpec& spec = r.graph->spec();
+        const std::string config = epilogue.config() ? epilogue.config()->to_text() : "fixed tile";
+        const std::string b_major = spec.b == Major::K ? "k" : "n";
+        fmt::print("{:<18} {:<14} {:>5} {:>6} {:>6} {:>6} {:>3} {:>9.4f} {:>11.4f} {:>9.3f} {:>8.1f}  {}\n",
+                   r.graph->name(), r.use.gemm, r.d, m, r.use.n, r.use.k, b_major, t.ms[1], t.ms[0], t.vs_first[1],
+                   flops / t.ms[1] / 1e9, config);
+        std::fflush(stdout);
+        if (csv)
+            *csv << fmt::format("gemm,{},{},{},{},{},{},{},{},{:.5f},{:.5f},{:.4f},{:.2f},,,{}\n", r.graph->name(),
+                                r.use.gemm, r.d, m, r.use.n, r.use.k, to_string(spec.a), to_string(spec.b), t.ms[1],
+                                t.ms[0], t.vs_first[1], flops / t.ms[1] / 1e9, config)
+                 << std::flush;
+    }
+
+    std::printf("\n%-24s %5s %6s %6s %4s %9s %10s %8s\n", "memory-bound kernel", "d", "M", "N", "T", "ms", "MB moved",
+                "GB/s");
+    for (const MemoryRow& r : memory_rows) {
+        const Kernel kernel = Runtime::instance().compile(*r.graph);
+        RandomBindings bindings(m, r.n, 0, 23);
+        const Args args = bindings.bind(kernel, r.partial_tiles);
+        const Interleaved t = interleaved_ms({{&kernel, &args}}, rounds, per_round);
+        const double bytes = moved_bytes(kernel, m, r.n, r.partial_tiles);
+        const double gbps = bytes / t.ms[0] / 1e6;
+        const std::string what = r.graph->domain() == Domain::Finalize ? "finalize" : "tile";
+        fmt::print("{:<24} {:>5} {:>6} {:>6} {:>4} {:>9.4f} {:>10.1f} {:>8.1f}\n", r.graph->name(), r.d, m, r.n,
+                   r.partial_tiles > 0 ? std::to_string(r.partial_tiles) : "-", t.ms[0], bytes / 1e6, gbps);
+        std::fflush(stdout);
+        if (csv)
+            *csv << fmt::format("{},{},,{},{},{},{},,,{:.5f},,,,{:.0f},{:.1f},{}\n", what, r.graph->name(), r.d, m, r.n,
+                                r.partial_tiles, t.ms[0], bytes, gbps, what == "tile" ? "fixed tile" : "")
+                 << std::flush;
+    }
+    std::printf("(medians over %s of %s each; /identity is the median of the rounds' ratios; memory-bound kernels: "
+                "bytes of every binding read or written once; finalizers: N is the producing GEMM's, T its tiles)\n",
+                counted(static_cast<std::size_t>(rounds), "interleaved round").c_str(),
+                counted(static_cast<std::size_t>(per_round), "launch", "launches").c_str());
+    if (csv && !*csv) throw Error(fmt::format("bench block: writing the --csv file '{}' failed", given.csv_path));
+    return 0;
+}
+
+}  // namespace
+
+void add_bench_block(Commands& commands, CLI::App& bench) {
+    auto options = std::make_shared<BlockOptions>();
+    CLI::App& block = commands.add(bench, "block", "every coda::blocks epilogue at its block shape: GEMM epilogues "
+                                                   "as ratios to the identity GEMM, tile programs and finalizers as "
+                                                   "GB/s (GPU)",
+                                   [options] { return bench_block(*options); });
+    block.add_option("--d", options->d, "model width: 2048 (F 8192) or 4096 (F 14336), V 32768; repeatable "
+                                        "(default both)")
+        ->type_name("D");
+    block.add_option("--m", options->m, "M, tokens (default 16384)")->type_name("M");
+    block.add_option("--iters", options->iterations, "launches of each kernel, in rounds of 5 (default 50)")
+        ->type_name("N");
+    block.add_option("--config", options->config_text, "pin every GEMM kernel's tile config instead of its default")
+        ->type_name("TEXT");
+    block.add_option("--csv", options->csv_path, "also write the results to this CSV file")->type_name("FILE");
+}
+
+}  // namespace coda::cli
