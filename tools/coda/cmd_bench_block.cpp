@@ -43,7 +43,8 @@ struct GemmUse {
 
 // Where each GEMM epilogue of coda::blocks runs (DESIGN.md section 3). out_proj closes both residual branches:
 // after the attention output projection (K = d) and after the MLP's down projection (K = F). The backward
-// epilogues sit on dgrad GEMMs: dy = dx2 * W_d (N = F, K = d), do = dz * W_gu (N = d, K = 2F). Empty for a graph
+// epilogues sit on dgrad GEMMs: dy = dx2 * W_d (N = F, K = d), do = dz * W_gu (N = d, K = 2F) and, for the
+// attention norm, do = dz * W_qkv (N = d, K = 3d). Empty for a graph
 // this table does not know (a new one must be added here to be benchmarked).
 std::vector<GemmUse> gemm_uses(const std::string& graph, const BlockDims& s) {
     if (graph == "out_proj") return {{"attention out", s.d, s.d}, {"down", s.d, s.f}};
@@ -51,7 +52,7 @@ std::vector<GemmUse> gemm_uses(const std::string& graph, const BlockDims& s) {
     if (graph == "qkv_rope") return {{"qkv", 3 * s.d, s.d}};
     if (graph.rfind("lm_head", 0) == 0) return {{"lm head", s.v, s.d}};
     if (graph == "swiglu_backward") return {{"down dgrad", s.f, s.d}};
-    if (graph == "rmsnorm_backward") return {{"gate/up dgrad", s.d, 2 * s.f}};
+    if (graph == "rmsnorm_backward") return {{"gate/up dgrad", s.d, 2 * s.f}, {"qkv dgrad", s.d, 3 * s.d}};
     return {};
 }
 
