@@ -22,6 +22,15 @@ Graph qkv_rope(GemmSpec spec = {});
 // LM head with cross-entropy statistics: logits = rstd * acc; row partials of log-sum-exp and of the logit at
 // the label column. Bindings: A, B, rstd [M], labels (i32) [M], logits [M x V], lse_partials, target_partials.
 Graph lm_head_ce(GemmSpec spec = {});
+// The same without the logits store: only the row partials (online log-sum-exp and the label's logit), so no
+// M x V tensor exists in the forward pass. Bindings: A, B, rstd [M], labels (i32) [M], lse_partials,
+// target_partials (ce_finalize combines them as for lm_head_ce).
+Graph lm_head_ce_stats(GemmSpec spec = {});
+// Cross-entropy backward inside the LM head GEMM (the forward's A and B again): recomputes logits = rstd * acc
+// tile by tile; dlogits = (exp(logits - lse) - onehot(label)) * scale; row partials of logits * dlogits.
+// The dgrad / wgrad GEMMs then read dlogits; run it on row chunks to keep that tensor small (README).
+// Bindings: A, B, rstd [M], lse [M], labels (i32) [M], scale, dlogits [M x V], zdz_partials.
+Graph lm_head_ce_backward(GemmSpec spec = {});
 // Cross-entropy finalize: lse = combine(lse_partials); loss = lse - target. Bindings: lse_partials,
 // target_partials, lse [M], loss [M].
 Graph ce_finalize();
@@ -42,7 +51,8 @@ Graph rope_backward();
 // Bindings: logits [M x V], lse [M], labels (i32) [M], scale, dlogits [M x V], zdz_partials.
 Graph cross_entropy_backward();
 
-// Every graph above, in block order (forward, then backward).
+// Every graph above, in block order (forward, then backward); the LM head comes in both variants: lm_head_ce
+// (logits stored, then cross_entropy_backward) and lm_head_ce_stats (then lm_head_ce_backward).
 std::vector<Graph> llama_block();
 
 }  // namespace coda::blocks

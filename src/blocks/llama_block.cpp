@@ -94,6 +94,34 @@ Graph lm_head_ce(GemmSpec spec) {
     return g;
 }
 
+// The same statistics without the logits: what a training step needs when lm_head_ce_backward recomputes them.
+Graph lm_head_ce_stats(GemmSpec spec) {
+    Graph g = Graph::gemm("lm_head_ce_stats", spec);
+    Value logits = rms_scaled_accumulator(g, "logit");
+    g.reduce_row(logits, ReduceOp::Lse, "lse_partials");
+    Value column = g.col_index();
+    Value labels = g.row_input("labels", DType::I32);
+    Value is_label = g.eq(column, labels, "is_label");
+    g.reduce_row(g.mul(is_label, logits, "label_logit"), ReduceOp::Sum, "target_partials");
+    return g;
+}
+
+// cross_entropy_backward on logits recomputed by the LM head GEMM (rstd * acc, in fp32) instead of read back.
+Graph lm_head_ce_backward(GemmSpec spec) {
+    Graph g = Graph::gemm("lm_head_ce_backward", spec);
+    Value logits = rms_scaled_accumulator(g, "logit");
+    Value lse = g.row_input("lse", DType::F32);
+    Value p = g.exp(g.sub(logits, lse, "shifted_logit"), "probability");
+    Value column = g.col_index();
+    Value labels = g.row_input("labels", DType::I32);
+    Value onehot = g.eq(column, labels, "onehot");
+    Value scale = g.scalar("scale");
+    Value dlogits = g.mul(g.sub(p, onehot, "p_minus_onehot"), scale, "dlogits_value");
+    g.store(dlogits, "dlogits", DType::BF16);
+    g.reduce_row(g.mul(logits, dlogits, "z_dz"), ReduceOp::Sum, "zdz_partials");
+    return g;
+}
+
 Graph ce_finalize() {
     Graph g = Graph::finalize("ce_finalize");
     Value lse = g.partials("lse_partials", ReduceOp::Lse);
@@ -178,9 +206,10 @@ Graph cross_entropy_backward() {
 }
 
 std::vector<Graph> llama_block() {
-    return {out_proj(),        rms_finalize(),          gate_up_swiglu(), qkv_rope(),
-            lm_head_ce(),      ce_finalize(),           swiglu_backward(), rms_backward_finalize(),
-            rmsnorm_backward(), rope_backward(),         cross_entropy_backward()};
+    return {out_proj(),          rms_finalize(),           gate_up_swiglu(),        qkv_rope(),
+            lm_head_ce(),        lm_head_ce_stats(),       ce_finalize(),           lm_head_ce_backward(),
+            swiglu_backward(),   rms_backward_finalize(),  rmsnorm_backward(),      rope_backward(),
+            cross_entropy_backward()};
 }
 
 }  // namespace coda::blocks

@@ -107,10 +107,13 @@ private:
 
     // Operand k's element at lane `lane` of the result: broadcast operands have a single lane.
     std::string element(std::size_t k, const std::string& lane) const {
-        const int n = lanes(arg_type(k));
+        return element_of(node_.args.at(k), lane);
+    }
+    std::string element_of(int value, const std::string& lane) const {
+        const int n = lanes(g_.types.at(static_cast<std::size_t>(value)));
         if (n != 1 && n != lanes_out())
             throw InternalError(fmt::format("node {}: operand of {} lanes feeds a result of {}", id_, n, lanes_out()));
-        return fmt::format("{}[{}]", arg_name(k), n == 1 ? "0" : lane);
+        return fmt::format("{}[{}]", value_identifier(g_.graph, value), n == 1 ? "0" : lane);
     }
 
     // Declares this node's register array and fills each lane with expression(lane).
@@ -165,6 +168,7 @@ private:
     }
 
     void elementwise() {
+        if (angle_of_product()) return;
         const OpInfo& info = op_info(node_.op);
         std::string_view pattern = info.cuda;
         if (node_.op == Op::Round) pattern = round_pattern(node_.dtype);
@@ -176,6 +180,22 @@ private:
             for (std::size_t k = 0; k < node_.args.size(); ++k) operands.push_back(element(k, lane));
             return fill(pattern, operands);
         });
+    }
+
+    // sin / cos of a `mul` of two floats (RoPE's pos_i * theta_j): of the exact product, not of its fp32
+    // rounding, which at 2^20 is off by up to 0.03 rad (templates/coda/angle.cuh). The mul's own statement stays
+    // for other users and is dead code otherwise.
+    bool angle_of_product() {
+        if (node_.op != Op::Sin && node_.op != Op::Cos) return false;
+        const Node& product = g_.graph.node(node_.args.at(0));
+        if (product.op != Op::Mul) return false;
+        for (int factor : product.args)
+            if (g_.types.at(static_cast<std::size_t>(factor)).scalar != Scalar::F32) return false;
+        map_lanes([&](const std::string& lane) {
+            return fmt::format("coda::{}_of_product({}, {})", node_.op == Op::Sin ? "sin" : "cos",
+                               element_of(product.args.at(0), lane), element_of(product.args.at(1), lane));
+        });
+        return true;
     }
 
     static std::string_view round_pattern(DType d) {

@@ -134,12 +134,14 @@ std::vector<double> lay_out(const std::vector<double>& logical, std::int64_t row
 }
 
 OutputReport compare(const std::string& name, DType dtype, const std::vector<double>& out,
-                     const std::vector<double>& ref) {
+                     const std::vector<double>& ref, const CheckProblem& p) {
     OutputReport r;
     r.name = name;
     r.dtype = dtype;
     r.elements = static_cast<std::int64_t>(ref.size());
-    const Tolerance tol = tolerance_for(dtype);
+    Tolerance tol = tolerance_for(dtype);
+    if (p.rel_tolerance > 0) tol.rel = std::min(tol.rel, p.rel_tolerance);
+    if (p.max_tolerance > 0) tol.max = std::min(tol.max, p.max_tolerance);
     r.rel_tolerance = tol.rel;
     r.max_tolerance = tol.max;
     double ref_sq = 0, diff_sq = 0;
@@ -253,6 +255,12 @@ CheckReport check_on_device(const Kernel& kernel, const CheckProblem& p) {
                                        : (b.kind == Kind::Tile && b.role != BindingRole::Partials) ? Distribution::Normal
                                                                                                   : Distribution::Positive;
                 auto values = random_values(rng, count, b.dtype, d, 1.0, index_limit);
+                if (auto given = p.given.find(b.name); given != p.given.end()) {
+                    if (given->second.size() != count)
+                        throw Error(fmt::format("check: input '{}' given {} values, the problem needs {}", b.name,
+                                                given->second.size(), count));
+                    values = given->second;
+                }
                 ref.inputs[b.name] = HostTensor{b.dtype, std::vector<long long>(shape.begin(), shape.end()), values};
                 if (is_tile_tensor(b))
                     device[b.name] = guarded_tile(&values, b.dtype, shape[0], shape[1], padded_pitch(b, shape[1]));
@@ -301,7 +309,7 @@ CheckReport check_on_device(const Kernel& kernel, const CheckProblem& p) {
         if (it == expected.end()) throw InternalError(fmt::format("reference produced no output '{}'", b.name));
         const DeviceTensor& t = device[b.name];
         const auto bytes = t.initial.empty() ? download(t) : logical_bytes(t, download(t));
-        report.outputs.push_back(compare(b.name, b.dtype, decode(bytes, b.dtype), it->second.values));
+        report.outputs.push_back(compare(b.name, b.dtype, decode(bytes, b.dtype), it->second.values, p));
         report.outputs.back().digest =
             sha256_hex(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
         report.pass = report.pass && report.outputs.back().pass;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,12 @@ struct CheckProblem {
     // launch: an output may be a view into a wider tensor, whose other columns are someone else's data.
     int tile_pad = 0;
     std::uint64_t seed = 1;
+    // Inputs given by binding name (logical row-major values, representable in the binding's dtype) instead of
+    // random ones: e.g. RoPE's positions up to 2^20 and a model's frequencies.
+    std::map<std::string, std::vector<double>> given;
+    // Tighter tolerances for every non-integer output, where non-zero and below those of its dtype.
+    double rel_tolerance = 0;
+    double max_tolerance = 0;
 };
 
 struct OutputReport {

@@ -18,6 +18,8 @@
 //     reference to a few float ulps.
 #pragma once
 
+#include "coda/angle.cuh"
+
 namespace coda {
 
 struct bf16 {
@@ -362,60 +364,14 @@ __device__ __forceinline__ float gelu_tanh(float x) {
     return 0.5f * x * (1.0f + tanhf(kSqrt2OverPi * (x + kCubic * x * x * x)));
 }
 
-namespace detail {
-
-// sin and cos of x through a range reduction in double (x - k*pi/2 stays exact to float precision for |x| up to 2^24,
-// e.g. RoPE angles of long contexts) and Taylor polynomials on [-pi/4, pi/4], whose truncation error
-// (below 2e-9) is under float rounding. sinf/cosf would carry a local-memory slow path for large arguments,
-// which costs a stack frame and, next to a large accumulator tile, register spills.
-struct ReducedAngle {
-    float r;   // x - k*pi/2, in [-pi/4, pi/4]
-    int quadrant;  // k mod 4
-};
-
-__device__ __forceinline__ ReducedAngle reduce_angle(float x) {
-    constexpr double kTwoOverPi = 0.63661977236758134;
-    constexpr double kPiOverTwo = 1.5707963267948966;
-    const double k = rint(static_cast<double>(x) * kTwoOverPi);
-    const double r = static_cast<double>(x) - k * kPiOverTwo;
-    const double k_mod_4 = k - 4.0 * floor(k * 0.25);
-    return {static_cast<float>(r), static_cast<int>(k_mod_4)};
-}
-
-__device__ __forceinline__ float sin_poly(float r) {
-    const float r2 = r * r;
-    return r + r * r2 * (-1.0f / 6.0f + r2 * (1.0f / 120.0f + r2 * (-1.0f / 5040.0f + r2 * (1.0f / 362880.0f))));
-}
-
-__device__ __forceinline__ float cos_poly(float r) {
-    const float r2 = r * r;
-    return 1.0f + r2 * (-0.5f + r2 * (1.0f / 24.0f + r2 * (-1.0f / 720.0f + r2 * (1.0f / 40320.0f +
-                                                                                   r2 * (-1.0f / 3628800.0f)))));
-}
-
-}  // namespace detail
-
-__device__ __forceinline__ float sin(float x) {
-    const detail::ReducedAngle a = detail::reduce_angle(x);
-    const float s = detail::sin_poly(a.r), c = detail::cos_poly(a.r);
-    switch (a.quadrant) {
-        case 0: return s;
-        case 1: return c;
-        case 2: return -s;
-        default: return -c;
-    }
-}
-
-__device__ __forceinline__ float cos(float x) {
-    const detail::ReducedAngle a = detail::reduce_angle(x);
-    const float s = detail::sin_poly(a.r), c = detail::cos_poly(a.r);
-    switch (a.quadrant) {
-        case 0: return c;
-        case 1: return -s;
-        case 2: return -c;
-        default: return s;
-    }
-}
+// sin and cos through the fp32 reduction of angle.cuh (no double precision, no local-memory slow path, which
+// next to a large accumulator tile would cost a stack frame and register spills). Codegen lowers sin and cos of
+// a `mul` node to the *_of_product forms, which see the exact product (RoPE's pos_i * theta_j); sin and cos of
+// the same angle share their reduction and polynomials once the compiler has merged the common code.
+__device__ __forceinline__ float sin(float x) { return sincos(x).sin; }
+__device__ __forceinline__ float cos(float x) { return sincos(x).cos; }
+__device__ __forceinline__ float sin_of_product(float a, float b) { return sincos_of_product(a, b).sin; }
+__device__ __forceinline__ float cos_of_product(float a, float b) { return sincos_of_product(a, b).cos; }
 
 // A hint: fetch the line holding p into L2 (callers pass addresses inside their tensors). Changes no value.
 template <class T>

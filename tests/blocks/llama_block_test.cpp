@@ -2,6 +2,7 @@
 // (CODA_UPDATE_GRAPHS=1 rewrites the files from the builder code).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -36,4 +37,40 @@ TEST_CASE("tools/graphs hold the block epilogues' canonical text", "[blocks]") {
         REQUIRE(parsed.size() == 1);
         CHECK(parsed[0].graph == g);
     }
+}
+
+namespace {
+
+std::vector<std::string> binding_names(const Graph& g) {
+    std::vector<std::string> names;
+    for (const Binding& b : check_graph(g).bindings) names.push_back(b.name);
+    return names;
+}
+
+}  // namespace
+
+TEST_CASE("the LM head without logits: the forward stores nothing of M x V, the backward only dlogits",
+          "[blocks]") {
+    using Names = std::vector<std::string>;
+    // lm_head_ce's bindings less the logits, in the same order: ce_finalize reads the partials of either.
+    Names with_logits = binding_names(blocks::lm_head_ce());
+    with_logits.erase(std::find(with_logits.begin(), with_logits.end(), "logits"));
+    CHECK(binding_names(blocks::lm_head_ce_stats()) == with_logits);
+    CHECK(binding_names(blocks::lm_head_ce_backward()) ==
+          Names{"rstd", "lse", "labels", "scale", "dlogits", "zdz_partials"});
+    for (const Graph& g : {blocks::lm_head_ce_stats(), blocks::lm_head_ce_backward()}) {
+        INFO(g.name());
+        int tile_outputs = 0;
+        for (const Binding& b : check_graph(g).bindings)
+            tile_outputs += b.role == BindingRole::Output && b.kind == Kind::Tile ? 1 : 0;
+        CHECK(tile_outputs == (g.name() == "lm_head_ce_backward" ? 1 : 0));
+    }
+    // Both variants run in block order: each forward before ce_finalize, each backward after it.
+    Names order;
+    for (const Graph& g : blocks::llama_block()) order.push_back(g.name());
+    const auto at = [&](const char* name) { return std::find(order.begin(), order.end(), name) - order.begin(); };
+    CHECK(at("lm_head_ce_stats") < at("ce_finalize"));
+    CHECK(at("lm_head_ce") < at("ce_finalize"));
+    CHECK(at("ce_finalize") < at("lm_head_ce_backward"));
+    CHECK(at("ce_finalize") < at("cross_entropy_backward"));
 }

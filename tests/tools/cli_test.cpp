@@ -26,26 +26,26 @@ TEST_CASE("coda warm fills the cache and a second run compiles nothing; cache li
     const Run first = run("warm --arch sm_90a -j 2 tools/graphs/*.coda", cache.path().string());
     INFO(first.output);
     REQUIRE(first.status == 0);
-    CHECK_THAT(first.output, Catch::Contains("11 kernels for sm_90a: 11 compiled, 0 already in the disk cache"));
+    CHECK_THAT(first.output, Catch::Contains("13 kernels for sm_90a: 13 compiled, 0 already in the disk cache"));
 
     const Run second = run("warm --arch sm_90a tools/graphs/*.coda", cache.path().string());
     INFO(second.output);
     REQUIRE(second.status == 0);
-    CHECK_THAT(second.output, Catch::Contains("11 kernels for sm_90a: 0 compiled, 11 already in the disk cache"));
+    CHECK_THAT(second.output, Catch::Contains("13 kernels for sm_90a: 0 compiled, 13 already in the disk cache"));
 
     const Run list = run("cache list", cache.path().string());
     REQUIRE(list.status == 0);
-    CHECK_THAT(list.output, Catch::Contains("11 entries") && Catch::Contains("out_proj"));
+    CHECK_THAT(list.output, Catch::Contains("13 entries") && Catch::Contains("out_proj"));
 
     const Run demo = run("demo --no-run", cache.path().string());
     INFO(demo.output);
     REQUIRE(demo.status == 0);
     CHECK_THAT(demo.output, Catch::Contains("struct Epilogue") && Catch::Contains("disk cache") &&
-                                Catch::Contains("OK: all 11 kernels compiled"));
+                                Catch::Contains("OK: all 13 kernels compiled"));
 
     const Run clear = run("cache clear", cache.path().string());
     REQUIRE(clear.status == 0);
-    CHECK_THAT(clear.output, Catch::Contains("removed 11 entries"));
+    CHECK_THAT(clear.output, Catch::Contains("removed 13 entries"));
     CHECK_THAT(run("cache list", cache.path().string()).output, Catch::Contains("0 entries"));
 }
 

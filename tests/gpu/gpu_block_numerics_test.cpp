@@ -1,0 +1,111 @@
+// GPU numerics of two block epilogues beyond the random inputs of gpu_numerics_test.cpp: RoPE at long-context
+// positions with a model's frequencies, checked to bf16 rounding (the angle is the exact pos * theta, see
+// templates/coda/angle.cuh), and the LM head's variant without logits (statistics forward, recomputing backward).
+// Against the CPU reference (fp64), outputs poisoned before each run (verify::check_on_device).
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <random>
+
+#include "coda/blocks.hpp"
+#include "coda/runtime.hpp"
+#include "verify/device_check.hpp"
+#include "gpu/gpu_support.hpp"
+
+using namespace coda;
+using namespace coda::test;
+
+namespace {
+
+// The portable mainloop and, on an sm_90a device, the two main Hopper schedules.
+std::vector<KernelConfig> main_configs() {
+    std::vector<KernelConfig> out;
+    for (const KernelConfig& c : gemm_configs_under_test())
+        if (c == PortableConfig{} || c == hopper_cooperative() || c == hopper_pingpong()) out.push_back(c);
+    return out;
+}
+
+constexpr int kHeadDim = 128;
+
+// Positions in [0, 2^20], the last rows at 2^20 and just below it; theta_j = base^(-2j/head_dim) per head, and
+// 0 for the V head (the last kHeadDim columns), as qkv_rope's documentation asks.
+std::map<std::string, std::vector<double>> long_context_rope(std::int64_t m, std::int64_t n, double base,
+                                                             std::uint64_t seed) {
+    std::mt19937_64 rng(seed);
+    std::uniform_int_distribution<int> position(0, 1 << 20);
+    std::vector<double> pos(static_cast<std::size_t>(m));
+    for (double& p : pos) p = position(rng);
+    for (std::int64_t i = 0; i < std::min<std::int64_t>(m, 3); ++i) pos[static_cast<std::size_t>(m - 1 - i)] = (1 << 20) - i;
+    std::vector<double> theta(static_cast<std::size_t>(n / 2));
+    for (std::size_t c = 0; c < theta.size(); ++c) {
+        const std::int64_t head = static_cast<std::int64_t>(c) / (kHeadDim / 2);
+        const double j = static_cast<double>(c % (kHeadDim / 2));
+        const bool v_head = head == n / kHeadDim - 1;
+        theta[c] = v_head ? 0.0 : static_cast<float>(std::pow(base, -2.0 * j / kHeadDim));
+    }
+    return {{"pos", pos}, {"theta", theta}};
+}
+
+// bf16 outputs checked to their rounding: half an ulp is 2^-9 = 1.95e-3 of the value, so max_error (|out - ref|
+// / (|ref| + rms)) stays below that; an fp32-rounded angle at 2^20 (up to 0.03 rad off) exceeds it by far.
+verify::CheckProblem tight(std::int64_t m, std::int64_t n, std::int64_t k, double base, std::uint64_t seed) {
+    verify::CheckProblem p;
+    p.m = m;
+    p.n = n;
+    p.k = k;
+    p.seed = seed;
+    p.given = long_context_rope(m, n, base, seed);
+    p.rel_tolerance = 2e-3;
+    p.max_tolerance = 2.5e-3;
+    return p;
+}
+
+}  // namespace
+
+TEST_CASE("RoPE forward and backward are accurate at positions up to 2^20", "[gpu][rope]") {
+    const std::vector<KernelConfig> configs = main_configs();
+    std::vector<Build> builds;
+    for (const KernelConfig& c : configs) builds.push_back({blocks::qkv_rope(), options_for(c)});
+    builds.push_back({blocks::rope_backward(), {}});
+    warm_in_parallel(builds);
+    std::uint64_t seed = 1400;
+    for (double base : {1e4, 5e5, 1e6}) {
+        // q, k and v heads of 128 columns; M odd, so the last tile is partial.
+        const std::int64_t m = 1000, n = 3 * kHeadDim, k = 256;
+        for (const KernelConfig& c : configs) {
+            INFO("qkv_rope, config " << c.to_text() << ", base " << base);
+            require_pass(verify::check_on_device(Runtime::instance().compile(blocks::qkv_rope(), options_for(c)),
+                                                 tight(m, n, k, base, seed++)));
+        }
+        INFO("rope_backward, base " << base);
+        require_pass(verify::check_on_device(Runtime::instance().compile(blocks::rope_backward()),
+                                             tight(m, n, 0, base, seed++)));
+    }
+}
+
+TEST_CASE("the LM head without logits: statistics forward and recomputing backward match the reference",
+          "[gpu][lm_head_ce]") {
+    const std::vector<KernelConfig> configs = main_configs();
+    const Graph graphs[] = {blocks::lm_head_ce_stats(), blocks::lm_head_ce_backward()};
+    std::vector<Build> builds;
+    for (const Graph& g : graphs)
+        for (const KernelConfig& c : configs) builds.push_back({g, options_for(c)});
+    warm_in_parallel(builds);
+    struct Shape {
+        std::int64_t m, n, k;
+    };
+    // A vocabulary that is not a multiple of any tile, one row, and a deeper K.
+    const Shape shapes[] = {{1000, 4104, 256}, {1, 32768, 512}, {257, 1032, 2048}};
+    std::uint64_t seed = 1500;
+    for (const Graph& g : graphs)
+        for (const KernelConfig& c : configs)
+            for (const Shape& s : shapes) {
+                INFO(g.name() << ", config " << c.to_text() << ", M=" << s.m << " N=" << s.n << " K=" << s.k);
+                verify::CheckProblem p;
+                p.m = s.m;
+                p.n = s.n;
+                p.k = s.k;
+                p.seed = seed++;
+                require_pass(verify::check_on_device(Runtime::instance().compile(g, options_for(c)), p));
+            }
+}
