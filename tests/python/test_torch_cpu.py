@@ -206,3 +206,23 @@ def test_bad_input_is_a_coda_error():
     x = grid(4, 6)
     with pytest.raises(coda.Error):
         torch.ops.coda.out_proj(x, grid(6, 5), x, torch.ones(6, dtype=torch.float64), EPS)
+
+
+def test_rmsnorm_backward_variants_match_the_block():
+    # coda.torch stores dx in bf16 (adding the residual gradient in the epilogue) where coda.blocks.rmsnorm_backward
+    # accumulates into f32: the same values on the same inputs.
+    import coda
+    from coda.torch import _kernels
+    m, n, k = 9, 12, 16
+    ins = {"A": grid(m, k, seed=20).numpy(), "B": grid(k, n, seed=21).numpy(), "x": grid(m, n, seed=22).numpy(),
+           "rstd": (1 + grid(m, seed=23, scale=0.5)).numpy(), "s": grid(m, seed=24).numpy(),
+           "gamma": (1 + grid(n, seed=25, scale=0.5)).numpy()}
+    dx_in = grid(m, n, seed=26).numpy()
+    block = coda.reference(coda.blocks.rmsnorm_backward(), {**ins, "dx_residual": dx_in}, m, n, k)
+    variant = coda.reference(_kernels.graph("rmsnorm_backward_residual"), {**ins, "dx_in": dx_in}, m, n, k)
+    plain = coda.reference(_kernels.graph("rmsnorm_backward_bf16"), ins, m, n, k)
+    for key in ("o", "dgamma_partials"):
+        assert abs(block[key] - variant[key]).max() < 1e-12 and abs(block[key] - plain[key]).max() < 1e-12
+    assert abs(block["dx_residual"] - variant["dx"]).max() < 1e-12
+    assert abs(block["dx_residual"] - dx_in - plain["dx"]).max() < 1e-12
+    assert abs(plain["dx"]).max() > 0.1

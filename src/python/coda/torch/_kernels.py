@@ -66,7 +66,32 @@ def _rope_backward_from_output():
     return g
 
 
+def _rmsnorm_backward_bf16(residual: bool):
+    # coda.blocks.rmsnorm_backward with dx stored in bf16 instead of accumulated into an f32 buffer: no buffer to
+    # zero or convert around the GEMM. With `residual`, the residual stream's gradient dx_in (bf16) is added in the
+    # epilogue, so dx = dx_in + rstd * (do * gamma - n * s) leaves the GEMM complete.
+    g = coda.Graph.gemm("rmsnorm_backward_residual" if residual else "rmsnorm_backward_bf16", _DGRAD)
+    d_out = g.accumulator("d_out")
+    rstd = g.row_input("rstd", coda.f32)
+    x = g.tile_input("x", coda.bf16)
+    n = g.mul(x, rstd, name="normed")
+    gamma = g.col_input("gamma", coda.bf16)
+    s = g.row_input("s", coda.f32)
+    dn = g.mul(d_out, gamma, name="d_normed")
+    ns = g.mul(n, s, name="normed_s")
+    dx = g.mul(rstd, g.sub(dn, ns, name="d_centered"), name="dx_norm")
+    if residual:
+        dx_in = g.tile_input("dx_in", coda.bf16)
+        dx = g.add(dx, dx_in, name="dx_value")
+    g.store(dx, "dx", coda.bf16)
+    g.store(g.mul(n, gamma, name="o_value"), "o", coda.bf16)
+    g.reduce_col(g.mul(d_out, n, name="dgamma_terms"), coda.ReduceOp.Sum, "dgamma_partials")
+    return g
+
+
 _LOCAL = {
+    "rmsnorm_backward_bf16": lambda: _rmsnorm_backward_bf16(False),
+    "rmsnorm_backward_residual": lambda: _rmsnorm_backward_bf16(True),
     "dgrad": _dgrad,
     "wgrad_store": _wgrad_store,
     "wgrad_accumulate": _wgrad_accumulate,

@@ -46,14 +46,20 @@ def _wgrad(dy: Tensor, x: Tensor, buffer: Optional[Tensor]) -> Tensor:
 
 
 def _norm_backward(dz: Tensor, w: Tensor, x: Tensor, rstd: Tensor, s: Tensor, gamma: Tensor,
-                   dx_residual: Tensor) -> tuple[Tensor, Tensor]:
-    """do = dz w; dx_residual += rstd * (do * gamma - n * s). Returns o = n * gamma (for dW) and dgamma."""
+                   dx_in: Optional[Tensor] = None) -> tuple[Tensor, Tensor, Tensor]:
+    """do = dz w; dx = [dx_in +] rstd * (do * gamma - n * s). Returns dx, o = n * gamma (for dW) and dgamma.
+
+    dx is stored in the activations' dtype by a variant of coda.blocks.rmsnorm_backward (which accumulates into an
+    f32 buffer): no buffer to zero and convert around the GEMM, and the residual gradient is added in the epilogue."""
     m, d = x.shape
     o = torch.empty_like(x)
-    parts = run("rmsnorm_backward",
-                {"A": dz, "B": w, "x": x, "rstd": rstd, "s": s, "gamma": gamma},
-                {"dx_residual": dx_residual, "o": o}, m, d, dz.shape[1], partials=("dgamma_partials",))
-    return o, parts["dgamma_partials"].sum(0).to(gamma.dtype)
+    dx = torch.empty_like(x)
+    ins = {"A": dz, "B": w, "x": x, "rstd": rstd, "s": s, "gamma": gamma}
+    if dx_in is not None:
+        ins["dx_in"] = dx_in
+    name = "rmsnorm_backward_residual" if dx_in is not None else "rmsnorm_backward_bf16"
+    parts = run(name, ins, {"dx": dx, "o": o}, m, d, dz.shape[1], partials=("dgamma_partials",))
+    return dx, o, parts["dgamma_partials"].sum(0).to(gamma.dtype)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -111,9 +117,8 @@ def qkv_rope_backward(dqkv: Tensor, qkv: Tensor, x: Tensor, rstd: Tensor, gamma:
     parts = run("rope_backward_from_output", {"dqkv": dqkv, "qkv": qkv, "pos": pos, "theta": theta},
                 {"dz": dz}, m, n, partials=("zdz_partials",))
     s = _s(parts["zdz_partials"], m, d, x)
-    dx = torch.zeros(m, d, dtype=_acc_dtype(x), device=x.device)
-    o, dgamma = _norm_backward(dz, w, x, rstd, s, gamma, dx)
-    return dx.to(x.dtype), dgamma, _wgrad(dz, o, w_grad)
+    dx, o, dgamma = _norm_backward(dz, w, x, rstd, s, gamma)
+    return dx, dgamma, _wgrad(dz, o, w_grad)
 
 
 @qkv_rope_backward.register_fake
@@ -224,11 +229,10 @@ def mlp_backward(dx2: Tensor, x1: Tensor, rstd1: Tensor, gamma: Tensor, w_gate_u
     parts = run("swiglu_backward", {"A": dx2, "B": w_down, "z": z}, {"dz": dz, "y": y}, m, f2 // 2, d,
                 partials=("zdz_partials",))
     s = _s(parts["zdz_partials"], m, d, x1)
-    dx = dx2.to(_acc_dtype(x1), copy=True)  # the residual path; the norm's backward accumulates onto it
-    o, dgamma = _norm_backward(dz, w_gate_up, x1, rstd1, s, gamma, dx)
+    dx1, o, dgamma = _norm_backward(dz, w_gate_up, x1, rstd1, s, gamma, dx_in=dx2)  # dx2: the residual path
     dw_down = _wgrad(dx2, y, w_down_grad)
     dw_gate_up = _wgrad(dz, o, w_gate_up_grad)
-    return dx.to(x1.dtype), dgamma, dw_gate_up, dw_down
+    return dx1, dgamma, dw_gate_up, dw_down
 
 
 @mlp_backward.register_fake
@@ -288,9 +292,8 @@ def lm_head_ce_backward(dloss: Tensor, x: Tensor, rstd: Tensor, gamma: Tensor, w
     parts = run("cross_entropy_backward", {"logits": logits, "lse": lse, "labels": labels, "scale": scale},
                 {"dlogits": dlogits}, m, v, partials=("zdz_partials",))
     s = _s(parts["zdz_partials"], m, d, x)
-    dx = torch.zeros(m, d, dtype=_acc_dtype(x), device=x.device)
-    o, dgamma = _norm_backward(dlogits, w, x, rstd, s, gamma, dx)
-    return dx.to(x.dtype), dgamma, _wgrad(dlogits, o, w_grad)
+    dx, o, dgamma = _norm_backward(dlogits, w, x, rstd, s, gamma)
+    return dx, dgamma, _wgrad(dlogits, o, w_grad)
 
 
 @lm_head_ce_backward.register_fake
