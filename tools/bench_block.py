@@ -250,7 +250,10 @@ def model_rows(rounds, attention, skip_compile):
     twin.zero_grad(set_to_none=True)
 
     eager = copy.deepcopy(model)
+    no_logits = copy.deepcopy(model)
+    no_logits.head.store_logits = False
     entries = {"coda": (model, lambda: model(tokens, labels)),
+               "coda (no logits)": (no_logits, lambda: no_logits(tokens, labels)),
                "torch eager": (eager, lambda: ref.model_loss(eager, tokens, labels))}
     if compiled_coda is not None:
         entries["coda + torch.compile"] = (twin, lambda: compiled_coda(tokens, labels))

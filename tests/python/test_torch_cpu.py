@@ -75,6 +75,28 @@ def test_qkv_rope_gradcheck():
     assert torch.autograd.gradcheck(fn, (x, w), eps=2 ** -6, atol=1e-2, rtol=1e-2)
 
 
+def test_lm_head_ce_stats_matches_lm_head_ce():
+    # The logit-free head (backward in row chunks of 4 here) gives the loss and gradients of the stored-logits one.
+    d, m, v = 8, 11, 10
+    gamma = 1 + grid(d, seed=30, scale=0.5)
+    labels = torch.randint(0, v, (m,), generator=torch.Generator().manual_seed(4), dtype=torch.int32)
+    x0, w0 = grid(m, d, seed=31), grid(v, d, seed=32)
+    results = []
+    for stats_only in (False, True):
+        x, w, g = x0.clone().requires_grad_(), w0.clone().requires_grad_(), gamma.clone().requires_grad_()
+        h, rstd = stats(x, g, EPS)
+        if stats_only:
+            loss = torch.ops.coda.lm_head_ce_stats(x, h, rstd, g, w, labels, None, 4)[0]
+        else:
+            loss = torch.ops.coda.lm_head_ce(x, h, rstd, g, w, labels)[0]
+        loss.backward()
+        results.append((loss, x.grad, w.grad, g.grad))
+    # Same loss; the gradients differ by the stored head reading its logits back in bf16 (this one recomputes them).
+    close(results[1][0], results[0][0], 1e-9, "logit-free loss")
+    for name, a, b in zip(("dx", "dw", "dgamma"), results[1][1:], results[0][1:]):
+        close(a, b, CHAINED, f"logit-free {name}")
+
+
 def test_lm_head_ce_gradcheck():
     d, m, v = 8, 6, 10
     gamma = torch.ones(d, dtype=torch.float64)
@@ -168,8 +190,9 @@ def test_model_loss_and_grads_match_eager():
         close(p.grad, q.grad, 3e-2, f"grad of {name}")
 
 
-def test_fp32_grad_accumulation_adds_into_main_grad():
-    model = tiny_model(fp32_grad_accumulation=True)
+@pytest.mark.parametrize("store_logits", [True, False])
+def test_fp32_grad_accumulation_adds_into_main_grad(store_logits):
+    model = tiny_model(fp32_grad_accumulation=True, store_logits=store_logits)
     plain = copy.deepcopy(model)
     for layer in plain.layers:
         layer.fp32_grad_accumulation = False

@@ -43,7 +43,8 @@ def make_case(op, m, d, heads, ffn, vocab):
     x = rnd(m, d).bfloat16()
     gamma = (1 + rnd(d, scale=0.1)).bfloat16()
     w = {"qkv_rope": rnd(3 * d, d, scale=d ** -0.5), "out_proj": rnd(d, d, scale=d ** -0.5),
-         "mlp": rnd(2 * ffn, d, scale=d ** -0.5), "lm_head_ce": rnd(vocab, d, scale=d ** -0.5)}[op].bfloat16()
+         "mlp": rnd(2 * ffn, d, scale=d ** -0.5), "lm_head_ce": rnd(vocab, d, scale=d ** -0.5),
+         "lm_head_ce_stats": rnd(vocab, d, scale=d ** -0.5)}[op].bfloat16()
     extra = [rnd(d, ffn, scale=ffn ** -0.5).bfloat16()] if op == "mlp" else []
     a = rnd(m, d).bfloat16()
     gamma_next = (1 + rnd(d, scale=0.1)).bfloat16()
@@ -61,6 +62,8 @@ def make_case(op, m, d, heads, ffn, vocab):
             return torch.ops.coda.out_proj(a, w_, x_, gamma_, EPS)[0]
         if op == "mlp":
             return torch.ops.coda.mlp(x_, h, rstd, gamma_, w_, rest[0], gamma_next, EPS)[0]
+        if op == "lm_head_ce_stats":  # backward in 3 row chunks
+            return torch.ops.coda.lm_head_ce_stats(x_, h, rstd, gamma_, w_, labels, None, (m + 2) // 3)[0]
         return torch.ops.coda.lm_head_ce(x_, h, rstd, gamma_, w_, labels)[0]
 
     def eager_fn(x_, gamma_, w_, *rest):
@@ -86,7 +89,7 @@ def forward_backward(fn, inputs, dtype, grad_out=None):
 
 
 @pytest.mark.parametrize("shape", list(SHAPES))
-@pytest.mark.parametrize("op", ["qkv_rope", "out_proj", "mlp", "lm_head_ce"])
+@pytest.mark.parametrize("op", ["qkv_rope", "out_proj", "mlp", "lm_head_ce", "lm_head_ce_stats"])
 def test_op_matches_fp32_eager(op, shape):
     inputs, coda_fn, eager_fn = make_case(op, *SHAPES[shape])
     torch.manual_seed(1)
@@ -125,17 +128,18 @@ def test_wgrad_accumulates_into_fp32_buffer():
     assert rel(buf, expected) <= 1e-5
 
 
-def model_and_batch(attention="sdpa"):
+def model_and_batch(attention="sdpa", store_logits=True):
     torch.manual_seed(0)
-    model = ct.LlamaModel(vocab=1024, d=256, n_layers=2, n_heads=4, ffn=704, attention=attention, device="cuda")
+    model = ct.LlamaModel(vocab=1024, d=256, n_layers=2, n_heads=4, ffn=704, attention=attention,
+                          store_logits=store_logits, device="cuda")
     tokens = torch.randint(0, 1024, (4, 128), device="cuda")
     labels = torch.randint(0, 1024, (4, 128), device="cuda")
     return model, tokens, labels
 
 
-@pytest.mark.parametrize("attention", ["sdpa", "none"])
-def test_model_matches_fp32_eager(attention):
-    model, tokens, labels = model_and_batch(attention)
+@pytest.mark.parametrize("attention,store_logits", [("sdpa", True), ("none", True), ("sdpa", False)])
+def test_model_matches_fp32_eager(attention, store_logits):
+    model, tokens, labels = model_and_batch(attention, store_logits)
     eager = copy.deepcopy(model).float()
     loss = model(tokens, labels)
     loss.backward()

@@ -65,36 +65,43 @@ class LlamaDecoderLayer(nn.Module):
 
 
 class LlamaLMHead(nn.Module):
-    """Final RMSNorm + LM head + mean cross-entropy, from the last layer's (x, h, rstd); h = x * norm."""
+    """Final RMSNorm + LM head + mean cross-entropy, from the last layer's (x, h, rstd); h = x * norm.
 
-    def __init__(self, d: int, vocab: int, fp32_grad_accumulation: bool = False, device=None,
-                 dtype=torch.bfloat16):
+    store_logits=False keeps no M x V logits: the forward keeps only the loss statistics and the backward
+    recomputes the logits in the LM head GEMM, `chunk` rows at a time."""
+
+    def __init__(self, d: int, vocab: int, fp32_grad_accumulation: bool = False, store_logits: bool = True,
+                 chunk: int = 4096, device=None, dtype=torch.bfloat16):
         super().__init__()
         self.fp32_grad_accumulation = fp32_grad_accumulation
+        self.store_logits, self.chunk = store_logits, chunk
         self.norm = nn.Parameter(torch.ones(d, device=device, dtype=dtype))
         self.weight = nn.Parameter(torch.empty(vocab, d, device=device, dtype=dtype))
         nn.init.normal_(self.weight, std=1.0 / math.sqrt(d))
 
     def forward(self, x: Tensor, h: Tensor, rstd: Tensor, labels: Tensor) -> Tensor:
-        loss, _, _ = torch.ops.coda.lm_head_ce(x, h, rstd, self.norm, self.weight, labels.to(torch.int32),
-                                               _grad_buffer(self.weight, self.fp32_grad_accumulation))
-        return loss
+        labels = labels.to(torch.int32)
+        buffer = _grad_buffer(self.weight, self.fp32_grad_accumulation)
+        if self.store_logits:
+            return torch.ops.coda.lm_head_ce(x, h, rstd, self.norm, self.weight, labels, buffer)[0]
+        return torch.ops.coda.lm_head_ce_stats(x, h, rstd, self.norm, self.weight, labels, buffer, self.chunk)[0]
 
 
 class LlamaModel(nn.Module):
     """Embedding, n_layers LlamaDecoderLayers and the LM head with its loss: forward(tokens, labels) -> mean
-    cross-entropy; tokens and labels [batch x seq]. Train it with any torch optimizer."""
+    cross-entropy; tokens and labels [batch x seq]. Train it with any torch optimizer. store_logits=False: the
+    LM head keeps no logits (LlamaLMHead)."""
 
     def __init__(self, vocab: int, d: int, n_layers: int, n_heads: int, ffn: int, eps: float = 1e-5,
                  rope_base: float = 10000.0, attention: str = "sdpa", fp32_grad_accumulation: bool = False,
-                 device=None, dtype=torch.bfloat16):
+                 store_logits: bool = True, device=None, dtype=torch.bfloat16):
         super().__init__()
         self.eps = eps
         self.embed = nn.Embedding(vocab, d, device=device, dtype=dtype)
         self.layers = nn.ModuleList(
             LlamaDecoderLayer(d, n_heads, ffn, eps, rope_base, attention, fp32_grad_accumulation, device, dtype)
             for _ in range(n_layers))
-        self.head = LlamaLMHead(d, vocab, fp32_grad_accumulation, device, dtype)
+        self.head = LlamaLMHead(d, vocab, fp32_grad_accumulation, store_logits, device=device, dtype=dtype)
         self._positions = {}
 
     @property

@@ -313,3 +313,74 @@ def _lm_head_ce_grad(ctx, dloss, dlogits, dlse):
 
 
 lm_head_ce.register_autograd(_lm_head_ce_grad, setup_context=_lm_head_ce_setup)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# lm_head_ce_stats: the same loss with no logits stored. The backward recomputes them in the LM head GEMM
+# (lm_head_ce_backward), `chunk` rows at a time, so only a chunk x V dlogits tensor ever exists.
+
+@torch.library.custom_op("coda::lm_head_ce_stats", mutates_args=())
+def lm_head_ce_stats(x: Tensor, h: Tensor, rstd: Tensor, gamma: Tensor, w: Tensor, labels: Tensor,
+                     w_grad: Optional[Tensor] = None, chunk: int = 4096) -> tuple[Tensor, Tensor]:
+    m, d = h.shape
+    v = w.shape[0]
+    parts = run("lm_head_ce_stats", {"A": h, "B": w.t(), "rstd": rstd, "labels": labels}, {}, m, v, d,
+                partials=("lse_partials", "target_partials"))
+    lse = h.new_empty(m, dtype=_acc_dtype(x))
+    loss = h.new_empty(m, dtype=_acc_dtype(x))
+    run("ce_finalize", parts, {"lse": lse, "loss": loss}, m, 0, device=h.device)
+    return loss.mean(), lse
+
+
+@lm_head_ce_stats.register_fake
+def _(x, h, rstd, gamma, w, labels, w_grad=None, chunk=4096):
+    acc = _acc_dtype(x)
+    return h.new_empty((), dtype=acc), h.new_empty(h.shape[0], dtype=acc)
+
+
+@torch.library.custom_op("coda::lm_head_ce_stats_backward", mutates_args=("w_grad",))
+def lm_head_ce_stats_backward(dloss: Tensor, x: Tensor, h: Tensor, rstd: Tensor, gamma: Tensor, w: Tensor,
+                              labels: Tensor, lse: Tensor, w_grad: Optional[Tensor],
+                              chunk: int) -> tuple[Tensor, Tensor, Tensor]:
+    m, d = x.shape
+    v = w.shape[0]
+    scale = float(dloss) / m
+    dx = torch.empty_like(x)
+    dgamma = torch.zeros(d, dtype=_acc_dtype(x), device=x.device)
+    # The weight gradient sums over chunks: into the caller's f32 buffer, else into one of our own.
+    acc = w_grad if w_grad is not None else torch.zeros(w.shape, dtype=_acc_dtype(x), device=w.device)
+    dlogits_buf = h.new_empty(min(chunk, m), v)
+    for r0 in range(0, m, chunk):
+        rows = slice(r0, min(m, r0 + chunk))
+        c = rows.stop - rows.start
+        dlogits = dlogits_buf[:c]
+        parts = run("lm_head_ce_backward",
+                    {"A": h[rows], "B": w.t(), "rstd": rstd[rows], "lse": lse[rows], "labels": labels[rows],
+                     "scale": scale}, {"dlogits": dlogits}, c, v, d, partials=("zdz_partials",))
+        s = _s(parts["zdz_partials"], c, d, x)
+        dx_c, o, dgamma_c = _norm_backward(dlogits, w, x[rows], rstd[rows], s, gamma)
+        dx[rows] = dx_c
+        dgamma += dgamma_c
+        _wgrad(dlogits, o, acc)
+    return dx, dgamma.to(gamma.dtype), (w.new_empty(0) if w_grad is not None else acc.to(w.dtype))
+
+
+@lm_head_ce_stats_backward.register_fake
+def _(dloss, x, h, rstd, gamma, w, labels, lse, w_grad, chunk):
+    return torch.empty_like(x), torch.empty_like(gamma), (w.new_empty(0) if w_grad is not None else torch.empty_like(w))
+
+
+def _lm_head_ce_stats_setup(ctx, inputs, output):
+    x, h, rstd, gamma, w, labels, w_grad, chunk = inputs
+    ctx.chunk = chunk
+    ctx.save_for_backward(x, h, rstd, gamma, w, labels, output[1], w_grad)
+
+
+def _lm_head_ce_stats_grad(ctx, dloss, dlse):
+    x, h, rstd, gamma, w, labels, lse, w_grad = ctx.saved_tensors
+    dx, dgamma, dw = torch.ops.coda.lm_head_ce_stats_backward(dloss, x, h, rstd, gamma, w, labels, lse, w_grad,
+                                                              ctx.chunk)
+    return dx, None, None, dgamma, (None if w_grad is not None else dw), None, None, None
+
+
+lm_head_ce_stats.register_autograd(_lm_head_ce_stats_grad, setup_context=_lm_head_ce_stats_setup)
