@@ -118,6 +118,77 @@ TensorRef from_cuda_array_interface(const std::string& name, nb::handle object) 
     return tensor_ref(name, reinterpret_cast<const void*>(pointer), *dtype, std::move(shape), std::move(strides));
 }
 
+nb::object steal(PyObject* o) {
+    if (o == nullptr) throw nb::python_error();
+    return nb::steal(o);
+}
+
+std::string text_of(nb::handle o) { return nb::cast<std::string>(nb::str(o)); }
+
+// A tuple of ints (torch.Size, a stride tuple).
+std::vector<std::int64_t> integers(const nb::object& tuple) {
+    const Py_ssize_t n = PyTuple_Size(tuple.ptr());
+    if (n < 0) throw nb::python_error();
+    std::vector<std::int64_t> out(static_cast<std::size_t>(n));
+    for (Py_ssize_t i = 0; i < n; ++i) out[static_cast<std::size_t>(i)] = PyLong_AsLongLong(PyTuple_GET_ITEM(tuple.ptr(), i));
+    if (PyErr_Occurred()) throw nb::python_error();
+    return out;
+}
+
+// torch tensors are read through their own attributes (is_cuda, dtype, shape, stride(), data_ptr()): a few hundred ns
+// a tensor, where torch's __dlpack__ costs about 5 us in Python code. Only Python calls: libtorch is never linked.
+// The types are looked up once torch has been imported by someone else; until then nothing here is a torch tensor.
+class TorchTensors {
+public:
+    // The tensor's TensorRef, or nullopt when `object` is not a torch tensor.
+    std::optional<TensorRef> read(const std::string& name, nb::handle object, bool device_only) {
+        if (!ready_ && !load()) return std::nullopt;
+        if (!PyObject_TypeCheck(object.ptr(), tensor_type_)) return std::nullopt;
+        if (device_only && steal(PyObject_GetAttr(object.ptr(), is_cuda_)).ptr() != Py_True)
+            throw Error(fmt::format("launch binding '{}': expected a CUDA tensor, got a torch tensor on {}", name,
+                                    text_of(object.attr("device"))));
+        const nb::object dtype_object = steal(PyObject_GetAttr(object.ptr(), dtype_));
+        std::optional<DType> dtype;
+        for (int i = 0; i < 4; ++i)
+            if (dtype_object.ptr() == dtypes_[i]) dtype = kDTypes[i];
+        if (!dtype)
+            throw Error(fmt::format("launch binding '{}': dtype {} is not a coda dtype (bf16, f16, f32, i32)", name,
+                                    text_of(dtype_object)));
+        const std::vector<std::int64_t> dims = integers(steal(PyObject_GetAttr(object.ptr(), shape_)));
+        std::vector<std::int64_t> steps = integers(steal(PyObject_CallMethodNoArgs(object.ptr(), stride_)));
+        const nb::object pointer = steal(PyObject_CallMethodNoArgs(object.ptr(), data_ptr_));
+        const auto address = static_cast<std::uintptr_t>(PyLong_AsUnsignedLongLong(pointer.ptr()));
+        if (PyErr_Occurred()) throw nb::python_error();
+        return tensor_ref(name, reinterpret_cast<const void*>(address), *dtype, dims, std::move(steps));
+    }
+
+private:
+    bool load() {
+        PyObject* torch = PyDict_GetItemString(PyImport_GetModuleDict(), "torch");  // borrowed
+        if (torch == nullptr || !PyObject_HasAttrString(torch, "bfloat16")) return false;  // absent or importing
+        // Kept for the life of the process (references never released: no work at interpreter exit).
+        nb::handle t(torch);
+        tensor_type_ = reinterpret_cast<PyTypeObject*>(nb::object(t.attr("Tensor")).release().ptr());
+        const char* const names[] = {"bfloat16", "float16", "float32", "int32"};  // as kDTypes
+        for (int i = 0; i < 4; ++i) dtypes_[i] = nb::object(t.attr(names[i])).release().ptr();
+        is_cuda_ = PyUnicode_InternFromString("is_cuda");
+        dtype_ = PyUnicode_InternFromString("dtype");
+        shape_ = PyUnicode_InternFromString("shape");
+        stride_ = PyUnicode_InternFromString("stride");
+        data_ptr_ = PyUnicode_InternFromString("data_ptr");
+        ready_ = true;
+        return true;
+    }
+
+    static constexpr DType kDTypes[4] = {DType::BF16, DType::F16, DType::F32, DType::I32};
+    bool ready_ = false;
+    PyTypeObject* tensor_type_ = nullptr;
+    PyObject* dtypes_[4] = {};
+    PyObject *is_cuda_ = nullptr, *dtype_ = nullptr, *shape_ = nullptr, *stride_ = nullptr, *data_ptr_ = nullptr;
+};
+
+TorchTensors torch_tensors;  // used with the GIL held
+
 // Why an object with __dlpack__ did not import: its own exception (e.g. torch's "Can't export tensors that require
 // gradient") when calling __dlpack__() raises one.
 std::string dlpack_failure(nb::handle object) {
@@ -269,6 +340,10 @@ LaunchArgs launch_args(nb::handle bindings, bool device_only) {
         const std::string name = nb::cast<std::string>(key);
         if (is_number(value)) {
             out.args.bind(name, nb::cast<float>(value));
+            continue;
+        }
+        if (std::optional<TensorRef> t = torch_tensors.read(name, value, device_only)) {
+            out.args.bind(name, *t);
             continue;
         }
         nb::ndarray<> a;
