@@ -224,6 +224,13 @@ def test_compile_fullgraph_traces_the_ops():
         close(p.grad, q.grad, EXACT, "compiled grad")
 
 
+def test_compile_with_fp32_grad_accumulation_says_it_is_eager_only():
+    model = tiny_model(fp32_grad_accumulation=True)
+    tokens = torch.randint(0, 64, (2, 6), generator=torch.Generator().manual_seed(3))
+    with pytest.raises(Exception, match="eager mode only"):
+        torch.compile(model, backend="aot_eager", fullgraph=True)(tokens, tokens)
+
+
 def test_bad_input_is_a_coda_error():
     import coda
     x = grid(4, 6)

@@ -16,6 +16,10 @@ def _grad_buffer(p: nn.Parameter, enabled: bool):
     """The f32 gradient buffer of `p` (p.main_grad) when fused accumulation is on, else None."""
     if not enabled:
         return None
+    if torch.compiler.is_compiling():
+        # The backward would write into a forward input, which AOTAutograd's joint graph cannot partition.
+        raise RuntimeError("coda.torch: fp32_grad_accumulation works in eager mode only; under torch.compile "
+                           "build the model with fp32_grad_accumulation=False (weight gradients stored in bf16)")
     if getattr(p, "main_grad", None) is None:
         p.main_grad = torch.zeros(p.shape, dtype=torch.float32, device=p.device)
     return p.main_grad
