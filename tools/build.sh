@@ -25,5 +25,22 @@ if [ -z "${CUDAToolkit_ROOT:-}" ] && ! command -v nvcc >/dev/null && [ -d /usr/l
   export CUDAToolkit_ROOT=/usr/local/cuda
 fi
 
-cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+# The Python package (build/python/coda, for PYTHONPATH and ctest's Python tests) when nanobind is importable by
+# $CODA_PYTHON (default python3): pip installs nanobind when it is missing and may; else the C++ build goes on alone.
+python_args=(-DCODA_BUILD_PYTHON=OFF)
+if python=$(command -v "${CODA_PYTHON:-python3}"); then
+  python=$("$python" -c 'import sys; print(sys.executable)')
+  if ! "$python" -c 'import nanobind' 2>/dev/null && ! "$python" -m pip install -q nanobind >/dev/null 2>&1; then
+    echo "coda: nanobind is missing for $python and pip could not install it: the Python package is not built" \
+         "(pip install nanobind, or use a virtual environment)" >&2
+  elif ! "$python" -c 'import os, sysconfig; assert os.path.exists(sysconfig.get_paths()["include"] + "/Python.h")' 2>/dev/null; then
+    echo "coda: no Python.h for $python (Debian: python3-dev): the Python package is not built" >&2
+  else
+    python_args=(-DCODA_BUILD_PYTHON=ON "-DPython_EXECUTABLE=$python")
+  fi
+else
+  echo "coda: no ${CODA_PYTHON:-python3} on PATH: the Python package is not built" >&2
+fi
+
+cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo "${python_args[@]}" >/dev/null
 cmake --build "$build_dir" -j "$(nproc)"

@@ -1,0 +1,227 @@
+"""Graphs, compiled kernels and the one call that runs a graph: on CUDA tensors through a cached coda.Kernel,
+on CPU tensors through coda.reference (float64), so the autograd wiring is testable without a GPU."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+import coda
+
+# Graphs built here rather than taken from coda.blocks: plain GEMMs for dgrad and wgrad, the embedding entry,
+# and RoPE backward reading the saved rotated output (sum_j z*dz is rotation invariant, so no pre-RoPE z is kept).
+_DGRAD = coda.GemmSpec(input=coda.bf16, a=coda.Major.K, b=coda.Major.MN)
+_WGRAD = coda.GemmSpec(input=coda.bf16, a=coda.Major.MN, b=coda.Major.MN)
+
+
+def _dgrad():
+    g = coda.Graph.gemm("dgrad", _DGRAD)
+    g.store(g.accumulator(), "D", coda.bf16)
+    return g
+
+
+def _wgrad_store():
+    g = coda.Graph.gemm("wgrad_store", _WGRAD)
+    g.store(g.accumulator(), "D", coda.bf16)
+    return g
+
+
+def _wgrad_accumulate():
+    # Gradient accumulation fused into the GEMM: D (f32) += dY^T X.
+    g = coda.Graph.gemm("wgrad_accumulate", _WGRAD)
+    g.accumulate(g.accumulator(), "D", coda.f32)
+    return g
+
+
+def _rms_entry():
+    # The first layer's RMSNorm inputs from the embedding: h = x * gamma and the row partials of x^2, named as
+    # rms_finalize reads them.
+    g = coda.Graph.tile("rms_entry")
+    x = g.tile_input("x", coda.bf16)
+    gamma = g.col_input("gamma", coda.bf16)
+    g.store(x * gamma, "h", coda.bf16)
+    g.reduce_row(x, coda.ReduceOp.SumSq, "x1_sumsq")
+    return g
+
+
+def _rope_backward_from_output():
+    # Same rotation as coda.blocks.rope_backward (by -pos_i * theta_j); the row partials use the saved rotated
+    # output: sum_j z_j dz_j = sum_j qkv_j dqkv_j since each pair is rotated by an orthogonal matrix.
+    g = coda.Graph.tile("rope_backward_from_output")
+    dqkv = g.tile_input("dqkv", coda.bf16)
+    pos_i32 = g.row_input("pos", coda.i32)
+    pos = g.to_f32(pos_i32, name="position")
+    theta = g.col_input("theta", coda.f32, coda.Width.Half)
+    angle = g.mul(pos, theta, name="angle")
+    c = g.cos(angle, name="cos_angle")
+    s = g.neg(g.sin(angle, name="sin_angle"), name="minus_sin_angle")
+    e = g.even(dqkv, name="x_even")
+    o = g.odd(dqkv, name="x_odd")
+    even = g.sub(g.mul(e, c, name="even_cos"), g.mul(o, s, name="odd_sin"), name="rotated_even")
+    odd = g.add(g.mul(e, s, name="even_sin"), g.mul(o, c, name="odd_cos"), name="rotated_odd")
+    g.store(g.join(even, odd, name="rotated"), "dz", coda.bf16)
+    qkv = g.tile_input("qkv", coda.bf16)
+    g.reduce_row(g.mul(qkv, dqkv, name="z_dz"), coda.ReduceOp.Sum, "zdz_partials")
+    return g
+
+
+def _rmsnorm_backward_bf16(residual: bool):
+    # coda.blocks.rmsnorm_backward with dx stored in bf16 instead of accumulated into an f32 buffer: no buffer to
+    # zero or convert around the GEMM. With `residual`, the residual stream's gradient dx_in (bf16) is added in the
+    # epilogue, so dx = dx_in + rstd * (do * gamma - n * s) leaves the GEMM complete.
+    g = coda.Graph.gemm("rmsnorm_backward_residual" if residual else "rmsnorm_backward_bf16", _DGRAD)
+    d_out = g.accumulator("d_out")
+    rstd = g.row_input("rstd", coda.f32)
+    x = g.tile_input("x", coda.bf16)
+    n = g.mul(x, rstd, name="normed")
+    gamma = g.col_input("gamma", coda.bf16)
+    s = g.row_input("s", coda.f32)
+    dn = g.mul(d_out, gamma, name="d_normed")
+    ns = g.mul(n, s, name="normed_s")
+    dx = g.mul(rstd, g.sub(dn, ns, name="d_centered"), name="dx_norm")
+    if residual:
+        dx_in = g.tile_input("dx_in", coda.bf16)
+        dx = g.add(dx, dx_in, name="dx_value")
+    g.store(dx, "dx", coda.bf16)
+    g.store(g.mul(n, gamma, name="o_value"), "o", coda.bf16)
+    g.reduce_col(g.mul(d_out, n, name="dgamma_terms"), coda.ReduceOp.Sum, "dgamma_partials")
+    return g
+
+
+def _rms_scaled(g):
+    acc = g.accumulator()
+    rstd = g.row_input("rstd", coda.f32)
+    return g.mul(acc, rstd, name="logit")
+
+
+def _lm_head_ce_stats():
+    # As coda.blocks.lm_head_ce_stats (used instead where the library has it): lm_head_ce without the logits.
+    g = coda.Graph.gemm("lm_head_ce_stats")
+    logits = _rms_scaled(g)
+    g.reduce_row(logits, coda.ReduceOp.Lse, "lse_partials")
+    column = g.col_index()
+    labels = g.row_input("labels", coda.i32)
+    is_label = g.eq(column, labels, name="is_label")
+    g.reduce_row(g.mul(is_label, logits, name="label_logit"), coda.ReduceOp.Sum, "target_partials")
+    return g
+
+
+def _lm_head_ce_backward():
+    # As coda.blocks.lm_head_ce_backward: cross_entropy_backward on logits the LM head GEMM recomputes.
+    g = coda.Graph.gemm("lm_head_ce_backward")
+    logits = _rms_scaled(g)
+    lse = g.row_input("lse", coda.f32)
+    p = g.exp(g.sub(logits, lse, name="shifted_logit"), name="probability")
+    column = g.col_index()
+    labels = g.row_input("labels", coda.i32)
+    onehot = g.eq(column, labels, name="onehot")
+    scale = g.scalar("scale")
+    dlogits = g.mul(g.sub(p, onehot, name="p_minus_onehot"), scale, name="dlogits_value")
+    g.store(dlogits, "dlogits", coda.bf16)
+    g.reduce_row(g.mul(logits, dlogits, name="z_dz"), coda.ReduceOp.Sum, "zdz_partials")
+    return g
+
+
+# Graphs coda.blocks gains on newer versions; built here when the library lacks them.
+_FALLBACK = {"lm_head_ce_stats": _lm_head_ce_stats, "lm_head_ce_backward": _lm_head_ce_backward}
+
+_LOCAL = {
+    "rmsnorm_backward_bf16": lambda: _rmsnorm_backward_bf16(False),
+    "rmsnorm_backward_residual": lambda: _rmsnorm_backward_bf16(True),
+    "dgrad": _dgrad,
+    "wgrad_store": _wgrad_store,
+    "wgrad_accumulate": _wgrad_accumulate,
+    "rms_entry": _rms_entry,
+    "rope_backward_from_output": _rope_backward_from_output,
+}
+
+# Tests set this: every output a launch writes (not accumulate sinks) is filled with NaN first.
+POISON = False
+
+_graphs: dict[str, "coda.Graph"] = {}
+_kernels: dict[tuple, "coda.Kernel"] = {}
+
+
+def graph(name: str):
+    """The graph `name`: one of coda.blocks, or one of the graphs above. Built once."""
+    g = _graphs.get(name)
+    if g is None:
+        if name in _LOCAL:
+            g = _LOCAL[name]()
+        elif not hasattr(coda.blocks, name) and name in _FALLBACK:
+            g = _FALLBACK[name]()
+        else:
+            g = getattr(coda.blocks, name)()
+        _graphs[name] = g
+    return g
+
+
+def has_block(name: str) -> bool:
+    return hasattr(coda.blocks, name)
+
+
+def _shape_class(m: int, n: int, k: int) -> tuple[int, int, int]:
+    # Kernels run on any shape; the class only steers the default config (as coda tune records it).
+    return tuple(1 << max(0, int(v) - 1).bit_length() if v > 0 else 0 for v in (m, n, k))
+
+
+def kernel(name: str, m: int, n: int, k: int = 0):
+    """The compiled kernel of graph `name` for the current device and shape class (compiled once)."""
+    cls = _shape_class(m, n, k)
+    key = (name, torch.cuda.current_device(), cls)
+    kern = _kernels.get(key)
+    if kern is None:
+        kern = coda.compile(graph(name), shape=(m, n, k) if k else None)
+        _kernels[key] = kern
+    return kern
+
+
+def _host(value):
+    if isinstance(value, torch.Tensor):
+        t = value.detach()
+        if t.dtype == torch.int32:
+            return t.contiguous().numpy()
+        return t.to(torch.float64).contiguous().numpy()
+    return float(value)
+
+
+def run(name: str, inputs: dict, outputs: dict, m: int, n: int, k: int = 0, partials=(), device=None):
+    """Runs graph `name` on an m x n problem (k: the GEMM depth). `inputs` binds tensors and floats; `outputs`
+    are preallocated tensors (accumulate sinks are read and updated in place); `partials` names reduction
+    outputs this call allocates. Returns the partials by name (f32 on CUDA, float64 on the CPU)."""
+    device = device or next(v.device for v in inputs.values() if isinstance(v, torch.Tensor))
+    if device.type == "cuda":
+        kern = kernel(name, m, n, k)
+        made = {}
+        for p in partials:
+            made[p] = torch.empty(kern.partials_shape(p, m, n), dtype=torch.float32, device=device)
+        if POISON:
+            accumulated = _accumulate_sinks(name)
+            for key, out in {**outputs, **made}.items():
+                if key not in accumulated:
+                    out.fill_(float("nan"))
+        kern.launch({**inputs, **outputs, **made})
+        return made
+    # The CPU path: the fp64 reference. Logical A and B as given (strides are a device matter).
+    g = graph(name)
+    host = {key: _host(v) for key, v in inputs.items()}
+    accumulated = _accumulate_sinks(name)
+    for key in accumulated:
+        host[key] = _host(outputs[key])
+    if g.domain == coda.Domain.Finalize:
+        result = coda.reference(g, host, m, 0)
+    else:
+        result = coda.reference(g, host, m, n, k)
+    for key, out in outputs.items():
+        out.copy_(torch.from_numpy(np.asarray(result[key])).reshape(out.shape))
+    return {p: torch.from_numpy(np.asarray(result[p])) for p in partials}
+
+
+def _accumulate_sinks(name: str) -> tuple[str, ...]:
+    # Which outputs of a graph are read before they are written (accumulate sinks).
+    return {"wgrad_accumulate": ("D",), "rmsnorm_backward": ("dx_residual",)}.get(name, ())
+
+
+def row_tiles(n: int, bn: int = 128) -> int:
+    return math.ceil(n / bn)

@@ -1,0 +1,187 @@
+"""The builder, its operators, validation and the text form, without a GPU."""
+
+import pytest
+
+import coda
+
+
+def out_proj_by_hand():
+    g = coda.Graph.gemm("out_proj", coda.GemmSpec(input=coda.bf16, a=coda.Major.K, b=coda.Major.K))
+    acc = g.accumulator()
+    r = g.tile_input("residual", coda.bf16)
+    gamma = g.col_input("gamma", coda.bf16)
+    x1 = acc + r
+    g.store(x1, "x1", coda.bf16)
+    g.store(x1 * gamma, "h", coda.bf16)
+    g.reduce_row(x1, coda.ReduceOp.SumSq, "x1_sumsq")
+    return g
+
+
+def lines(g):
+    return coda.to_text(g).splitlines()
+
+
+def test_builder_records_nodes_in_call_order():
+    g = out_proj_by_hand()
+    assert g.name == "out_proj"
+    assert g.domain == coda.Domain.Gemm
+    assert g.spec == coda.GemmSpec()
+    assert [n.op for n in g.nodes] == [
+        "accumulator", "tile_input", "col_input", "add", "store", "mul", "store", "reduce_row"]
+    assert g.nodes[3].args == [0, 1]
+    assert g.nodes[7].reduce == coda.ReduceOp.SumSq
+    assert lines(g)[0] == "graph out_proj gemm in=bf16 a=k b=k"
+    assert "%x1_sumsq = reduce_row sumsq %_3" in lines(g)
+    coda.check(g)
+    assert coda.problems(g) == []
+
+
+def test_operators_with_values_and_numbers_on_either_side():
+    g = coda.Graph.tile("ops")
+    x = g.tile_input("x", coda.f32)
+    y = g.row_input("y", coda.f32)
+    exprs = [x + y, x - y, x * y, x / y, -x, x + 2, 2 + x, x - 2, 2 - x, x * 0.5, 0.5 * x, x / 4, 4 / x, x + 3]
+    assert all(isinstance(e, coda.Value) for e in exprs)
+    text = lines(g)[3:]  # the header, x and y first
+    assert text[0] == "%_2 = add %x %y"
+    assert text[3] == "%_5 = div %x %y"
+    assert text[4] == "%_6 = neg %x"
+    # A number becomes a constant node before the operation; on the left it stays the left operand.
+    assert text[5:7] == ["%_7 = const 2", "%_8 = add %x %_7"]
+    assert text[11:13] == ["%_13 = const 2", "%_14 = sub %_13 %x"]
+    assert text[-2:] == ["%_23 = const 3", "%_24 = add %x %_23"]
+    with pytest.raises(TypeError):
+        x + "a"
+    with pytest.raises(TypeError):
+        g.add(x, "a")
+
+
+def test_every_named_method_builds_its_op():
+    g = coda.Graph.tile("all_ops")
+    x = g.tile_input("x", coda.f32)
+    unary = ["neg", "abs", "exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "silu", "gelu_erf",
+             "gelu_tanh", "relu", "square"]
+    binary = ["add", "sub", "mul", "div", "max", "min", "eq", "ne", "lt", "le", "gt", "ge"]
+    used = []
+    for name in unary:
+        v = getattr(g, name)(x, name=f"u_{name}")
+        assert g.nodes[v.id].op == name and g.nodes[v.id].name == f"u_{name}"
+        used.append(v)
+    for name in binary:
+        v = getattr(g, name)(x, 1.5, name=f"b_{name}")
+        node = g.nodes[v.id]
+        assert node.op == name
+        assert g.nodes[node.args[1]].op == "const" and g.nodes[node.args[1]].value == 1.5
+        used.append(v)
+    f = g.to_f32(g.row_input("i", coda.i32))
+    assert g.nodes[f.id].op == "to_f32"
+    r = g.round(x, coda.bf16, name="r")
+    assert g.nodes[r.id].dtype == coda.bf16
+    s = g.select(g.gt(x, 0.0), x, 0.0)
+    assert g.nodes[s.id].op == "select"
+    e, o = g.even(x), g.odd(x)
+    j = g.join(e, o)
+    assert [g.nodes[v.id].op for v in (e, o, j)] == ["even", "odd", "join"]
+    total = f + g.to_f32(g.row_index()) + g.to_f32(g.col_index(coda.Width.Full)) + g.constant(1.0, name="one")
+    for v in used:
+        total = total + v
+    g.store(total, "total", coda.f32)
+    g.store(j, "j", coda.f32)
+    g.accumulate(s, "acc_out", coda.f32)
+    g.reduce_col(r, coda.ReduceOp.Max, "colmax")
+    g.reduce_row(g.scalar("scale") * x, coda.ReduceOp.Lse, "rowlse")
+    coda.check(g)
+    assert coda.parse_graph(coda.to_text(g)) == g
+    roles = {b.name: b.role for b in coda.bindings(g)}
+    assert roles == {"x": "input", "i": "input", "scale": "scalar", "total": "output", "j": "output",
+                     "acc_out": "accumulate", "colmax": "column partials", "rowlse": "row partials"}
+
+
+def test_sources_keep_their_attributes():
+    g = coda.Graph.gemm("src", coda.GemmSpec(input=coda.f16, a=coda.Major.MN, b=coda.Major.MN))
+    assert lines(g)[0] == "graph src gemm in=f16 a=mn b=mn"
+    acc = g.accumulator(name="total")
+    z = g.tile_input("z", coda.bf16, width=coda.Width.Double)
+    c = g.col_input("c", coda.f32, width=coda.Width.Half)
+    assert g.nodes[z.id].width == coda.Width.Double and g.nodes[c.id].width == coda.Width.Half
+    assert g.display_name(acc.id) == "total"
+    f = coda.Graph.finalize("fin")
+    p = f.partials("parts", coda.ReduceOp.Lse)
+    f.store(p, "out", coda.f32)
+    coda.check(f)
+    assert f.domain == coda.Domain.Finalize
+
+
+def test_copies_share_nodes_and_clones_do_not():
+    g = out_proj_by_hand()
+    clone = g.clone()
+    assert clone == g
+    g.store(g.accumulator(name="again"), "more", coda.f32)
+    assert clone != g
+    assert len(clone.nodes) + 2 == len(g.nodes)
+
+
+def test_values_of_another_graph_are_an_error():
+    g1, g2 = coda.Graph.tile("a"), coda.Graph.tile("b")
+    x = g1.tile_input("x", coda.f32)
+    with pytest.raises(coda.Error, match="graph"):
+        g2.store(x, "y", coda.f32)
+
+
+def test_text_round_trip_of_every_block():
+    graphs = coda.blocks.llama_block()
+    assert [g.name for g in graphs] == [
+        "out_proj", "rms_finalize", "gate_up_swiglu", "qkv_rope", "lm_head_ce", "ce_finalize", "swiglu_backward",
+        "rms_backward_finalize", "rmsnorm_backward", "rope_backward", "cross_entropy_backward"]
+    for g in graphs:
+        coda.check(g)
+        assert coda.parse_graph(coda.to_text(g)) == g
+        assert str(g) == coda.to_text(g)
+    both = coda.parse_graphs("".join(coda.to_text(g) for g in graphs[:2]), source_name="two.coda")
+    assert both == graphs[:2]
+    from coda.blocks import out_proj
+
+    assert out_proj() == graphs[0]
+    assert coda.blocks.swiglu_backward().spec == coda.GemmSpec(b=coda.Major.MN)
+    assert coda.blocks.out_proj(coda.GemmSpec(input=coda.f16)).spec.input == coda.f16
+
+
+def test_parse_errors_are_coda_errors_with_the_line():
+    with pytest.raises(coda.Error, match=r"broken\.coda:2"):
+        coda.parse_graphs("graph g tile\n%x = frobnicate 1\n", source_name="broken.coda")
+    with pytest.raises(coda.Error):
+        coda.parse_graph("")
+
+
+def test_invalid_graphs_raise_coda_error_naming_the_problem():
+    g = coda.Graph.tile("bad")
+    g.accumulator()  # a tile program has no accumulator
+    g.store(g.tile_input("x", coda.f32), "x", coda.f32)  # an output named like an input
+    problems = coda.problems(g)
+    assert len(problems) >= 2
+    with pytest.raises(coda.Error) as err:
+        coda.check(g)
+    message = str(err.value)
+    for _, problem in problems:
+        assert problem in message
+    assert "bad" in message
+    with pytest.raises(coda.Error):
+        coda.bindings(g)
+
+
+def test_bindings_of_out_proj():
+    bindings = {b.name: b for b in coda.bindings(coda.blocks.out_proj())}
+    assert set(bindings) == {"residual", "gamma", "x1", "h", "x1_sumsq"}
+    assert (bindings["gamma"].role, bindings["gamma"].kind) == ("input", "col")
+    assert (bindings["x1"].role, bindings["x1"].kind, bindings["x1"].dtype) == ("output", "tile", coda.bf16)
+    assert bindings["x1_sumsq"].role == "row partials"
+
+
+def test_enums_and_spec():
+    assert coda.bf16 is coda.DType.BF16
+    assert coda.size_of(coda.bf16) == 2 and coda.size_of(coda.f32) == 4
+    spec = coda.GemmSpec(input=coda.f16, b=coda.Major.MN)
+    assert (spec.input, spec.a, spec.b) == (coda.f16, coda.Major.K, coda.Major.MN)
+    assert spec != coda.GemmSpec()
+    assert "f16" in repr(spec)
+    assert isinstance(coda.__version__, str) and coda.__version__.count(".") == 2

@@ -1,0 +1,347 @@
+#!/usr/bin/env python3
+"""One LLaMA decoder layer, forward + backward, at d = 2048 (F = 8192) and d = 4096 (F = 14336), M = 16384 tokens
+(batch 8 x sequence 2048), bf16: coda.torch against torch eager, torch.compile, Liger kernels and the cuBLAS GEMM
+floor (the layer's 12 GEMMs alone through torch.matmul; with real attention, plus SDPA forward and backward).
+Each with causal SDPA and with the attention-free stand-in v + 0 * (q + k). Then a whole model step (8 layers,
+d = 2048, vocab 32768, AdamW) in tokens/s, peak memory, and whether torch.compile(fullgraph=True) of the coda model
+compiles and matches. One table on stdout; bench_block.csv and bench_block.md in $OUT (or --out).
+
+Timing: every system runs twice (compiles, autotuning), then all run in turn for 500 ms to settle the GPU clock,
+then rounds: in each round every system runs `per_round` times between two CUDA events; the median over rounds.
+Systems take turns within a round, so clock drift hits all alike. Gradients are set to None before each step
+(no gradient-accumulation adds are timed)."""
+import argparse
+import copy
+import csv
+import os
+import statistics
+import sys
+import time
+import traceback
+
+import torch
+import torch.nn.functional as F
+
+import coda.torch as ct
+from coda.torch import reference as ref
+
+BATCH, SEQ = 8, 2048
+M = BATCH * SEQ
+EPS = 1e-5
+LAYER_SIZES = [(2048, 8192, 16), (4096, 14336, 32)]
+START = time.perf_counter()
+
+
+def log(*a):
+    print(f"[{time.perf_counter() - START:6.1f} s]", *a, flush=True)
+
+
+def time_systems(systems, rounds, per_round, settle_ms=500):
+    """Median ms per call of each fn in `systems` (name -> fn), interleaved."""
+    for fn in systems.values():
+        fn()
+        fn()
+    torch.cuda.synchronize()
+    t_end = time.perf_counter() + settle_ms / 1000
+    while time.perf_counter() < t_end:
+        for fn in systems.values():
+            fn()
+        torch.cuda.synchronize()
+    times = {name: [] for name in systems}
+    for _ in range(rounds):
+        for name, fn in systems.items():
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            for _ in range(per_round):
+                fn()
+            end.record()
+            end.synchronize()
+            times[name].append(start.elapsed_time(end) / per_round)
+    return {name: statistics.median(v) for name, v in times.items()}
+
+
+def peak_gib(fn):
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    base = torch.cuda.memory_allocated()
+    fn()
+    torch.cuda.synchronize()
+    return (torch.cuda.max_memory_allocated() - base) / 2 ** 30
+
+
+# --- Liger: the same layer with Liger's RMSNorm, RoPE (its half-split convention; same cost) and SwiGLU ---------
+
+def liger_parts():
+    from liger_kernel.ops.swiglu import LigerSiLUMulFunction
+    from liger_kernel.transformers.rms_norm import LigerRMSNorm
+    from liger_kernel.transformers.rope import liger_rotary_pos_emb
+    try:
+        from liger_kernel.ops.swiglu import LigerFusedGateUpSiLUMulFunction as fused
+    except ImportError:
+        fused = None
+    return LigerRMSNorm, liger_rotary_pos_emb, LigerSiLUMulFunction, fused
+
+
+class LigerLayer(torch.nn.Module):
+    def __init__(self, layer):
+        super().__init__()
+        RMSNorm, self.rope, self.silu_mul, self.fused_silu_mul = liger_parts()
+        d, f = layer.d, layer.ffn
+        self.n_heads, self.attention = layer.n_heads, layer.attention
+        self.norm1 = RMSNorm(d, eps=EPS).to(device="cuda", dtype=torch.bfloat16)
+        self.norm2 = RMSNorm(d, eps=EPS).to(device="cuda", dtype=torch.bfloat16)
+        with torch.no_grad():
+            self.norm1.weight.copy_(layer.attn_norm)
+            self.norm2.weight.copy_(layer.mlp_norm)
+        self.w_qkv = torch.nn.Parameter(layer.w_qkv.detach().clone())
+        self.w_o = torch.nn.Parameter(layer.w_o.detach().clone())
+        # Liger's fused SwiGLU takes [gate | up] halves, not interleaved columns.
+        gu = layer.w_gate_up.detach()
+        self.w_gate_up = torch.nn.Parameter(torch.cat((gu[0::2], gu[1::2])).contiguous())
+        self.w_down = torch.nn.Parameter(layer.w_down.detach().clone())
+        hd = d // self.n_heads
+        inv = 1.0 / (10000.0 ** (torch.arange(0, hd, 2, device="cuda", dtype=torch.float32) / hd))
+        ang = torch.arange(SEQ, device="cuda", dtype=torch.float32)[:, None] * inv[None]
+        emb = torch.cat((ang, ang), -1)
+        self.register_buffer("cos", emb.cos()[None].bfloat16())
+        self.register_buffer("sin", emb.sin()[None].bfloat16())
+
+    def forward(self, x):
+        m, d = x.shape
+        b, h = m // SEQ, self.n_heads
+        qkv = self.norm1(x) @ self.w_qkv.t()
+        q, k, v = qkv.view(b, SEQ, 3, h, d // h).permute(2, 0, 3, 1, 4).unbind(0)
+        q, k = self.rope(q, k, self.cos, self.sin)
+        if self.attention == "none":
+            a = (v + 0 * (q + k)).transpose(1, 2).reshape(m, d)
+        else:
+            a = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(m, d)
+        x1 = x + a @ self.w_o.t()
+        z = self.norm2(x1) @ self.w_gate_up.t()
+        if self.fused_silu_mul is not None:
+            y = self.fused_silu_mul.apply(z)
+        else:
+            gate, up = z.chunk(2, -1)
+            y = self.silu_mul.apply(gate, up)
+        return x1 + y @ self.w_down.t()
+
+
+# --- the GEMM floor: the layer's 12 GEMMs (4 forward, 4 dgrad, 4 wgrad) ------------------------------------------
+
+def floor_fn(layer, attention):
+    d, f = layer.d, layer.ffn
+    bf = dict(device="cuda", dtype=torch.bfloat16)
+    ws = [layer.w_qkv.detach(), layer.w_o.detach(), layer.w_gate_up.detach(), layer.w_down.detach()]
+    ins = [torch.randn(M, d, **bf), torch.randn(M, d, **bf), torch.randn(M, d, **bf), torch.randn(M, f, **bf)]
+    douts = [torch.randn(M, w.shape[0], **bf) for w in ws]
+    hd = d // layer.n_heads
+    qkv = [torch.randn(BATCH, layer.n_heads, SEQ, hd, **bf, requires_grad=True) for _ in range(3)]
+    do = torch.randn(BATCH, layer.n_heads, SEQ, hd, **bf)
+
+    def run():
+        for x, w in zip(ins, ws):
+            torch.matmul(x, w.t())
+        for x, w, dy in zip(ins, ws, douts):
+            torch.matmul(dy, w)
+            torch.matmul(dy.t(), x)
+        if attention == "sdpa":
+            o = F.scaled_dot_product_attention(*qkv, is_causal=True)
+            torch.autograd.grad(o, qkv, do)
+    return run
+
+
+def layer_rows(d, f, heads, attention, rounds, per_round, skip_compile):
+    torch.manual_seed(0)
+    layer = ct.LlamaDecoderLayer(d, heads, f, eps=EPS, attention=attention, device="cuda")
+    eager_layer = copy.deepcopy(layer)
+    x = torch.randn(M, d, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    dy = torch.randn(M, d, device="cuda", dtype=torch.bfloat16)
+    pos = torch.arange(SEQ, device="cuda", dtype=torch.int32).repeat(BATCH)
+    next_gamma = torch.ones(d, device="cuda", dtype=torch.bfloat16)
+    with torch.no_grad():
+        h, rstd = torch.ops.coda.rms_stats(x, layer.attn_norm, EPS)
+
+    def step(module, fwd):
+        def run():
+            module.zero_grad(set_to_none=True)
+            x.grad = None
+            fwd().backward(dy)
+        return run
+
+    systems = {"coda": step(layer, lambda: layer(x, h, rstd, next_gamma, pos, SEQ)[0]),
+               "torch eager": step(eager_layer, lambda: ref.decoder_layer(eager_layer, x, pos, SEQ))}
+    if not skip_compile:
+        compiled = torch.compile(lambda x_: ref.decoder_layer(eager_layer, x_, pos, SEQ))
+        systems["torch.compile"] = step(eager_layer, lambda: compiled(x))
+    try:
+        liger = LigerLayer(eager_layer)
+        systems["Liger"] = step(liger, lambda: liger(x))
+    except Exception as e:  # noqa: BLE001
+        log(f"Liger unavailable: {e!r}")
+    systems["cuBLAS GEMM floor"] = floor_fn(layer, attention)
+
+    # Correctness of this very layer against the fp32 eager reference (the tests hold the tolerances).
+    with torch.no_grad():
+        out = layer(x, h, rstd, next_gamma, pos, SEQ)[0]
+        out32 = ref.decoder_layer(copy.deepcopy(layer).float(), x.float(), pos, SEQ)
+        err = ((out.float() - out32).norm() / out32.norm()).item()
+        del out, out32
+
+    log(f"layer d={d} {attention}: compiling and warming {list(systems)}")
+    ms = time_systems(systems, rounds, per_round)
+    mem = {name: peak_gib(fn) for name, fn in systems.items()}
+    floor = ms["cuBLAS GEMM floor"]
+    rows = []
+    for name in systems:
+        rows.append({"bench": f"layer fwd+bwd d={d} F={f}", "attention": attention, "system": name,
+                     "ms": round(ms[name], 3), "x_floor": round(ms[name] / floor, 3),
+                     "tokens_per_s": round(M / ms[name] * 1e3), "peak_GiB": round(mem[name], 2),
+                     "note": f"rel. error vs fp32 {err:.1e}" if name == "coda" else ""})
+    del systems, layer, eager_layer, x
+    torch.cuda.empty_cache()
+    return rows
+
+
+# --- the whole model step ----------------------------------------------------------------------------------------
+
+class LigerModel(torch.nn.Module):
+    def __init__(self, model):
+        super().__init__()
+        from liger_kernel.transformers.fused_linear_cross_entropy import LigerFusedLinearCrossEntropyLoss
+        from liger_kernel.transformers.rms_norm import LigerRMSNorm
+        self.embed = copy.deepcopy(model.embed)
+        self.layers = torch.nn.ModuleList(LigerLayer(layer) for layer in model.layers)
+        self.norm = LigerRMSNorm(model.head.norm.shape[0], eps=EPS).to(device="cuda", dtype=torch.bfloat16)
+        self.lm_head = torch.nn.Parameter(model.head.weight.detach().clone())
+        self.loss = LigerFusedLinearCrossEntropyLoss()
+
+    def forward(self, tokens, labels):
+        x = self.embed(tokens).view(-1, self.lm_head.shape[1])
+        for layer in self.layers:
+            x = layer(x)
+        return self.loss(self.lm_head, self.norm(x), labels.reshape(-1))
+
+
+def model_rows(rounds, attention, skip_compile):
+    vocab, d, n_layers, heads, f = 32768, 2048, 8, 16, 8192
+    torch.manual_seed(0)
+    model = ct.LlamaModel(vocab, d, n_layers, heads, f, eps=EPS, attention=attention, device="cuda")
+    tokens = torch.randint(0, vocab, (BATCH, SEQ), device="cuda")
+    labels = torch.randint(0, vocab, (BATCH, SEQ), device="cuda")
+    notes = {}
+
+    # torch.compile(fullgraph=True) of the coda model: no graph break (fullgraph raises on one) and the same loss.
+    twin = copy.deepcopy(model)
+    try:
+        compiled_coda = torch.compile(twin, fullgraph=True)
+        loss_c = compiled_coda(tokens, labels)
+        loss_c.backward()
+        loss_e = model(tokens, labels)
+        loss_e.backward()
+        grad_err = max(((p.grad.float() - q.grad.float()).norm() / q.grad.float().norm()).item()
+                       for p, q in zip(twin.parameters(), model.parameters()))
+        notes["coda + torch.compile"] = (f"fullgraph: compiles, no graph break; loss {loss_c.item():.5f} vs "
+                                         f"{loss_e.item():.5f} eager coda; max grad rel. diff {grad_err:.1e}")
+    except Exception as e:  # noqa: BLE001
+        compiled_coda = None
+        notes["coda + torch.compile"] = f"FAILED: {type(e).__name__}: {str(e)[:200]}"
+        traceback.print_exc()
+    model.zero_grad(set_to_none=True)
+    twin.zero_grad(set_to_none=True)
+
+    eager = copy.deepcopy(model)
+    no_logits = copy.deepcopy(model)
+    no_logits.head.store_logits = False
+    entries = {"coda": (model, lambda: model(tokens, labels)),
+               "coda (no logits)": (no_logits, lambda: no_logits(tokens, labels)),
+               "torch eager": (eager, lambda: ref.model_loss(eager, tokens, labels))}
+    if compiled_coda is not None:
+        entries["coda + torch.compile"] = (twin, lambda: compiled_coda(tokens, labels))
+    if not skip_compile:
+        comp = copy.deepcopy(model)
+        comp_fn = torch.compile(lambda t, l: ref.model_loss(comp, t, l))
+        entries["torch.compile"] = (comp, lambda: comp_fn(tokens, labels))
+    try:
+        liger = LigerModel(model)
+        entries["Liger"] = (liger, lambda: liger(tokens, labels))
+    except Exception as e:  # noqa: BLE001
+        log(f"Liger model unavailable: {e!r}")
+
+    def stepper(module, fwd):
+        opt = torch.optim.AdamW(module.parameters(), lr=1e-5, fused=True)
+
+        def run():
+            opt.zero_grad(set_to_none=True)
+            fwd().backward()
+            opt.step()
+        return run
+
+    systems = {name: stepper(*entry) for name, entry in entries.items()}
+    log(f"model step ({attention}): compiling and warming {list(systems)}")
+    ms = time_systems(systems, rounds, 1)
+    mem = {name: peak_gib(fn) for name, fn in systems.items()}
+    base = ms.get("torch.compile")
+    rows = []
+    for name in systems:
+        rows.append({"bench": f"model step {n_layers}x d={d} V={vocab} AdamW", "attention": attention,
+                     "system": name, "ms": round(ms[name], 3),
+                     "x_floor": round(ms[name] / base, 3) if base else "",
+                     "tokens_per_s": round(M / ms[name] * 1e3), "peak_GiB": round(mem[name], 2),
+                     "note": notes.get(name, "")})
+    return rows
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", default=os.environ.get("OUT", "."))
+    p.add_argument("--rounds", type=int, default=7)
+    p.add_argument("--per-round", type=int, default=3)
+    p.add_argument("--skip-compile", action="store_true", help="leave out the torch.compile baselines (faster)")
+    p.add_argument("--budget-s", type=float, default=270, help="start no section after this many seconds")
+    args = p.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    torch.backends.cuda.matmul.allow_tf32 = True
+    torch._dynamo.config.cache_size_limit = 64
+
+    # Most important first; a section that would start after --budget-s is left out (and says so).
+    sections = [(f"layer d={d} {att}", lambda d=d, f=f, h=h, att=att: layer_rows(
+                    d, f, h, att, args.rounds, args.per_round, args.skip_compile))
+                for att in ("none", "sdpa") for d, f, h in LAYER_SIZES]
+    sections.insert(2, ("model step", lambda: model_rows(max(3, args.rounds // 2), "sdpa", args.skip_compile)))
+    rows = []
+    for name, run in sections:
+        if time.perf_counter() - START > args.budget_s:
+            log(f"SKIPPED {name}: past the {args.budget_s} s budget")
+            continue
+        try:
+            new_rows = run()
+            rows += new_rows
+            print_rows(new_rows)
+        except Exception:  # noqa: BLE001
+            log(f"FAILED {name}")
+            traceback.print_exc()
+        torch.cuda.empty_cache()
+
+    print()
+    print_rows(rows)
+    keys = ["bench", "attention", "system", "ms", "x_floor", "tokens_per_s", "peak_GiB", "note"]
+    with open(os.path.join(args.out, "bench_block.csv"), "w", newline="") as fcsv:
+        w = csv.DictWriter(fcsv, keys)
+        w.writeheader()
+        w.writerows(rows)
+    with open(os.path.join(args.out, "bench_block.md"), "w") as fmd:
+        fmd.write("| " + " | ".join(keys) + " |\n|" + "---|" * len(keys) + "\n")
+        for r in rows:
+            fmd.write("| " + " | ".join(str(r[k]) for k in keys) + " |\n")
+    log("done; x_floor: layer rows against the cuBLAS GEMM floor, model rows against torch.compile")
+
+
+def print_rows(rows):
+    for r in rows:
+        print(f"{r['bench']:<36} {r['attention']:<5} {r['system']:<22} {r['ms']:>9.3f} ms  "
+              f"{str(r['x_floor']):>6}x  {r['tokens_per_s']:>10} tok/s  {r['peak_GiB']:>7.2f} GiB  {r['note']}")
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
