@@ -22,6 +22,9 @@ struct CheckProblem {
     // launch: an output may be a view into a wider tensor, whose other columns are someone else's data.
     int tile_pad = 0;
     std::uint64_t seed = 1;
+    // How the kernel is launched: Kernel::launch; Kernel::bind then BoundLaunch::launch; or bound first to other
+    // buffers of the same shapes (and other scalar values), every binding then rebound to the real ones.
+    enum class Path { Launch, Bound, Rebound } path = Path::Launch;
 };
 
 struct OutputReport {
