@@ -101,7 +101,7 @@ TEST_CASE("operands TMA cannot load run on the portable mainloop unless the user
     require_pass(verify::check_on_device(by_default, problem(777, 1000, 1001, 0, 0, 5)));
 }
 
-TEST_CASE("bound launches, and launches rebound from other buffers, match the reference", "[gpu]") {
+TEST_CASE("bound launches, and launches rebound from other buffers, match the reference", "[gpu][bind]") {
     // Every kernel of the block (GEMM epilogues, tile programs, finalizers) with its default config; on an sm_90a
     // device that is the Hopper mainloop, whose tensor maps the bound launch encodes itself. N = 680: tile tensors
     // in whole 16-byte rows, so the Hopper kernels stage and store by TMA (maps of the rebound pointers).
@@ -123,7 +123,7 @@ TEST_CASE("bound launches, and launches rebound from other buffers, match the re
     }
 }
 
-TEST_CASE("a bound launch rebound to operands TMA cannot load falls back as a launch does", "[gpu]") {
+TEST_CASE("a bound launch rebound to operands TMA cannot load falls back as a launch does", "[gpu][bind]") {
     if (!on_hopper()) return;  // elsewhere the default is the portable mainloop already
     const Graph g = blocks::out_proj();
     const Kernel by_default = Runtime::instance().compile(g);
