@@ -54,6 +54,8 @@ struct BuildReport {
 };
 
 struct LoadedKernel;
+struct LaunchPlan;
+class BoundLaunch;
 
 // A compiled kernel loaded on the current device. Cheap to copy; launch() is the hot path.
 class Kernel {
@@ -64,6 +66,10 @@ public:
     // reported once through the log; unless the kernel was compiled with a config the user gave, where it is a
     // coda::Error.
     void launch(const Args& args, CUstream_st* stream = nullptr) const;
+    // The same checks (and the same choice of mainloop) once, for launching these arguments again and again: the
+    // launch's parameters are packed (the Hopper mainloop's tensor maps encoded) and BoundLaunch::launch is one
+    // cuLaunchKernel. A coda::Error for any argument launch() would reject.
+    BoundLaunch bind(const Args& args) const;
     const Graph& graph() const;
     // The tile config it was built with; empty for tile programs and finalizers (their tile is fixed).
     const std::optional<KernelConfig>& config() const;
@@ -78,8 +84,38 @@ private:
     friend class Runtime;
     const LoadedKernel& loaded() const;  // throws coda::Error for an empty Kernel
     static const LoadedKernel* fallback_of(const LoadedKernel& k, const std::string& why);
+    friend class BoundLaunch;
+    // The kernel that runs a checked launch: this one, or its fallback when its mainloop cannot (see launch()).
+    const LoadedKernel& runner(const LaunchPlan& plan) const;
     std::shared_ptr<const LoadedKernel> impl_;
     bool pinned_ = false;  // compiled with a config the user gave: a launch its mainloop cannot run is an error
+};
+
+// A kernel's launch with its arguments checked and packed once (Kernel::bind): what a training loop that launches
+// the same kernel on the same buffers step after step holds. It keeps its kernel loaded. Launching it from several
+// threads at once is fine; rebinding it while another thread launches it is not.
+class BoundLaunch {
+public:
+    BoundLaunch();
+    BoundLaunch(BoundLaunch&&) noexcept;
+    BoundLaunch& operator=(BoundLaunch&&) noexcept;
+    ~BoundLaunch();
+
+    // Launches on `stream`. A coda::Error when the calling thread's CUDA context is not the kernel's, or when empty.
+    void launch(CUstream_st* stream = nullptr) const;
+    // Points tensor binding `name` (or GEMM operand "A" / "B") at `data`, memory of the dtype, shape and strides
+    // bound before. Checks the pointer as a new binding would (not null; aligned as the kernel's accesses need;
+    // which mainloop runs it, as launch() decides) and packs the launch again (tensor maps included). On a
+    // coda::Error the launch stays as it was.
+    BoundLaunch& rebind(const std::string& name, const void* data);
+    // Gives f32 scalar binding `name` a new value.
+    BoundLaunch& rebind(const std::string& name, float value);
+    const Kernel& kernel() const;
+
+private:
+    friend class Kernel;
+    struct State;
+    std::unique_ptr<State> state_;
 };
 
 class Runtime {

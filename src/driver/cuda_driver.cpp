@@ -86,11 +86,11 @@ void Driver::check(CUresult result, const char* call, const std::string& context
                             context.empty() ? std::string() : " [" + context + "]"));
 }
 
-void Driver::ensure_context() {
+CUcontext Driver::ensure_context() {
     const DriverApi& a = api();
     CUcontext current = nullptr;
     check(a.cuCtxGetCurrent(&current), "cuCtxGetCurrent");
-    if (current != nullptr) return;
+    if (current != nullptr) return current;
     std::lock_guard<std::mutex> lock(mutex_);
     if (primary_ == nullptr) {
         CUdevice device = 0;
@@ -98,6 +98,7 @@ void Driver::ensure_context() {
         check(a.cuDevicePrimaryCtxRetain(&primary_, device), "cuDevicePrimaryCtxRetain", "device 0");
     }
     check(a.cuCtxSetCurrent(primary_), "cuCtxSetCurrent");
+    return primary_;
 }
 
 CUcontext Driver::current_context() {

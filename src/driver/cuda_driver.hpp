@@ -28,7 +28,7 @@ public:
     const std::string& unavailable_reason() const;  // empty when available
 
     // Makes sure the calling thread has a current context: the one it has, else device 0's primary context.
-    void ensure_context();
+    CUcontext ensure_context();  // returns the (now) current context
     // The calling thread's current context after ensure_context(): what modules loaded now belong to.
     CUcontext current_context();
 

@@ -18,14 +18,24 @@ public:
     std::string unsupported(const LaunchPlan&) const override { return ""; }
 
     void launch(const LaunchPlan& plan, CUstream stream) const override {
-        const long long blocks = std::min(kMaxBlocks, (plan.m + kFinalizeThreads - 1) / kFinalizeThreads);
         void* params[] = {const_cast<FinalizeProblem*>(&plan.finalize), const_cast<std::uint64_t*>(plan.slots.data())};
-        Driver::instance().launch(module_.function, static_cast<unsigned>(blocks), 1, 1,
-                                  static_cast<unsigned>(module_.info.threads),
+        Driver::instance().launch(module_.function, blocks(plan), 1, 1, static_cast<unsigned>(module_.info.threads),
                                   static_cast<unsigned>(module_.info.smem_bytes), stream, params);
     }
 
+    void pack(PackedLaunch& out) const override {
+        out.function = module_.function;
+        out.grid_x = blocks(out.plan);
+        out.threads = static_cast<unsigned>(module_.info.threads);
+        out.smem_bytes = static_cast<unsigned>(module_.info.smem_bytes);
+        out.params = {&out.plan.finalize, out.plan.slots.data()};
+    }
+
 private:
+    static unsigned blocks(const LaunchPlan& plan) {
+        return static_cast<unsigned>(std::min(kMaxBlocks, (plan.m + kFinalizeThreads - 1) / kFinalizeThreads));
+    }
+
     LoadedModule module_;
 };
 

@@ -112,18 +112,37 @@ public:
             tma = tma_;
             std::copy(maps_.begin(), maps_.end(), tile_maps.begin());
         }
-        // A cluster walks units of `cluster` M-tiles of one N-tile, so the grid is whole clusters.
-        const std::uint64_t c = static_cast<std::uint64_t>(module_.info.cluster);
-        const auto tiles = [](long long extent, int tile) { return static_cast<std::uint64_t>((extent + tile - 1) / tile); };
-        const std::uint64_t units = (tiles(plan.m, module_.info.tile_m) + c - 1) / c * tiles(plan.n, module_.info.tile_n);
-        const auto grid = static_cast<unsigned>(std::min<std::uint64_t>(units, static_cast<std::uint64_t>(max_ctas_) / c) * c);
         void* params[] = {const_cast<GemmProblem*>(&plan.gemm), const_cast<std::uint64_t*>(plan.slots.data()), &tma.a,
                           &tma.b, tile_maps.data()};
-        Driver::instance().launch(module_.function, grid, 1, 1, static_cast<unsigned>(module_.info.threads),
+        Driver::instance().launch(module_.function, grid(plan), 1, 1, static_cast<unsigned>(module_.info.threads),
                                   static_cast<unsigned>(module_.info.smem_bytes), stream, params);
     }
 
+    // Its own maps, encoded once: the shared ones above may be re-encoded for another launch at any time.
+    void pack(PackedLaunch& out) const override {
+        const TmaOperands tma = encode_tma_operands(out.plan.gemm, graph_.graph.spec(), module_.info.tile_m,
+                                                    module_.info.tile_n, module_.info.cluster);
+        const std::vector<CUtensorMap> tile_maps = encode_tile_maps(graph_, out.plan, module_.info.tma);
+        out.maps.assign(2 + rules::kMaxTileMaps, CUtensorMap{});
+        out.maps[0] = tma.a;
+        out.maps[1] = tma.b;
+        std::copy(tile_maps.begin(), tile_maps.end(), out.maps.begin() + 2);
+        out.function = module_.function;
+        out.grid_x = grid(out.plan);
+        out.threads = static_cast<unsigned>(module_.info.threads);
+        out.smem_bytes = static_cast<unsigned>(module_.info.smem_bytes);
+        out.params = {&out.plan.gemm, out.plan.slots.data(), &out.maps[0], &out.maps[1], &out.maps[2]};
+    }
+
 private:
+    // A cluster walks units of `cluster` M-tiles of one N-tile, so the grid is whole clusters.
+    unsigned grid(const LaunchPlan& plan) const {
+        const std::uint64_t c = static_cast<std::uint64_t>(module_.info.cluster);
+        const auto tiles = [](long long extent, int tile) { return static_cast<std::uint64_t>((extent + tile - 1) / tile); };
+        const std::uint64_t units = (tiles(plan.m, module_.info.tile_m) + c - 1) / c * tiles(plan.n, module_.info.tile_n);
+        return static_cast<unsigned>(std::min<std::uint64_t>(units, static_cast<std::uint64_t>(max_ctas_) / c) * c);
+    }
+
     LoadedModule module_;
     const CheckedGraph& graph_;  // the loaded kernel's, which owns this launcher
     int max_ctas_;

@@ -40,21 +40,38 @@ public:
     }
 
     void launch(const LaunchPlan& plan, CUstream stream) const override {
-        void* problem = problem_ == TileGridProblem::Gemm ? static_cast<void*>(const_cast<GemmProblem*>(&plan.gemm))
-                                                          : static_cast<void*>(const_cast<TileProblem*>(&plan.tile));
-        void* params[] = {problem, const_cast<std::uint64_t*>(plan.slots.data())};
+        void* params[] = {problem_of(plan), const_cast<std::uint64_t*>(plan.slots.data())};
         Driver::instance().launch(module_.function, static_cast<unsigned>(tiles(plan.m, module_.info.tile_m)),
                                   static_cast<unsigned>(tiles(plan.n, module_.info.tile_n)), 1,
                                   static_cast<unsigned>(module_.info.threads),
                                   static_cast<unsigned>(module_.info.smem_bytes), stream, params);
     }
 
+    void pack(PackedLaunch& out) const override {
+        out.function = module_.function;
+        out.grid_x = static_cast<unsigned>(tiles(out.plan.m, module_.info.tile_m));
+        out.grid_y = static_cast<unsigned>(tiles(out.plan.n, module_.info.tile_n));
+        out.threads = static_cast<unsigned>(module_.info.threads);
+        out.smem_bytes = static_cast<unsigned>(module_.info.smem_bytes);
+        out.params = {problem_of(out.plan), out.plan.slots.data()};
+    }
+
 private:
+    void* problem_of(const LaunchPlan& plan) const {
+        return problem_ == TileGridProblem::Gemm ? static_cast<void*>(const_cast<GemmProblem*>(&plan.gemm))
+                                                 : static_cast<void*>(const_cast<TileProblem*>(&plan.tile));
+    }
+
     LoadedModule module_;
     TileGridProblem problem_;
 };
 
 }  // namespace
+
+void PackedLaunch::launch(CUstream stream) const {
+    Driver::instance().launch(function, grid_x, grid_y, 1, threads, smem_bytes, stream,
+                              const_cast<void**>(params.data()));
+}
 
 std::unique_ptr<Launcher> tile_grid_launcher(const LoadedModule& module, TileGridProblem problem) {
     return std::make_unique<TileGridLauncher>(module, problem);

@@ -41,6 +41,24 @@ struct LoadedModule {
     std::string name;  // "<graph>-<hash>", for messages
 };
 
+// One launch packed into its kernel's parameters once: the grid, the checked plan (problem and slots) and any tensor
+// maps, which the parameter pointers point into (so it neither moves nor copies). launch() is one cuLaunchKernel:
+// what Kernel::bind hands a training loop.
+struct PackedLaunch {
+    PackedLaunch() = default;
+    PackedLaunch(const PackedLaunch&) = delete;
+    PackedLaunch& operator=(const PackedLaunch&) = delete;
+
+    // Launches on `stream`, with the calling thread's current context (the kernel's own).
+    void launch(CUstream stream) const;
+
+    CUfunction function = nullptr;
+    unsigned grid_x = 1, grid_y = 1, threads = 0, smem_bytes = 0;
+    LaunchPlan plan;
+    std::vector<CUtensorMap> maps;  // the Hopper mainloop's: A, B, then the tile maps
+    std::vector<void*> params;
+};
+
 // A loaded kernel's launches: the mainloop's own rules on the arguments, its grid and its parameters.
 class Launcher {
 public:
@@ -50,6 +68,9 @@ public:
     virtual std::string unsupported(const LaunchPlan& plan) const = 0;
     // Launches on `stream`, with the calling thread's current context (the kernel's own).
     virtual void launch(const LaunchPlan& plan, CUstream stream) const = 0;
+    // The same launch packed for launching again and again (`plan` must have passed unsupported()): `out` arrives
+    // with the plan copied in and nothing else set.
+    virtual void pack(PackedLaunch& out) const = 0;
 };
 
 class Mainloop {

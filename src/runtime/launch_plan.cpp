@@ -33,6 +33,28 @@ std::string_view tensor_role(BindingRole r) {
     return "tensor";
 }
 
+// The alignment in bytes a tensor binding's pointer needs: one access of the values a column pair holds (partials:
+// one f32).
+std::size_t pointer_alignment(const Binding& b) {
+    switch (b.role) {
+        case BindingRole::RowPartials:
+        case BindingRole::ColPartials:
+        case BindingRole::Partials: return 4;
+        default: break;
+    }
+    if (b.kind == Kind::Row) return size_of(b.dtype);
+    return size_of(b.dtype) * static_cast<std::size_t>(values_per_pair(b.width));
+}
+
+std::uint64_t float_bits(float value) {
+    std::uint32_t bits = 0;
+    std::memcpy(&bits, &value, sizeof bits);
+    return bits;
+}
+
+// Operands A and B can be moved in 16-byte vectors (GemmProblem::flags).
+bool vectorizable(const void* data, long long ld) { return reinterpret_cast<std::uintptr_t>(data) % 16 == 0 && ld % 8 == 0; }
+
 std::string list_bindings(const CheckedGraph& g) {
     std::string out;
     if (g.graph.domain() == Domain::Gemm) out = "A, B";
@@ -189,7 +211,6 @@ void plan_gemm_operands(const Checker& c, const GemmSpec& spec, LaunchPlan& plan
             c.fail("B", fmt::format("the kernel was built for N-major B (strides [ldb >= N, 1]), got {}", b.describe()));
         ldb = b.strides[0];
     }
-    const auto vectorizable = [](const TensorRef& t, long long ld) { return address(t) % 16 == 0 && ld % 8 == 0; };
     plan.gemm.a = a.data;
     plan.gemm.b = b.data;
     plan.gemm.lda = lda;
@@ -197,7 +218,7 @@ void plan_gemm_operands(const Checker& c, const GemmSpec& spec, LaunchPlan& plan
     plan.gemm.m = static_cast<int>(m);
     plan.gemm.n = static_cast<int>(n);
     plan.gemm.k = static_cast<int>(k);
-    plan.gemm.flags = (vectorizable(a, lda) ? kGemmVectorA : 0) | (vectorizable(b, ldb) ? kGemmVectorB : 0);
+    plan.gemm.flags = (vectorizable(a.data, lda) ? kGemmVectorA : 0) | (vectorizable(b.data, ldb) ? kGemmVectorB : 0);
 }
 
 // Tile programs take M and N from their first tile tensor; every other binding must then agree.
@@ -273,10 +294,7 @@ LaunchPlan plan_launch(const CheckedGraph& g, TileShape tile, const Args& args, 
     std::size_t slot = 0;
     for (const Binding& b : g.bindings) {
         if (b.role == BindingRole::ScalarArg) {
-            const float value = c.scalar(b.name);
-            std::uint32_t bits = 0;
-            std::memcpy(&bits, &value, sizeof bits);
-            plan.slots[slot++] = bits;
+            plan.slots[slot++] = float_bits(c.scalar(b.name));
             continue;
         }
         const TensorRef& ref = c.tensor(b.name, tensor_role(b.role));
@@ -289,19 +307,19 @@ LaunchPlan plan_launch(const CheckedGraph& g, TileShape tile, const Args& args, 
                 return rows ? "one f32 partial per (N-tile, row)" : "one f32 partial per (M-tile, column)";
             });
             c.expect_contiguous_matrix(b.name, ref);
-            c.expect_alignment(b.name, ref, 4);
+            c.expect_alignment(b.name, ref, pointer_alignment(b));
         } else if (b.role == BindingRole::Partials) {
             c.expect_dtype(b.name, ref, DType::F32);
             c.expect_shape(b.name, ref, {t, m}, [] { return "f32 partials [T x L]"; });
             c.expect_contiguous_matrix(b.name, ref);
-            c.expect_alignment(b.name, ref, 4);
+            c.expect_alignment(b.name, ref, pointer_alignment(b));
         } else if (b.kind == Kind::Tile) {
             const int v = values_per_pair(b.width);
             c.expect_dtype(b.name, ref, b.dtype);
             c.expect_shape(b.name, ref, {m, columns(b.width, n)}, [&] {
                 return fmt::format("M x {} columns of a {}-width tile", columns(b.width, n), to_string(b.width));
             });
-            c.expect_alignment(b.name, ref, size_of(b.dtype) * static_cast<std::size_t>(v));
+            c.expect_alignment(b.name, ref, pointer_alignment(b));
             const long long ld = c.row_major_ld(b.name, ref, v);
             plan.slots[slot++] = reinterpret_cast<std::uintptr_t>(ref.data);
             plan.slots[slot++] = static_cast<std::uint64_t>(ld);
@@ -312,14 +330,13 @@ LaunchPlan plan_launch(const CheckedGraph& g, TileShape tile, const Args& args, 
                 return domain == Domain::Finalize ? "one value per element" : "one value per row (M)";
             });
             c.expect_contiguous_vector(b.name, ref);
-            c.expect_alignment(b.name, ref, size_of(b.dtype));
+            c.expect_alignment(b.name, ref, pointer_alignment(b));
         } else if (b.kind == Kind::Col) {
-            const int v = values_per_pair(b.width);
             c.expect_dtype(b.name, ref, b.dtype);
             c.expect_shape(b.name, ref, {columns(b.width, n)},
                            [&] { return fmt::format("one value per {}-width column", to_string(b.width)); });
             c.expect_contiguous_vector(b.name, ref);
-            c.expect_alignment(b.name, ref, size_of(b.dtype) * static_cast<std::size_t>(v));
+            c.expect_alignment(b.name, ref, pointer_alignment(b));
         }
         plan.slots[slot++] = reinterpret_cast<std::uintptr_t>(ref.data);
     }
@@ -329,6 +346,60 @@ LaunchPlan plan_launch(const CheckedGraph& g, TileShape tile, const Args& args, 
     if (domain == Domain::Tile) plan.tile = {static_cast<int>(m), static_cast<int>(n)};
     if (domain == Domain::Finalize) plan.finalize = {static_cast<int>(m), static_cast<int>(t)};
     return plan;
+}
+
+namespace {
+
+// The binding a rebind names, or a coda::Error that says why there is none.
+std::size_t binding_to_rebind(const CheckedGraph& g, const std::string& name, bool scalar,
+                              const std::string& kernel_name) {
+    for (std::size_t i = 0; i < g.bindings.size(); ++i) {
+        const Binding& b = g.bindings[i];
+        if (b.name != name) continue;
+        if ((b.role == BindingRole::ScalarArg) != scalar)
+            throw Error(fmt::format("kernel '{}': argument '{}': cannot rebind {} to {}", kernel_name, name,
+                                    b.role == BindingRole::ScalarArg ? "an f32 scalar" : "the " + std::string(tensor_role(b.role)),
+                                    scalar ? "a scalar" : "a pointer"));
+        return i;
+    }
+    throw Error(fmt::format("kernel '{}': argument '{}' cannot be rebound: the kernel has no such binding; its "
+                            "bindings are: {}", kernel_name, name, list_bindings(g)));
+}
+
+void expect_pointer(const std::string& kernel_name, const std::string& name, const void* data, std::size_t bytes) {
+    if (data == nullptr)
+        throw Error(fmt::format("kernel '{}': argument '{}': cannot rebind to a null pointer", kernel_name, name));
+    if (reinterpret_cast<std::uintptr_t>(data) % bytes != 0)
+        throw Error(fmt::format("kernel '{}': argument '{}': pointer {} is not aligned to {} bytes, which this "
+                                "kernel's accesses need",
+                                kernel_name, name, data, bytes));
+}
+
+}  // namespace
+
+void rebind_pointer(const CheckedGraph& g, LaunchPlan& plan, const std::string& name, const void* data,
+                    const std::string& kernel_name) {
+    if (g.graph.domain() == Domain::Gemm && (name == "A" || name == "B")) {
+        expect_pointer(kernel_name, name, data, size_of(g.graph.spec().input));
+        const bool is_a = name == "A";
+        (is_a ? plan.gemm.a : plan.gemm.b) = data;
+        const int flag = is_a ? kGemmVectorA : kGemmVectorB;
+        plan.gemm.flags = (plan.gemm.flags & ~flag) | (vectorizable(data, is_a ? plan.gemm.lda : plan.gemm.ldb) ? flag : 0);
+        return;
+    }
+    const std::size_t i = binding_to_rebind(g, name, false, kernel_name);
+    expect_pointer(kernel_name, name, data, pointer_alignment(g.bindings[i]));
+    // A tile tensor's slots are (pointer, leading dimension); the others' only the pointer.
+    plan.slots.at(static_cast<std::size_t>(first_slot(g, i))) = reinterpret_cast<std::uintptr_t>(data);
+}
+
+void rebind_scalar(const CheckedGraph& g, LaunchPlan& plan, const std::string& name, float value,
+                   const std::string& kernel_name) {
+    if (g.graph.domain() == Domain::Gemm && (name == "A" || name == "B"))
+        throw Error(fmt::format("kernel '{}': argument '{}': cannot rebind GEMM operand {} to a scalar", kernel_name,
+                                name, name));
+    const std::size_t i = binding_to_rebind(g, name, true, kernel_name);
+    plan.slots.at(static_cast<std::size_t>(first_slot(g, i))) = float_bits(value);
 }
 
 }  // namespace coda

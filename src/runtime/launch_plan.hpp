@@ -28,6 +28,16 @@ struct LaunchPlan {
 // dtypes, shapes, strides, alignment) and fills the plan. `kernel_name` is used in error messages only.
 LaunchPlan plan_launch(const CheckedGraph& g, TileShape tile, const Args& args, const std::string& kernel_name);
 
+// Points binding `name` of a checked plan at `data`, a tensor of the dtype, shape and strides it was planned with:
+// checks what depends on the pointer (not null, the binding's alignment) as plan_launch does and rewrites the
+// pointer's slot (for A and B, the problem's pointer and vector flags). A coda::Error for a name the kernel lacks
+// or a scalar binding.
+void rebind_pointer(const CheckedGraph& g, LaunchPlan& plan, const std::string& name, const void* data,
+                    const std::string& kernel_name);
+// The same for an f32 scalar binding.
+void rebind_scalar(const CheckedGraph& g, LaunchPlan& plan, const std::string& name, float value,
+                   const std::string& kernel_name);
+
 // Shape of the partials tensor a reduce_row / reduce_col binding writes for an m x n problem.
 std::vector<std::int64_t> partials_shape(const Binding& b, TileShape tile, std::int64_t m, std::int64_t n);
 

@@ -200,8 +200,7 @@ Kernel Runtime::compile(const Graph& graph, const CompileOptions& options) {
     Driver& driver = Driver::instance();
     // Graph mistakes come first, also on a machine without a GPU (the fast path below needs a context).
     if (!driver.available()) check_graph(graph);
-    driver.ensure_context();
-    const CUcontext context = driver.current_context();
+    const CUcontext context = driver.ensure_context();  // one driver call on the fast path
 
     std::unique_lock<std::mutex> lock(state_->mutex);
     Driver::DeviceInfo& device = state_->device_of_context[context];
@@ -261,9 +260,10 @@ const LoadedKernel* Kernel::fallback_of(const LoadedKernel& k, const std::string
     return k.fallback.get();
 }
 
-void Kernel::launch(const Args& args, CUstream_st* stream) const {
-    const LoadedKernel& k = loaded();
-    const LaunchPlan plan = plan_launch(k.checked, k.tile(), args, k.report.kernel_name);
+namespace {
+
+// Launches must come from the context the kernel's module was loaded in.
+void expect_context(const LoadedKernel& k) {
     Driver& driver = Driver::instance();
     CUcontext current = nullptr;
     driver.check(driver.api().cuCtxGetCurrent(&current), "cuCtxGetCurrent");
@@ -271,25 +271,103 @@ void Kernel::launch(const Args& args, CUstream_st* stream) const {
         throw Error(fmt::format("kernel '{}' was loaded in another CUDA context (another device or context) than the "
                                 "calling thread's; call Runtime::compile with that context current to get its kernel",
                                 k.report.kernel_name));
-    const LoadedKernel* run = &k;
-    if (const std::string why = k.launcher->unsupported(plan); !why.empty()) {
-        const LoadedKernel* fallback = pinned_ ? nullptr : fallback_of(k, why);
-        const bool could_fall_back = k.config && k.mainloop->fallback_config(*k.config).has_value();
-        if (fallback == nullptr)
-            throw Error(fmt::format("kernel '{}' ({}): {}{}", k.report.kernel_name, k.mainloop->key_text(k.config), why,
-                                    could_fall_back ? "; without a config in CompileOptions coda runs such launches on "
-                                                      "another mainloop (or pass one that takes these operands)"
-                                                    : ""));
-        if (const std::string also = fallback->launcher->unsupported(plan); !also.empty())
-            throw Error(fmt::format("kernel '{}' ({}): {}", fallback->report.kernel_name,
-                                    fallback->mainloop->key_text(fallback->config), also));
-        run = fallback;
-    }
+}
+
+// Names the kernel in a launch's driver error.
+template <class Launch>
+void launch_naming(const LoadedKernel& run, Launch&& launch) {
     try {
-        run->launcher->launch(plan, stream);
+        launch();
     } catch (const Error& e) {
-        throw Error(fmt::format("kernel '{}' ({}): {}", run->report.kernel_name, run->report.arch, e.what()));
+        throw Error(fmt::format("kernel '{}' ({}): {}", run.report.kernel_name, run.report.arch, e.what()));
     }
+}
+
+}  // namespace
+
+const LoadedKernel& Kernel::runner(const LaunchPlan& plan) const {
+    const LoadedKernel& k = loaded();
+    const std::string why = k.launcher->unsupported(plan);
+    if (why.empty()) return k;
+    const LoadedKernel* fallback = pinned_ ? nullptr : fallback_of(k, why);
+    const bool could_fall_back = k.config && k.mainloop->fallback_config(*k.config).has_value();
+    if (fallback == nullptr)
+        throw Error(fmt::format("kernel '{}' ({}): {}{}", k.report.kernel_name, k.mainloop->key_text(k.config), why,
+                                could_fall_back ? "; without a config in CompileOptions coda runs such launches on "
+                                                  "another mainloop (or pass one that takes these operands)"
+                                                : ""));
+    if (const std::string also = fallback->launcher->unsupported(plan); !also.empty())
+        throw Error(fmt::format("kernel '{}' ({}): {}", fallback->report.kernel_name,
+                                fallback->mainloop->key_text(fallback->config), also));
+    return *fallback;
+}
+
+void Kernel::launch(const Args& args, CUstream_st* stream) const {
+    const LoadedKernel& k = loaded();
+    const LaunchPlan plan = plan_launch(k.checked, k.tile(), args, k.report.kernel_name);
+    expect_context(k);
+    const LoadedKernel& run = runner(plan);
+    launch_naming(run, [&] { run.launcher->launch(plan, stream); });
+}
+
+struct BoundLaunch::State {
+    Kernel kernel;
+    const LoadedKernel* run = nullptr;  // the kernel's own, or its fallback (which the kernel holds)
+    std::unique_ptr<PackedLaunch> packed;
+
+    // Packs a checked plan for the kernel that runs it.
+    void pack(const LaunchPlan& plan) {
+        const LoadedKernel& runs = kernel.runner(plan);
+        auto p = std::make_unique<PackedLaunch>();
+        p->plan = plan;
+        launch_naming(runs, [&] { runs.launcher->pack(*p); });
+        run = &runs;
+        packed = std::move(p);
+    }
+};
+
+BoundLaunch Kernel::bind(const Args& args) const {
+    const LoadedKernel& k = loaded();
+    const LaunchPlan plan = plan_launch(k.checked, k.tile(), args, k.report.kernel_name);
+    expect_context(k);  // a fallback compiles for the current context
+    BoundLaunch bound;
+    bound.state_ = std::make_unique<BoundLaunch::State>();
+    bound.state_->kernel = *this;
+    bound.state_->pack(plan);
+    return bound;
+}
+
+BoundLaunch::BoundLaunch() = default;
+BoundLaunch::BoundLaunch(BoundLaunch&&) noexcept = default;
+BoundLaunch& BoundLaunch::operator=(BoundLaunch&&) noexcept = default;
+BoundLaunch::~BoundLaunch() = default;
+
+const Kernel& BoundLaunch::kernel() const {
+    if (!state_) throw Error("this coda::BoundLaunch is empty (default-constructed or moved from); get one from Kernel::bind");
+    return state_->kernel;
+}
+
+void BoundLaunch::launch(CUstream_st* stream) const {
+    const LoadedKernel& k = kernel().loaded();
+    expect_context(k);
+    const State& s = *state_;
+    launch_naming(*s.run, [&] { s.packed->launch(stream); });
+}
+
+BoundLaunch& BoundLaunch::rebind(const std::string& name, const void* data) {
+    const LoadedKernel& k = kernel().loaded();
+    LaunchPlan plan = state_->packed->plan;
+    rebind_pointer(k.checked, plan, name, data, k.report.kernel_name);
+    state_->pack(plan);
+    return *this;
+}
+
+BoundLaunch& BoundLaunch::rebind(const std::string& name, float value) {
+    const LoadedKernel& k = kernel().loaded();
+    LaunchPlan plan = state_->packed->plan;
+    rebind_scalar(k.checked, plan, name, value, k.report.kernel_name);
+    state_->pack(plan);
+    return *this;
 }
 
 const Graph& Kernel::graph() const { return loaded().checked.graph; }

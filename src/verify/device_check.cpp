@@ -282,7 +282,24 @@ CheckReport check_on_device(const Kernel& kernel, const CheckProblem& p) {
         args.bind(b.name, ref_of(device[b.name]));
     }
 
-    kernel.launch(args);
+    if (p.path == CheckProblem::Path::Launch) kernel.launch(args);
+    if (p.path == CheckProblem::Path::Bound) kernel.bind(args).launch();
+    std::vector<DeviceBuffer> decoys;  // alive until the launch is done: a stale pointer must not fault
+    if (p.path == CheckProblem::Path::Rebound) {
+        // Bound to decoys (never launched on): a binding rebind missed leaves the real outputs poisoned.
+        Args decoy_args = args;
+        for (const auto& [name, t] : args.tensors()) {
+            decoys.emplace_back(device.count(name) ? device[name].buffer.bytes() : std::size_t{1} << 20);
+            TensorRef other = t;
+            other.data = reinterpret_cast<const void*>(static_cast<std::uintptr_t>(decoys.back().ptr()));
+            decoy_args.bind(name, other);
+        }
+        for (const auto& [name, value] : args.scalars()) decoy_args.bind(name, value + 1.0f);
+        BoundLaunch bound = kernel.bind(decoy_args);
+        for (const auto& [name, t] : args.tensors()) bound.rebind(name, t.data);
+        for (const auto& [name, value] : args.scalars()) bound.rebind(name, value);
+        bound.launch();
+    }
     Driver::instance().synchronize();
 
     const auto expected = run_reference(g, ref);

@@ -29,6 +29,9 @@ struct CheckProblem {
     // Tighter tolerances for every non-integer output, where non-zero and below those of its dtype.
     double rel_tolerance = 0;
     double max_tolerance = 0;
+    // How the kernel is launched: Kernel::launch; Kernel::bind then BoundLaunch::launch; or bound first to other
+    // buffers of the same shapes (and other scalar values), every binding then rebound to the real ones.
+    enum class Path { Launch, Bound, Rebound } path = Path::Launch;
 };
 
 struct OutputReport {

@@ -101,6 +101,65 @@ TEST_CASE("operands TMA cannot load run on the portable mainloop unless the user
     require_pass(verify::check_on_device(by_default, problem(777, 1000, 1001, 0, 0, 5)));
 }
 
+TEST_CASE("bound launches, and launches rebound from other buffers, match the reference", "[gpu][bind]") {
+    // Every kernel of the block (GEMM epilogues, tile programs, finalizers) with its default config; on an sm_90a
+    // device that is the Hopper mainloop, whose tensor maps the bound launch encodes itself. N = 680: tile tensors
+    // in whole 16-byte rows, so the Hopper kernels stage and store by TMA (maps of the rebound pointers).
+    std::vector<Build> builds;
+    for (const Graph& g : blocks::llama_block()) builds.push_back({g, CompileOptions{}});
+    warm_in_parallel(builds);
+    std::uint64_t seed = 71;
+    for (const Graph& g : blocks::llama_block()) {
+        const Kernel k = Runtime::instance().compile(g);
+        INFO(g.name());
+        for (const auto path : {verify::CheckProblem::Path::Bound, verify::CheckProblem::Path::Rebound}) {
+            verify::CheckProblem p = problem(304, 680, 264, 0, 8, seed++);
+            p.path = path;
+            require_pass(verify::check_on_device(k, p));
+            p = problem(300, 676, 260, 4, 4, seed++);
+            p.path = path;
+            require_pass(verify::check_on_device(k, p));
+        }
+    }
+}
+
+TEST_CASE("a bound launch rebound to operands TMA cannot load falls back as a launch does", "[gpu][bind]") {
+    if (!on_hopper()) return;  // elsewhere the default is the portable mainloop already
+    const Graph g = blocks::out_proj();
+    const Kernel by_default = Runtime::instance().compile(g);
+    REQUIRE(by_default.config()->hopper() != nullptr);
+    // K = 1001: A's leading dimension is odd, so TMA cannot load A; bound and rebound both run the fallback.
+    for (const auto path : {verify::CheckProblem::Path::Bound, verify::CheckProblem::Path::Rebound}) {
+        verify::CheckProblem p = problem(1000, 1000, 1001, 0, 0, 81);
+        p.path = path;
+        require_pass(verify::check_on_device(by_default, p));
+    }
+    // A pinned Hopper config: binding is the error a launch would be, and a rebind to a pointer TMA cannot take
+    // is refused, leaving the bound launch as it was.
+    const Kernel pinned = Runtime::instance().compile(g, options_for(hopper_pingpong()));
+    verify::CheckProblem odd = problem(1000, 1000, 1001, 0, 0, 82);
+    odd.path = verify::CheckProblem::Path::Bound;
+    CHECK_THROWS_WITH(verify::check_on_device(pinned, odd), Catch::Contains("16-byte aligned rows"));
+    DeviceBuffer a(2 * 256 * 256 + 16), b(2 * 256 * 256), x(2 * 256 * 256 * 4), small(4 * 256 * 2);
+    const auto at = [](const DeviceBuffer& buffer, std::size_t offset = 0) {
+        return reinterpret_cast<const void*>(static_cast<std::uintptr_t>(buffer.ptr()) + offset);
+    };
+    Args args;
+    args.bind("A", matrix(at(a), DType::BF16, 256, 256)).bind("B", matrix_col_major(at(b), DType::BF16, 256, 256));
+    args.bind("residual", matrix(at(x), DType::BF16, 256, 256)).bind("gamma", vector(at(small), DType::BF16, 256));
+    args.bind("x1", matrix(at(x, 2 * 256 * 256), DType::BF16, 256, 256));
+    args.bind("h", matrix(at(x, 4 * 256 * 256), DType::BF16, 256, 256));
+    const auto pshape = pinned.partials_shape("x1_sumsq", 256, 256);
+    args.bind("x1_sumsq", matrix(at(x, 6 * 256 * 256), DType::F32, pshape[0], pshape[1]));
+    BoundLaunch bound = pinned.bind(args);
+    CHECK_THROWS_WITH(bound.rebind("A", at(a, 2)), Catch::Contains("operand A") && Catch::Contains("16-byte aligned"));
+    CHECK_THROWS_WITH(bound.rebind("A", at(a, 1)), Catch::Contains("not aligned to 2 bytes"));
+    CHECK_THROWS_WITH(bound.rebind("h", nullptr), Catch::Contains("null pointer"));
+    bound.rebind("A", at(a, 16));
+    bound.launch();
+    Driver::instance().synchronize();
+}
+
 TEST_CASE("epilogues whose column reductions spill registers still compute the right values", "[gpu]") {
     if (!on_hopper()) return;
     // Two full-width column reductions keep 2 x 64 partials a thread beside 128 accumulators at bn = 256: ptxas

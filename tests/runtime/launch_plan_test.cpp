@@ -168,3 +168,69 @@ TEST_CASE("tile programs take M and N from their first tile tensor", "[runtime]"
     CHECK_THROWS_WITH(plan_launch(g, {64, 128}, a, "rope_backward"),
                       Catch::Contains("'theta'") && Catch::Contains("expected shape [32]"));
 }
+
+// BoundLaunch::rebind: a pointer rebound into a checked plan gives the plan a fresh check of the new arguments gives.
+TEST_CASE("rebinding a pointer matches planning the new arguments, and checks the pointer", "[runtime]") {
+    const CheckedGraph g = check_graph(blocks::out_proj());
+    const LaunchPlan original = plan_launch(g, kTile, out_proj_args(), "out_proj");
+    const auto rebound_equals_fresh = [&](const std::string& name, const void* data) {
+        LaunchPlan rebound = original;
+        rebind_pointer(g, rebound, name, data, "out_proj");
+        Args moved = out_proj_args();
+        TensorRef t = moved.tensors().at(name);
+        t.data = data;
+        moved.bind(name, t);
+        const LaunchPlan fresh = plan_launch(g, kTile, moved, "out_proj");
+        CHECK(rebound.slots == fresh.slots);
+        CHECK(rebound.gemm.a == fresh.gemm.a);
+        CHECK(rebound.gemm.b == fresh.gemm.b);
+        CHECK(rebound.gemm.flags == fresh.gemm.flags);
+    };
+    rebound_equals_fresh("residual", fake(0x910000));
+    rebound_equals_fresh("gamma", fake(0x920004));     // bf16 column pairs: 4-byte aligned is enough
+    rebound_equals_fresh("x1_sumsq", fake(0x930004));
+    rebound_equals_fresh("A", fake(0x940000));
+    rebound_equals_fresh("A", fake(0x940002));         // no longer 16-byte aligned: no 16-byte loads of A
+    rebound_equals_fresh("B", fake(0x950008));
+
+    LaunchPlan plan = original;
+    const auto error_of_rebind = [&](const std::string& name, const void* data) -> std::string {
+        try {
+            rebind_pointer(g, plan, name, data, "out_proj");
+        } catch (const Error& e) {
+            return e.what();
+        }
+        return "";
+    };
+    CHECK_THAT(error_of_rebind("residual", nullptr), Catch::Contains("'residual': cannot rebind to a null pointer"));
+    CHECK_THAT(error_of_rebind("residual", fake(0x910002)), Catch::Contains("not aligned to 4 bytes"));
+    CHECK_THAT(error_of_rebind("A", fake(0x940001)), Catch::Contains("'A': pointer") &&
+                                                          Catch::Contains("not aligned to 2 bytes"));
+    CHECK_THAT(error_of_rebind("x1_sumsq", fake(0x930002)), Catch::Contains("not aligned to 4 bytes"));
+    CHECK_THAT(error_of_rebind("nope", fake(0x910000)),
+               Catch::Contains("'nope' cannot be rebound: the kernel has no such binding") &&
+                   Catch::Contains("A, B, residual"));
+    // A failed rebind leaves the plan as it was.
+    CHECK(plan.slots == original.slots);
+    CHECK(plan.gemm.a == original.gemm.a);
+}
+
+TEST_CASE("rebinding a scalar writes its f32 bits; tensors and scalars do not mix", "[runtime]") {
+    Graph g = Graph::gemm("scaled");
+    g.store(g.mul(g.accumulator(), g.scalar("alpha")), "D", DType::BF16);
+    const CheckedGraph checked = check_graph(g);
+    Args args;
+    args.bind("A", matrix(fake(0x100000), DType::BF16, M, K));
+    args.bind("B", matrix_col_major(fake(0x200000), DType::BF16, K, N));
+    args.bind("D", matrix(fake(0x300000), DType::BF16, M, N)).bind("alpha", 2.0f);
+    LaunchPlan plan = plan_launch(checked, kTile, args, "scaled");
+    rebind_scalar(checked, plan, "alpha", -0.5f, "scaled");
+    args.bind("alpha", -0.5f);
+    CHECK(plan.slots == plan_launch(checked, kTile, args, "scaled").slots);
+    CHECK_THROWS_WITH(rebind_scalar(checked, plan, "D", 1.0f, "scaled"),
+                      Catch::Contains("cannot rebind the output tensor to a scalar"));
+    CHECK_THROWS_WITH(rebind_pointer(checked, plan, "alpha", fake(0x400000), "scaled"),
+                      Catch::Contains("cannot rebind an f32 scalar to a pointer"));
+    CHECK_THROWS_WITH(rebind_scalar(checked, plan, "A", 1.0f, "scaled"),
+                      Catch::Contains("cannot rebind GEMM operand A to a scalar"));
+}

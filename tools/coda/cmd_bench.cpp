@@ -23,6 +23,9 @@
 #include "coda/kernel_timing.hpp"
 #include "coda/runtime.hpp"
 #include "driver/cuda_driver.hpp"
+#include "ir/check_graph.hpp"
+#include "runtime/config_choice.hpp"
+#include "runtime/launch_plan.hpp"
 #include "runtime/pipeline.hpp"
 #include "verify/host_data.hpp"
 
@@ -195,7 +198,86 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-int bench_jit(const std::string& requested_arch) {
+// Mean seconds of one call of `body`, over `calls` calls in batches of `batch`, with `between` (untimed) after
+// each batch: launches pile up in the stream's queue, and once it is full cuLaunchKernel waits for the GPU, which
+// would time the kernel instead of the host.
+template <class Body, class Between>
+double mean_seconds(int calls, int batch, Body&& body, Between&& between) {
+    double total = 0;
+    for (int done = 0; done < calls; done += batch) {
+        const auto start = std::chrono::steady_clock::now();
+        for (int i = 0; i < batch; ++i) body();
+        total += seconds_since(start);
+        between();
+    }
+    return total / calls;
+}
+
+// Arguments of the shapes a kernel of `g` takes at M x N x K, at made-up (aligned, never dereferenced) addresses:
+// what the host-side checks see, without a GPU.
+Args shape_only_args(const CheckedGraph& g, long long m, long long n, long long k, TileShape tile) {
+    std::uintptr_t next = 0x100000000;
+    const auto address = [&next] { return reinterpret_cast<const void*>(next += 1 << 20); };
+    Args args;
+    if (g.graph.domain() == Domain::Gemm) {
+        const GemmSpec spec = g.graph.spec();
+        args.bind("A", spec.a == Major::MN ? matrix_col_major(address(), spec.input, m, k)
+                                           : matrix(address(), spec.input, m, k));
+        args.bind("B", spec.b == Major::K ? matrix_col_major(address(), spec.input, k, n)
+                                          : matrix(address(), spec.input, k, n));
+    }
+    for (const Binding& b : g.bindings) {
+        if (b.role == BindingRole::ScalarArg) args.bind(b.name, 1.0f);
+        else if (b.role == BindingRole::Partials) args.bind(b.name, matrix(address(), DType::F32, 2, m));
+        else if (b.role == BindingRole::RowPartials || b.role == BindingRole::ColPartials) {
+            const auto shape = partials_shape(b, tile, m, n);
+            args.bind(b.name, matrix(address(), DType::F32, shape[0], shape[1]));
+        } else if (b.kind == Kind::Tile) args.bind(b.name, matrix(address(), b.dtype, m, columns(b.width, n)));
+        else if (b.kind == Kind::Row) args.bind(b.name, vector(address(), b.dtype, m));
+        else args.bind(b.name, vector(address(), b.dtype, columns(b.width, n)));
+    }
+    return args;
+}
+
+// The host-side work of the hot path that needs no GPU, per block kernel: the default config Runtime::compile
+// computes on every call (part of its fast-path key), Kernel::launch's binding checks, and a BoundLaunch's
+// pointer check on rebind (before it packs again).
+void bench_host_path(const std::string& arch) {
+    const long long m = 256, n = 256, k = 256;
+    const TargetDevice device{"NVIDIA H200", 132};  // so that the tuning database is consulted, as on a GPU
+    constexpr int kCalls = 100000;
+    std::printf("%-24s %14s %14s %14s\n", "kernel", "config (ns)", "checks (ns)", "rebind (ns)");
+    for (const Graph& g : blocks::llama_block()) {
+        const CheckedGraph checked = check_graph(g);
+        const TileShape tile{128, 128};
+        const Args args = shape_only_args(checked, m, n, k, tile);
+        const ProblemShape shape{m, n, k};
+        const auto none = [] {};
+        const double config_s = mean_seconds(kCalls, kCalls, [&] {
+            const auto c = default_config_on(g, arch, shape, device);
+            asm volatile("" : : "r"(&c) : "memory");
+        }, none);
+        const double checks_s = mean_seconds(kCalls, kCalls, [&] {
+            const LaunchPlan plan = plan_launch(checked, tile, args, g.name());
+            asm volatile("" : : "r"(&plan) : "memory");
+        }, none);
+        // The first tensor binding of the graph (A for GEMMs), pointed at the address it already has.
+        LaunchPlan plan = plan_launch(checked, tile, args, g.name());
+        std::string name = g.domain() == Domain::Gemm ? "A" : "";
+        for (const Binding& b : checked.bindings)
+            if (name.empty() && b.role != BindingRole::ScalarArg) name = b.name;
+        const void* data = args.tensors().at(name).data;
+        const double rebind_s = mean_seconds(kCalls, kCalls, [&] { rebind_pointer(checked, plan, name, data, g.name()); },
+                                             none);
+        std::printf("%-24s %14.0f %14.0f %14.0f\n", g.name().c_str(), config_s * 1e9, checks_s * 1e9, rebind_s * 1e9);
+    }
+}
+
+int bench_jit(const std::string& requested_arch, bool host_only) {
+    if (host_only) {
+        bench_host_path(requested_arch.empty() ? std::string("sm_90a") : target_arch(requested_arch));
+        return 0;
+    }
     const std::string arch = target_arch(requested_arch);
     Driver& d = Driver::instance();
     const std::filesystem::path dir = make_temp_directory();
@@ -226,7 +308,9 @@ int bench_jit(const std::string& requested_arch) {
     std::filesystem::remove_all(dir, ignored);
     if (!d.available()) return 0;
 
-    // Host time of the hot path a training step takes: Runtime::compile (memory hit) + Kernel::launch.
+    // Host time of the hot path a training step takes, on a 256^3 GEMM: Runtime::compile (memory hit) +
+    // Kernel::launch; Kernel::launch alone; a BoundLaunch's launch; and cuLaunchKernel's own share (the bound
+    // launch without coda's context check). Batches of 100 launches, the stream drained between them.
     d.ensure_context();
     std::mt19937_64 rng(11);
     const long long m = 256, n = 256, k = 256;
@@ -234,23 +318,26 @@ int bench_jit(const std::string& requested_arch) {
     const auto b = random_buffer(rng, static_cast<std::size_t>(n * k), DType::BF16, verify::Distribution::Normal);
     DeviceBuffer out(static_cast<std::size_t>(m * n) * 2);
     const Graph g = identity_graph();
-    Runtime::instance().compile(g);
+    const Kernel kernel = Runtime::instance().compile(g);
     Args ia;
     ia.bind("A", matrix(ptr(a), DType::BF16, m, k)).bind("B", matrix_col_major(ptr(b), DType::BF16, k, n));
     ia.bind("D", matrix(ptr(out), DType::BF16, m, n));
-    constexpr int kLaunches = 2000;
-    auto start = std::chrono::steady_clock::now();
-    for (int i = 0; i < kLaunches; ++i) Runtime::instance().compile(g).launch(ia);
-    const double per_call = seconds_since(start) / kLaunches;
+    const BoundLaunch bound = kernel.bind(ia);
+    kernel.launch(ia);
     d.synchronize();
-    const Kernel kernel = Runtime::instance().compile(g);
-    start = std::chrono::steady_clock::now();
-    for (int i = 0; i < kLaunches; ++i) kernel.launch(ia);
-    const double per_launch = seconds_since(start) / kLaunches;
-    d.synchronize();
-    std::printf("host time of Runtime::compile (in-memory hit) + Kernel::launch: %.2f us; "
-                "of Kernel::launch alone: %.2f us\n",
-                per_call * 1e6, per_launch * 1e6);
+    constexpr int kLaunches = 5000, kBatch = 100;
+    const auto drain = [&d] { d.synchronize(); };
+    const double per_call =
+        mean_seconds(kLaunches, kBatch, [&] { Runtime::instance().compile(g).launch(ia); }, drain);
+    const double per_launch = mean_seconds(kLaunches, kBatch, [&] { kernel.launch(ia); }, drain);
+    const double per_bound = mean_seconds(kLaunches, kBatch, [&] { bound.launch(); }, drain);
+    const double per_bound_hit =
+        mean_seconds(kLaunches, kBatch, [&] { Runtime::instance().compile(g); bound.launch(); }, drain);
+    std::printf("host time, mean of %d calls in batches of %d (us):\n", kLaunches, kBatch);
+    std::printf("  Runtime::compile (in-memory hit) + Kernel::launch: %.2f\n", per_call * 1e6);
+    std::printf("  Kernel::launch alone:                              %.2f\n", per_launch * 1e6);
+    std::printf("  Runtime::compile (in-memory hit) + BoundLaunch::launch: %.2f\n", per_bound_hit * 1e6);
+    std::printf("  BoundLaunch::launch alone:                         %.2f\n", per_bound * 1e6);
     return 0;
 }
 
@@ -317,10 +404,14 @@ void add_bench(Commands& commands, CLI::App& coda) {
     gemm_command.add_option("--csv", gemm->csv_path, "also write the results to this CSV file")->type_name("FILE");
 
     auto arch = std::make_shared<std::string>();
+    auto host_only = std::make_shared<bool>(false);
     CLI::App& jit_command = commands.add(bench, "jit", "cold NVRTC compile, disk-hit and memory-hit times; host time "
-                                                       "of a launch (GPU)",
-                                         [arch] { return bench_jit(*arch); });
+                                                       "of a launch, plain and bound (GPU)",
+                                         [arch, host_only] { return bench_jit(*arch, *host_only); });
     add_arch_option(jit_command, *arch);
+    jit_command.add_flag("--host-only", *host_only,
+                         "only the hot path's host work that needs no GPU, per block kernel: default config, "
+                         "binding checks, rebind (ns)");
 
     auto tile = std::make_shared<TileOptions>();
     CLI::App& tile_command = commands.add(bench, "tile", "GB/s of tile programs: a copy and RoPE backward (GPU)",
