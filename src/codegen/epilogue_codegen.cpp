@@ -141,19 +141,25 @@ std::string end_tile(const CheckedGraph& g, const codegen::LoweringContext& cx) 
     return out + fmt::format("{}}}\n", kMember);
 }
 
-// Sources first (they depend on nothing), then every other node in graph order. Reading every input before
-// the first store gives a graph the meaning "inputs as they were before the kernel" even when an output
-// aliases an input (in-place updates), and lets the loads be in flight together: the compiler may not move
+// Sources first (they depend on nothing), then every other node `keep` selects, in graph order. Reading every
+// input before the first store gives a graph the meaning "inputs as they were before the kernel" even when an
+// output aliases an input (in-place updates), and lets the loads be in flight together: the compiler may not move
 // a load above a store to a pointer that might alias it.
+template <class Keep>
 std::string node_statements(const CheckedGraph& g, const codegen::LoweringContext& cx,
-                            const std::vector<std::string>& lines) {
+                            const std::vector<std::string>& lines, Keep keep) {
     std::string out;
     const int count = static_cast<int>(g.graph.nodes().size());
     for (const bool sources : {true, false})
         for (int id = 0; id < count; ++id)
-            if ((op_info(g.graph.node(id).op).category == OpCategory::Source) == sources)
+            if ((op_info(g.graph.node(id).op).category == OpCategory::Source) == sources && keep(id))
                 codegen::lower_node(cx, id, lines[static_cast<std::size_t>(id)], kBody, out);
     return out;
+}
+
+std::string node_statements(const CheckedGraph& g, const codegen::LoweringContext& cx,
+                            const std::vector<std::string>& lines) {
+    return node_statements(g, cx, lines, [](int) { return true; });
 }
 
 // The locals `m` and `pair` for the statements of the nodes `keep` selects.
@@ -161,10 +167,11 @@ template <class Keep>
 std::string visit_locals(const CheckedGraph& g, Keep keep) {
     bool row = false;
     bool pair = false;
-    for (const Node& n : g.graph.nodes()) {
-        if (!keep(n.op)) continue;
-        row = row || codegen::uses_row(n.op);
-        pair = pair || codegen::uses_pair(n.op);
+    for (int id = 0; id < static_cast<int>(g.graph.nodes().size()); ++id) {
+        if (!keep(id)) continue;
+        const Op op = g.graph.node(id).op;
+        row = row || codegen::uses_row(op);
+        pair = pair || codegen::uses_pair(op);
     }
     std::string out;
     if (row) out += fmt::format("{}const long long m = c.m;  // 64-bit: m * leading dimension can pass 2^31\n", kBody);
@@ -172,42 +179,122 @@ std::string visit_locals(const CheckedGraph& g, Keep keep) {
     return out;
 }
 
+// Whether node `id` is a value of one row (`kind` Row) or one column pair (Col) alone, which a mainloop may
+// compute once per row slot or column slot instead of once per visit (RowValues / ColValues): row and column
+// inputs and what is computed from them with scalars and constants. row_index and col_index themselves are
+// cheaper to recompute at the visit than to keep in registers.
+bool hoisted(const CheckedGraph& g, int id, Kind kind) {
+    const Node& n = g.graph.node(id);
+    if (op_info(n.op).category == OpCategory::Sink || is_reduction(n)) return false;
+    if (n.op == Op::RowIndex || n.op == Op::ColIndex) return false;
+    return g.types.at(static_cast<std::size_t>(id)).kind == kind;
+}
+
+bool hoisted(const CheckedGraph& g, int id) { return hoisted(g, id, Kind::Row) || hoisted(g, id, Kind::Col); }
+
+// struct RowValues and row_values() (ColValues and col_values()): the hoisted values of one row (column pair),
+// computed from the row (column) and scalar nodes alone.
+std::string hoisted_values(const CheckedGraph& g, const codegen::LoweringContext& cx,
+                           const std::vector<std::string>& lines, Kind kind) {
+    const bool row = kind == Kind::Row;
+    const char* type = row ? "RowValues" : "ColValues";
+    const char* var = row ? "row" : "col";
+    std::string members;
+    std::string copies;
+    for (int id = 0; id < static_cast<int>(g.graph.nodes().size()); ++id) {
+        if (!hoisted(g, id, kind)) continue;
+        const ValueType& t = g.types.at(static_cast<std::size_t>(id));
+        const std::string name = codegen::value_identifier(g.graph, id);
+        members += fmt::format("{}{} {}[{}];\n", kBody, codegen::register_type(t), name, lanes(t));
+        copies += fmt::format("{}#pragma unroll\n{}for (int v = 0; v < {}; ++v) {}.{}[v] = {}[v];\n", kBody, kBody,
+                              lanes(t), var, name, name);
+    }
+    std::string out = fmt::format("{}// What the visits of one {} share: {}_values(), once per {} slot where a mainloop "
+                                  "keeps it.\n{}struct {} {{\n",
+                                  kMember, row ? "row" : "column pair", var, row ? "row" : "column", kMember, type);
+    out += members.empty() ? fmt::format("{}int unused;  // nothing to share\n", kBody) : members;
+    out += fmt::format("{}}};\n\n", kMember);
+    out += fmt::format("{0}__device__ static void {1}_values(const Args& args, const coda::Coord& c, {2}& {1}) {{\n",
+                       kMember, var, type);
+    if (members.empty())
+        return out + fmt::format("{0}(void)args;\n{0}(void)c;\n{0}(void){1};\n{2}}}\n", kBody, var, kMember);
+    // The hoisted nodes and their operands: every row (column) and scalar node, nothing of the tile.
+    const auto keep = [&](int id) {
+        const Node& n = g.graph.node(id);
+        if (op_info(n.op).category == OpCategory::Sink || is_reduction(n)) return false;
+        const Kind k = g.types.at(static_cast<std::size_t>(id)).kind;
+        return k == kind || k == Kind::Scalar;
+    };
+    out += visit_locals(g, keep) + node_statements(g, cx, lines, keep) + copies;
+    return out + fmt::format("{}}}\n", kMember);
+}
+
 // Inputs + load + visit(..., in): a visit split in two, so that a mainloop can issue the loads of several visits
-// before the first of them stores (the compiler may not move a load above a store that might alias it).
+// before the first of them stores (the compiler may not move a load above a store that might alias it). Inputs
+// holds the tile inputs; row and column inputs are in RowValues / ColValues.
 std::string inputs_and_load(const CheckedGraph& g, const codegen::LoweringContext& cx) {
+    const auto tile_input = [&](int id) { return codegen::reads_input(g.graph.node(id).op) && !hoisted(g, id); };
     std::string members;
     std::string loads;
     for (int id = 0; id < static_cast<int>(g.graph.nodes().size()); ++id) {
-        if (!codegen::reads_input(g.graph.node(id).op)) continue;
+        if (!tile_input(id)) continue;
         codegen::input_member(cx, id, kBody, members);
         codegen::load_input(cx, id, kBody, loads);
     }
-    std::string out = fmt::format("{}// What a visit reads from input tensors, loaded by load().\n{}struct Inputs {{\n",
+    std::string out = fmt::format("{}// What a visit reads from tile inputs, loaded by load().\n{}struct Inputs {{\n",
                                   kMember, kMember);
-    out += members.empty() ? fmt::format("{}int unused;  // no input tensors\n", kBody) : members;
+    out += members.empty() ? fmt::format("{}int unused;  // no tile inputs\n", kBody) : members;
     out += fmt::format("{}}};\n\n", kMember);
     out += fmt::format("{0}template <class L, class Tiles = coda::GlobalTiles>\n{0}__device__ static void load(const Args& "
                        "args, const coda::Coord& c, Inputs& in, const Tiles& tiles = Tiles()) {{\n", kMember);
     if (loads.empty())
         out += fmt::format("{0}(void)args;\n{0}(void)c;\n{0}(void)in;\n{0}(void)tiles;\n", kBody);
     else
-        out += visit_locals(g, codegen::reads_input) + loads;
+        out += visit_locals(g, tile_input) + loads;
     return out + fmt::format("{}}}\n", kMember);
+}
+
+// The hoisted values as the visit sees them: references to the members of `row` and `col`.
+std::string hoisted_references(const CheckedGraph& g, const std::vector<std::string>& lines) {
+    std::string out;
+    for (int id = 0; id < static_cast<int>(g.graph.nodes().size()); ++id) {
+        if (!hoisted(g, id)) continue;
+        const ValueType& t = g.types.at(static_cast<std::size_t>(id));
+        const std::string name = codegen::value_identifier(g.graph, id);
+        out += fmt::format("{}// {}\n", kBody, lines[static_cast<std::size_t>(id)]);
+        out += fmt::format("{}const {} (&{})[{}] = {}.{};\n", kBody, codegen::register_type(t), name, lanes(t),
+                           t.kind == Kind::Row ? "row" : "col", name);
+    }
+    return out;
 }
 
 std::string visit(const CheckedGraph& g, const codegen::LoweringContext& cx, const std::vector<std::string>& lines) {
     std::string out = fmt::format(
         "{0}template <class L, class Tiles = coda::GlobalTiles>\n"
         "{0}__device__ static void visit(const Args& args, State<L>& st, const coda::Coord& c, int row_slot,\n"
-        "{0}                             int col_slot, float acc0, float acc1, const Inputs& in,\n"
-        "{0}                             const Tiles& tiles = Tiles()) {{\n",
+        "{0}                             int col_slot, float acc0, float acc1, const RowValues& row,\n"
+        "{0}                             const ColValues& col, const Inputs& in, const Tiles& tiles = Tiles()) {{\n",
         kMember);
-    out += fmt::format("{0}(void)in;\n{0}(void)tiles;\n", kBody);
-    out += visit_locals(g, [](Op op) { return !codegen::reads_input(op); });
+    out += fmt::format("{0}(void)row;\n{0}(void)col;\n{0}(void)in;\n{0}(void)tiles;\n", kBody);
+    const auto at_visit = [&](int id) { return !hoisted(g, id); };
+    out += visit_locals(g, [&](int id) { return at_visit(id) && !codegen::reads_input(g.graph.node(id).op); });
     codegen::LoweringContext from_inputs = cx;
     from_inputs.sources_from_inputs = true;
-    out += node_statements(g, from_inputs, lines);
+    out += hoisted_references(g, lines);
+    out += node_statements(g, from_inputs, lines, at_visit);
     out += fmt::format("{}}}\n\n", kMember);
+    out += fmt::format(
+        "{0}template <class L, class Tiles = coda::GlobalTiles>\n"
+        "{0}__device__ static void visit(const Args& args, State<L>& st, const coda::Coord& c, int row_slot,\n"
+        "{0}                             int col_slot, float acc0, float acc1, const Inputs& in,\n"
+        "{0}                             const Tiles& tiles = Tiles()) {{\n"
+        "{1}RowValues row;\n"
+        "{1}row_values(args, c, row);\n"
+        "{1}ColValues col;\n"
+        "{1}col_values(args, c, col);\n"
+        "{1}visit<L>(args, st, c, row_slot, col_slot, acc0, acc1, row, col, in, tiles);\n"
+        "{0}}}\n\n",
+        kMember, kBody);
     out += fmt::format(
         "{0}template <class L>\n"
         "{0}__device__ static void visit(const Args& args, State<L>& st, const coda::Coord& c, int row_slot,\n"
@@ -248,7 +335,6 @@ std::string tile_table(const CheckedGraph& g, const codegen::LoweringContext& cx
     std::string out = fmt::format("{}// Tile {}s, numbered as tiles.{}() gets them: bytes per column pair, and where each "
                                   "lives.\n", kMember, what, outputs ? "store" : "load");
     out += fmt::format("{}static constexpr int kTile{} = {};\n", kMember, title, count);
-    if (!outputs) out += fmt::format("{}static constexpr int kColInputs = {};\n", kMember, cx.col_inputs);
     out += fmt::format("{}__host__ __device__ static constexpr int tile_{}_pair_bytes(int i) {{ return {}0; }}\n",
                        kMember, what, sizes);
     out += fmt::format("{}__host__ __device__ static constexpr int tile_{}_element_bytes(int i) {{ return {}0; }}\n",
@@ -286,6 +372,8 @@ std::string epilogue_struct(const CheckedGraph& g, const std::vector<std::string
     out += prefetch(g, cx) + "\n";
     out += tile_table(g, cx, false) + "\n";
     out += tile_table(g, cx, true) + "\n";
+    out += hoisted_values(g, cx, lines, Kind::Row) + "\n";
+    out += hoisted_values(g, cx, lines, Kind::Col) + "\n";
     out += inputs_and_load(g, cx) + "\n";
     out += visit(g, cx, lines) + "\n";
     out += end_tile(g, cx);

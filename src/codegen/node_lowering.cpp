@@ -62,9 +62,6 @@ public:
         if (node_.op == Op::TileInput)
             return line(fmt::format("tiles.template load<{}>({}, {}, c, in.{});", lanes_out(),
                                     cx_.tile_input_index.at(static_cast<std::size_t>(id_)), source_address(), name()));
-        if (node_.op == Op::ColInput)
-            return line(fmt::format("tiles.template load_col<{}>({}, {}, c, in.{});", lanes_out(),
-                                    cx_.col_input_index.at(static_cast<std::size_t>(id_)), source_address(), name()));
         line(fmt::format("coda::load<{}>({}, in.{});", lanes_out(), source_address(), name()));
     }
 
@@ -287,13 +284,11 @@ LoweringContext make_lowering_context(const CheckedGraph& g) {
     }
     cx.tile_input_index.assign(g.graph.nodes().size(), -1);
     cx.tile_output_index.assign(g.graph.nodes().size(), -1);
-    cx.col_input_index.assign(g.graph.nodes().size(), -1);
     int tile_inputs = 0;
     int tile_outputs = 0;
     for (std::size_t id = 0; id < g.graph.nodes().size(); ++id) {
         const Op op = g.graph.nodes()[id].op;
         if (op == Op::TileInput) cx.tile_input_index[id] = tile_inputs++;
-        if (op == Op::ColInput) cx.col_input_index[id] = cx.col_inputs++;
         if (op == Op::Store && cx.site == Site::Visit) cx.tile_output_index[id] = tile_outputs++;
     }
     return cx;

@@ -17,16 +17,13 @@ struct LoweringContext {
     const CheckedGraph* graph = nullptr;
     Site site = Site::Visit;
     std::vector<int> slot;  // first parameter slot of each node's binding; -1 for nodes without a binding
-    // Visit site: tile, row and column inputs are read from `in` (an Epilogue::Inputs that Epilogue::load
+    // Visit site: tile inputs are read from `in` (an Epilogue::Inputs that Epilogue::load
     // filled) instead of being loaded where they are lowered.
     bool sources_from_inputs = false;
     // Number of each tile_input node among the graph's tile inputs (Epilogue::kTileInputs), and of each store
     // at the visit site among the tile outputs (Epilogue::kTileOutputs); -1 for other nodes.
     std::vector<int> tile_input_index;
     std::vector<int> tile_output_index;
-    // Number of each col_input node among the graph's column inputs (Epilogue::kColInputs); -1 for other nodes.
-    std::vector<int> col_input_index;
-    int col_inputs = 0;
 };
 
 LoweringContext make_lowering_context(const CheckedGraph& g);

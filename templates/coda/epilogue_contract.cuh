@@ -35,12 +35,16 @@
 //   template <class L> __device__ static void begin_tile(State<L>& st);
 //   template <class L> __device__ static void prefetch(const Args& args, const coda::Coord& c);  // optional
 //                                              // hint: L2 prefetch of the tile tensors visit(c) will read
-//   struct Inputs;                             // what one visit reads from input tensors
+//   struct RowValues;                          // what every visit of one row shares (row inputs and what is
+//   __device__ static void row_values(const Args& args, const coda::Coord& c, RowValues& row);  // computed from
+//                                              // them, scalars and constants), from c.m alone
+//   struct ColValues;                          // likewise for one column pair (column inputs ...), from c.n
+//   __device__ static void col_values(const Args& args, const coda::Coord& c, ColValues& col);
+//                                              // (a mainloop may compute them once per row / column slot)
+//   struct Inputs;                             // what one visit reads from tile inputs
 //   template <class L, class Tiles = coda::GlobalTiles>
 //   __device__ static void load(const Args& args, const coda::Coord& c, Inputs& in, const Tiles& tiles);
-//                                              // tile inputs are read through tiles.load(i, pointer, c, out),
-//                                              // column inputs through tiles.load_col(k, pointer, c, out)
-//   static constexpr int kColInputs;           // column inputs, numbered 0.. in graph order
+//                                              // tile inputs are read through tiles.load(i, pointer, c, out)
 //   static constexpr int kTileInputs;          // tile inputs, numbered 0.. in graph order, for a mainloop that
 //   __host__ __device__ static constexpr int tile_input_pair_bytes(int i);  // stages them in shared memory:
 //   __host__ __device__ static constexpr int tile_input_element_bytes(int i);  // bytes per column pair and per
@@ -49,8 +53,10 @@
 //   ... tile_output_pair_bytes(i), tile_output_element_bytes(i),            // tiles.store(i, pointer, c, value)
 //       tile_output(args, i)
 //   template <class L, class Tiles = coda::GlobalTiles>
-//   __device__ static void visit(..., float acc1, const Inputs& in, const Tiles& tiles);  // visit with `in` loaded
-//                                              // (a mainloop may load several visits' inputs before visiting)
+//   __device__ static void visit(..., float acc1, const RowValues& row, const ColValues& col, const Inputs& in,
+//                                const Tiles& tiles);      // visit with `row`, `col` and `in` loaded (a mainloop
+//                                              // may load several visits' inputs before visiting)
+//   __device__ static void visit(..., float acc1, const Inputs& in, const Tiles& tiles);  // computes row and col
 //   template <class L> __device__ static void visit(const Args& args, State<L>& st, const coda::Coord& c,
 //                                                   int row_slot, int col_slot, float acc0, float acc1);
 //   template <class L> __device__ static void end_tile(const Args& args, State<L>& st, float* scratch,
@@ -116,10 +122,6 @@ struct GlobalTiles {
     template <int V, class T, class R>
     __device__ void store(int, T* p, const Coord&, const R (&in)[V]) const {
         coda::store<V>(p, in);
-    }
-    template <int V, class T, class R>
-    __device__ void load_col(int, const T* p, const Coord&, R (&out)[V]) const {
-        coda::load<V>(p, out);
     }
 };
 

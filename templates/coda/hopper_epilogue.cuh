@@ -48,7 +48,9 @@ struct Pick<false, T, F> {
 // The visits of one tile (begin_tile .. end_tile excluded), reading and writing tiles through `tiles`. With
 // staged inputs or outputs, column chunk by column chunk: each waits for its input chunk in the ring and frees
 // it after its visits, and stores its outputs with TMA (output_maps; between two barriers over the warpgroup, id
-// `barrier`).
+// `barrier`). What the visits of a row share (Epilogue::RowValues) is computed once per row slot and tile, what
+// those of a column pair share (ColValues) once per column slot and chunk (unchunked, once per visit): not once
+// per visit.
 template <class Tr, class L, class Epilogue, int BN, class Tiles>
 __device__ __forceinline__ void hopper_visit_tile(const typename Epilogue::Args& args, const GemmProblem& problem,
                                                   typename Epilogue::template State<L>& st, Tiles& tiles, int m0,
@@ -61,6 +63,12 @@ __device__ __forceinline__ void hopper_visit_tile(const typename Epilogue::Args&
     constexpr int kBatch = Tr::kVisitBatch < kChunk ? Tr::kVisitBatch : kChunk;
     unsigned out_buffers = 0;
     if constexpr (Tiles::kStagedOutputs) out_buffers = tiles.out.buffer;
+    typename Epilogue::RowValues rows[2 * Tr::kM64];
+#pragma unroll
+    for (int row_slot = 0; row_slot < 2 * Tr::kM64; ++row_slot) {
+        const int m = m0 + L::slot_row(row_slot);
+        if (m < problem.m) Epilogue::row_values(args, Coord{m, n0, problem.m, problem.n, 0, row_slot}, rows[row_slot]);
+    }
 #pragma unroll
     for (int c0 = 0; c0 < BN / 8; c0 += kChunk) {
         if constexpr (Tiles::kStagedOutputs) {
@@ -75,6 +83,9 @@ __device__ __forceinline__ void hopper_visit_tile(const typename Epilogue::Args&
             tiles.in.buffer = ring.buffers + slot * Tr::kInputSlotBytes;
             tiles.in.n0 = n0 + 8 * c0;
         }
+        // Computed by the first row slot's visits (the lowest row: if it is outside M, so are the others) with their
+        // loads. Unchunked, the whole tile's column values would not fit in registers: every row slot computes them.
+        typename Epilogue::ColValues cols[kChunk];
 #pragma unroll
         for (int i = 0; i < Tr::kM64; ++i) {
 #pragma unroll
@@ -90,9 +101,11 @@ __device__ __forceinline__ void hopper_visit_tile(const typename Epilogue::Args&
 #pragma unroll
                         for (int j = j0; j < j0 + kBatch; ++j) {
                             const int n = n0 + L::slot_col(j);
-                            if (n < problem.n)
-                                Epilogue::template load<L>(args, Coord{m, n, problem.m, problem.n, j, row_slot}, in[j - j0],
-                                                           tiles);
+                            if (n < problem.n) {
+                                const Coord c{m, n, problem.m, problem.n, j, row_slot};
+                                if (!kChunked || row_slot == 0) Epilogue::col_values(args, c, cols[j - c0]);
+                                Epilogue::template load<L>(args, c, in[j - j0], tiles);
+                            }
                         }
 #pragma unroll
                         for (int j = j0; j < j0 + kBatch; ++j) {
@@ -100,7 +113,7 @@ __device__ __forceinline__ void hopper_visit_tile(const typename Epilogue::Args&
                             if (n < problem.n)
                                 Epilogue::template visit<L>(args, st, Coord{m, n, problem.m, problem.n, j, row_slot}, row_slot,
                                                             j, acc[i][4 * j + 2 * h], acc[i][4 * j + 2 * h + 1],
-                                                            in[j - j0], tiles);
+                                                            rows[row_slot], cols[j - c0], in[j - j0], tiles);
                         }
                     }
                 }

@@ -349,8 +349,7 @@ __device__ __forceinline__ void hopper_consume(const GemmProblem& problem, const
             if (Tr::kPingPong && stage_inputs && local > 0)
                 sm90::mbarrier_wait(smem.visits_done + 8 * (1 - consumer), parity_of_use((local - 1) / 2));
             HopperTiles<typename Pick<Tr::kStageInputs, typename Tr::StagedIn, GlobalTiles>::type,
-                        typename Pick<Tr::kStageOutputs, typename Tr::StagedOut, GlobalTiles>::type,
-                        Epilogue::kColInputs, kHopperChunkSlots>
+                        typename Pick<Tr::kStageOutputs, typename Tr::StagedOut, GlobalTiles>::type>
                 tiles{};
             if constexpr (Tr::kStageInputs) tiles.in = typename Tr::StagedIn{{smem.staging, tm * BM, 0}};
             if constexpr (Tr::kStageOutputs) tiles.out = typename Tr::StagedOut{{out_buffer, tm * BM + first_row, 0}};

@@ -14,8 +14,6 @@
 //     every thread with 16-byte stores instead, the out-proj epilogue cost its concurrent mainloop ~3% a store.)
 //   - 16-bit tensors of two lanes move as mma fragments (detail::moves_as_fragments): one ldmatrix / stmatrix.x4
 //     per 8-row group and chunk carries four visits' pairs, and the visits read and write registers.
-//   - Column inputs (HopperTiles::load_col) are read from global memory once per chunk, by row slot 0's visits,
-//     and kept in registers for the chunk's other row slots.
 //
 // Contract:
 //   - Tensors are numbered as in the Epilogue's tables (kTileInputs / tile_input_pair_bytes / tile_input, and
@@ -261,26 +259,12 @@ struct StagedTileOutputs : SwizzledChunk<detail::TileOutputTable<Epilogue>, kRow
 // GlobalTiles), tile outputs to Out (StagedTileOutputs or GlobalTiles).
 // Anything but GlobalTiles stages: the visits then go chunk by chunk, waiting for each input chunk in the ring
 // and followed by each output chunk's TMA store.
-template <class In, class Out, int kColInputs = 0, int kChunkSlots = 4>
+template <class In, class Out>
 struct HopperTiles {
     static constexpr bool kStagedOutputs = !detail::SameType<Out, GlobalTiles>::value;
     static constexpr bool kStagedInputs = !detail::SameType<In, GlobalTiles>::value;
     In in;
     Out out;
-    // Staged visits go chunk by chunk (kChunkSlots column slots), row slot by row slot: column inputs are loaded
-    // by row slot 0 and kept in registers for the chunk's other row slots.
-    mutable float col_cache[kColInputs > 0 ? kColInputs : 1][kChunkSlots][2] = {};
-    template <int V, class T, class R>
-    __device__ void load_col(int k, const T* p, const Coord& c, R (&v)[V]) const {
-        if constexpr (V == 2 && (kStagedOutputs || kStagedInputs) && sizeof(R) == 4 && !detail::SameType<R, int>::value) {
-            float (&cached)[2] = col_cache[k][c.col_slot % kChunkSlots];
-            if (c.row_slot == 0) coda::load<V>(p, cached);
-            v[0] = cached[0];
-            v[1] = cached[1];
-        } else {
-            coda::load<V>(p, v);
-        }
-    }
     template <int V, class T, class R>
     __device__ void load(int i, const T* p, const Coord& c, R (&v)[V]) const {
         in.template load<V>(i, p, c, v);

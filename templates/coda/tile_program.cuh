@@ -143,10 +143,6 @@ struct StagedTiles {
                                   (c.n - n0) / 2 * S::Outputs::pair_bytes(i),
                               in);
     }
-    template <int V, class T, class R>
-    __device__ void load_col(int, const T* p, const Coord&, R (&out)[V]) const {
-        coda::load<V>(p, out);
-    }
 };
 
 template <class Epilogue>

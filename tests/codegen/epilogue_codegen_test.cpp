@@ -26,11 +26,13 @@ bool contains(const std::string& haystack, const std::string& needle) {
     return haystack.find(needle) != std::string::npos;
 }
 
-// The text between the comment of node `id` inside visit / element and the next node comment (or the end).
+// The text between the comment of node `id` inside row_values / col_values / visit / element and the next node
+// comment (or the end): the first, where a row or column value is computed; the visit only refers to it.
 // (Reductions also have their comment on their State member, earlier in the struct.)
 std::string statements_of(const std::string& source, const Graph& g, int id) {
     const std::string comment = "// " + node_to_text(g, id) + "\n";
-    std::size_t body = source.find("static void visit(");
+    std::size_t body = source.find("static void row_values(");
+    if (body == std::string::npos) body = source.find("static void visit(");
     if (body == std::string::npos) body = source.find("static void element(");
     if (body == std::string::npos) return {};
     const std::size_t at = source.find(comment, body);
@@ -130,8 +132,10 @@ TEST_CASE("sources load through their binding slots at the contract's element of
     CHECK(contains(src, "if (i == 0) return {reinterpret_cast<unsigned char*>(args.slot[0]), "
                         "static_cast<long long>(args.slot[1]) * 2};"));
     CHECK(contains(src, "for (int v = 0; v < 2; ++v) v2_x1[v] = (v0_acc[v] + v1_residual[v]);"));
-    CHECK(contains(src, "tiles.template load_col<2>(0, reinterpret_cast<const coda::bf16*>(args.slot[2]) + pair * 2, c, "
-                        "in.v3_gamma);"));
+    // Column inputs are loaded once per column pair (col_values), and the visit refers to them.
+    CHECK(contains(src, "coda::load<2>(reinterpret_cast<const coda::bf16*>(args.slot[2]) + pair * 2, v3_gamma);"));
+    CHECK(contains(src, "col.v3_gamma[v] = v3_gamma[v];"));
+    CHECK(contains(src, "const float (&v3_gamma)[2] = col.v3_gamma;"));
     // Tile outputs go through the mainloop's tile sink (which may stage them), numbered in graph order.
     CHECK(contains(src, "tiles.template store<2>(1, reinterpret_cast<coda::bf16*>(args.slot[5]) + m * "
                         "static_cast<long long>(args.slot[6]) + pair * 2, c, v4_h);"));
@@ -166,9 +170,25 @@ TEST_CASE("row x column broadcast, scalars, constants and indices", "[codegen]")
     const std::string src = generate_epilogue(check_graph(g));
     CHECK(contains(src, "using Args = coda::EpilogueArgs<5>;"));
     CHECK(contains(src, "int v0_pos[1];"));
-    CHECK(contains(src, "coda::load<1>(reinterpret_cast<const int*>(args.slot[0]) + m, in.v0_pos);"));
-    CHECK(contains(src, "tiles.template load_col<1>(0, reinterpret_cast<const float*>(args.slot[1]) + pair, c, in.v1_theta);"));
-    CHECK(contains(src, "static constexpr int kColInputs = 1;"));
+    CHECK(contains(src, "coda::load<1>(reinterpret_cast<const int*>(args.slot[0]) + m, v0_pos);"));
+    CHECK(contains(src, "coda::load<1>(reinterpret_cast<const float*>(args.slot[1]) + pair, v1_theta);"));
+    // Row values (pos, posf) and column values (theta) are computed once per row / column pair and shared by
+    // the visits; row_index and col_index stay at the visit, and so does what mixes rows and columns (angle).
+    const auto members = [&](const std::string& name) {
+        const std::size_t at = src.find("struct " + name + " {");
+        return at == std::string::npos ? std::string() : src.substr(at, src.find("};", at) - at);
+    };
+    const std::string rows = members("RowValues");
+    const std::string cols = members("ColValues");
+    CHECK(contains(rows, "int v0_pos[1];"));
+    CHECK(contains(rows, "float v2_posf[1];"));
+    CHECK(contains(cols, "float v1_theta[1];"));
+    CHECK_FALSE(contains(rows, "v13_row[1];"));
+    CHECK_FALSE(contains(cols, "v8_col[4];"));
+    CHECK_FALSE(contains(rows + cols, "v3_angle[1];"));
+    CHECK(contains(src, "const float (&v2_posf)[1] = row.v2_posf;"));
+    CHECK(contains(src, "const float (&v1_theta)[1] = col.v1_theta;"));
+    CHECK_FALSE(contains(src, "in.v0_pos"));
     CHECK(contains(src, "float v2_posf[1] = {static_cast<float>(v0_pos[0])};"));
     CHECK(contains(src, "float v3_angle[1] = {(v2_posf[0] * v1_theta[0])};"));
     CHECK(contains(src, "float v4_scale[1] = {__uint_as_float(static_cast<unsigned int>(args.slot[2]))};"));

@@ -55,7 +55,6 @@ struct Epilogue {
 
     // Tile inputs, numbered as tiles.load() gets them: bytes per column pair, and where each lives.
     static constexpr int kTileInputs = 1;
-    static constexpr int kColInputs = 1;
     __host__ __device__ static constexpr int tile_input_pair_bytes(int i) { return i == 0 ? 4 : 0; }
     __host__ __device__ static constexpr int tile_input_element_bytes(int i) { return i == 0 ? 2 : 0; }
     __device__ static coda::TileView tile_input(const Args& args, int i) {
@@ -73,10 +72,34 @@ struct Epilogue {
         return {nullptr, 0};
     }
 
-    // What a visit reads from input tensors, loaded by load().
+    // What the visits of one row share: row_values(), once per row slot where a mainloop keeps it.
+    struct RowValues {
+        int unused;  // nothing to share
+    };
+
+    __device__ static void row_values(const Args& args, const coda::Coord& c, RowValues& row) {
+        (void)args;
+        (void)c;
+        (void)row;
+    }
+
+    // What the visits of one column pair share: col_values(), once per column slot where a mainloop keeps it.
+    struct ColValues {
+        float v3_gamma[2];
+    };
+
+    __device__ static void col_values(const Args& args, const coda::Coord& c, ColValues& col) {
+        const int pair = c.n / 2;  // lane v of V lanes is element pair * V + v
+        // %gamma = col_input bf16 full
+        float v3_gamma[2];
+        coda::load<2>(reinterpret_cast<const coda::bf16*>(args.slot[2]) + pair * 2, v3_gamma);
+        #pragma unroll
+        for (int v = 0; v < 2; ++v) col.v3_gamma[v] = v3_gamma[v];
+    }
+
+    // What a visit reads from tile inputs, loaded by load().
     struct Inputs {
         float v1_residual[2];
-        float v3_gamma[2];
     };
 
     template <class L, class Tiles = coda::GlobalTiles>
@@ -84,23 +107,24 @@ struct Epilogue {
         const long long m = c.m;  // 64-bit: m * leading dimension can pass 2^31
         const int pair = c.n / 2;  // lane v of V lanes is element pair * V + v
         tiles.template load<2>(0, reinterpret_cast<const coda::bf16*>(args.slot[0]) + m * static_cast<long long>(args.slot[1]) + pair * 2, c, in.v1_residual);
-        tiles.template load_col<2>(0, reinterpret_cast<const coda::bf16*>(args.slot[2]) + pair * 2, c, in.v3_gamma);
     }
 
     template <class L, class Tiles = coda::GlobalTiles>
     __device__ static void visit(const Args& args, State<L>& st, const coda::Coord& c, int row_slot,
-                                 int col_slot, float acc0, float acc1, const Inputs& in,
-                                 const Tiles& tiles = Tiles()) {
+                                 int col_slot, float acc0, float acc1, const RowValues& row,
+                                 const ColValues& col, const Inputs& in, const Tiles& tiles = Tiles()) {
+        (void)row;
+        (void)col;
         (void)in;
         (void)tiles;
         const long long m = c.m;  // 64-bit: m * leading dimension can pass 2^31
         const int pair = c.n / 2;  // lane v of V lanes is element pair * V + v
+        // %gamma = col_input bf16 full
+        const float (&v3_gamma)[2] = col.v3_gamma;
         // %acc = accumulator
         float v0_acc[2] = {acc0, acc1};
         // %residual = tile_input bf16 full
         const float (&v1_residual)[2] = in.v1_residual;
-        // %gamma = col_input bf16 full
-        const float (&v3_gamma)[2] = in.v3_gamma;
         // %x1 = add %acc %residual
         float v2_x1[2];
         #pragma unroll
@@ -116,6 +140,17 @@ struct Epilogue {
         // %x1_sumsq = reduce_row sumsq %x1
         #pragma unroll
         for (int v = 0; v < 2; ++v) coda::Reducer<coda::RedOp::SumSq>::add(st.r7[row_slot], v2_x1[v]);
+    }
+
+    template <class L, class Tiles = coda::GlobalTiles>
+    __device__ static void visit(const Args& args, State<L>& st, const coda::Coord& c, int row_slot,
+                                 int col_slot, float acc0, float acc1, const Inputs& in,
+                                 const Tiles& tiles = Tiles()) {
+        RowValues row;
+        row_values(args, c, row);
+        ColValues col;
+        col_values(args, c, col);
+        visit<L>(args, st, c, row_slot, col_slot, acc0, acc1, row, col, in, tiles);
     }
 
     template <class L>
