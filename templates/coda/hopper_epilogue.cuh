@@ -63,11 +63,24 @@ __device__ __forceinline__ void hopper_visit_tile(const typename Epilogue::Args&
     constexpr int kBatch = Tr::kVisitBatch < kChunk ? Tr::kVisitBatch : kChunk;
     unsigned out_buffers = 0;
     if constexpr (Tiles::kStagedOutputs) out_buffers = tiles.out.buffer;
-    typename Epilogue::RowValues rows[2 * Tr::kM64];
+    // Row and column values are kept across visits only where they take few registers (with the reductions'
+    // state, kHopperKeptValueBytes a thread); a graph with more computes its row values once per batch of visits, and its column values at
+    // every visit: with the batch's loads where a batch of them fits, else just before the visit.
+    // The reductions' state counts against the same registers.
+    constexpr int kStateBytes = sizeof(typename Epilogue::template State<L>);
+    constexpr int kRowBytes = sizeof(typename Epilogue::RowValues) * 2 * Tr::kM64;
+    constexpr int kColBytes = sizeof(typename Epilogue::ColValues);
+    constexpr bool kKeepRows = kStateBytes + kRowBytes <= kHopperKeptValueBytes;
+    constexpr bool kKeepCols =
+        kChunked && kStateBytes + (kKeepRows ? kRowBytes : 0) + kColBytes * kChunk <= kHopperKeptValueBytes;
+    constexpr bool kColsWithLoads = !kKeepCols && kColBytes * kBatch <= 64;
+    typename Epilogue::RowValues rows[kKeepRows ? 2 * Tr::kM64 : 1];
+    if constexpr (kKeepRows) {
 #pragma unroll
-    for (int row_slot = 0; row_slot < 2 * Tr::kM64; ++row_slot) {
-        const int m = m0 + L::slot_row(row_slot);
-        if (m < problem.m) Epilogue::row_values(args, Coord{m, n0, problem.m, problem.n, 0, row_slot}, rows[row_slot]);
+        for (int row_slot = 0; row_slot < 2 * Tr::kM64; ++row_slot) {
+            const int m = m0 + L::slot_row(row_slot);
+            if (m < problem.m) Epilogue::row_values(args, Coord{m, n0, problem.m, problem.n, 0, row_slot}, rows[row_slot]);
+        }
     }
 #pragma unroll
     for (int c0 = 0; c0 < BN / 8; c0 += kChunk) {
@@ -83,9 +96,9 @@ __device__ __forceinline__ void hopper_visit_tile(const typename Epilogue::Args&
             tiles.in.buffer = ring.buffers + slot * Tr::kInputSlotBytes;
             tiles.in.n0 = n0 + 8 * c0;
         }
-        // Computed by the first row slot's visits (the lowest row: if it is outside M, so are the others) with their
-        // loads. Unchunked, the whole tile's column values would not fit in registers: every row slot computes them.
-        typename Epilogue::ColValues cols[kChunk];
+        // Kept: computed by the first row slot's visits with their loads (the lowest row: if it is outside M, so
+        // are the others). Unchunked, a whole tile's column values would not fit in registers.
+        typename Epilogue::ColValues cols[kKeepCols ? kChunk : 1];
 #pragma unroll
         for (int i = 0; i < Tr::kM64; ++i) {
 #pragma unroll
@@ -98,22 +111,34 @@ __device__ __forceinline__ void hopper_visit_tile(const typename Epilogue::Args&
 #pragma unroll
                     for (int j0 = c0; j0 < c0 + kChunk; j0 += kBatch) {
                         typename Epilogue::Inputs in[kBatch];
+                        // Row and column values not kept live in the batch alone: declared here, they cannot look
+                        // live from one row slot to the next (their writes and reads are conditional).
+                        typename Epilogue::RowValues batch_row;
+                        if constexpr (!kKeepRows)
+                            Epilogue::row_values(args, Coord{m, n0, problem.m, problem.n, 0, row_slot}, batch_row);
+                        typename Epilogue::ColValues batch_cols[kBatch];
 #pragma unroll
                         for (int j = j0; j < j0 + kBatch; ++j) {
                             const int n = n0 + L::slot_col(j);
                             if (n < problem.n) {
                                 const Coord c{m, n, problem.m, problem.n, j, row_slot};
-                                if (!kChunked || row_slot == 0) Epilogue::col_values(args, c, cols[j - c0]);
+                                if ((kKeepCols && row_slot == 0) || kColsWithLoads)
+                                    Epilogue::col_values(args, c, kKeepCols ? cols[j - c0] : batch_cols[j - j0]);
                                 Epilogue::template load<L>(args, c, in[j - j0], tiles);
                             }
                         }
 #pragma unroll
                         for (int j = j0; j < j0 + kBatch; ++j) {
                             const int n = n0 + L::slot_col(j);
-                            if (n < problem.n)
+                            if (n < problem.n) {
+                                if constexpr (!kKeepCols && !kColsWithLoads)
+                                    Epilogue::col_values(args, Coord{m, n, problem.m, problem.n, j, row_slot},
+                                                         batch_cols[j - j0]);
                                 Epilogue::template visit<L>(args, st, Coord{m, n, problem.m, problem.n, j, row_slot}, row_slot,
                                                             j, acc[i][4 * j + 2 * h], acc[i][4 * j + 2 * h + 1],
-                                                            rows[row_slot], cols[j - c0], in[j - j0], tiles);
+                                                            kKeepRows ? rows[row_slot] : batch_row, kKeepCols ? cols[j - c0] : batch_cols[j - j0],
+                                                            in[j - j0], tiles);
+                            }
                         }
                     }
                 }

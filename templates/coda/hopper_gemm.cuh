@@ -179,8 +179,10 @@ struct HopperGemmTraits {
     // Fewer stages than asked when the epilogue's scratch and staged tiles need the room.
     static constexpr int kStages = STAGES < kFitStages ? STAGES : kFitStages;
     // Visits whose inputs are loaded together: as many as kHopperBatchRegisters hold (1 to 8, a power of two,
-    // so that it divides BN / 8). More would cost the accumulators registers.
-    static constexpr int kInputRegisters = static_cast<int>(sizeof(typename Epilogue::Inputs) / 4);
+    // so that it divides BN / 8). More would cost the accumulators registers. A visit's row and column values
+    // count too: where they are not kept across visits, a batch holds them (hopper_epilogue.cuh).
+    static constexpr int kInputRegisters = static_cast<int>(
+        (sizeof(typename Epilogue::Inputs) + sizeof(typename Epilogue::RowValues) + sizeof(typename Epilogue::ColValues)) / 4);
     static constexpr int kVisitBatch = kInputRegisters * 8 <= kHopperBatchRegisters   ? 8
                                        : kInputRegisters * 4 <= kHopperBatchRegisters ? 4
                                        : kInputRegisters * 2 <= kHopperBatchRegisters ? 2

@@ -27,6 +27,10 @@ constexpr int kHopperPrefetchLead = 8;        // k-tiles before a tile's epilogu
 constexpr int kHopperMinStagesOutputs = 3;
 constexpr int kHopperMinStagesInputs = 4;
 constexpr int kHopperChunkSlots = 4;
+// Bytes a consumer thread may keep of an epilogue's reduction state, row values (all its row slots) and column
+// values (a chunk's column slots) beside the accumulators; beyond that row and column values are computed at the
+// visits (hopper_epilogue.cuh). More spilled rmsnorm_backward at bn=256.
+constexpr int kHopperKeptValueBytes = 128;
 constexpr int kHopperInputSlots = 2;
 constexpr int kHopperMaxTileMaps = hopper_rules::kMaxTileMaps;
 // Registers staging needs on top of the accumulators and the epilogue's reduction state (ptxas spills below it:
