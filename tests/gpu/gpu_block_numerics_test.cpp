@@ -46,8 +46,10 @@ std::map<std::string, std::vector<double>> long_context_rope(std::int64_t m, std
     return {{"pos", pos}, {"theta", theta}};
 }
 
-// bf16 outputs checked to their rounding: half an ulp is 2^-9 = 1.95e-3 of the value, so max_error (|out - ref|
-// / (|ref| + rms)) stays below that; an fp32-rounded angle at 2^20 (up to 0.03 rad off) exceeds it by far.
+// bf16 outputs checked to their rounding. bf16 keeps 7 stored mantissa bits, so one rounding moves a value by at
+// most half an ulp, 2^-8 = 3.9e-3 of it at the bottom of a binade (2^-9 at the top): max_error (|out - ref| /
+// (|ref| + rms)) stays below 4e-3, and the RMS error (rel) near 1.6e-3 (measured on the H200: max 3.06e-3, rel
+// 1.66e-3). An fp32-rounded angle at 2^20 (up to 0.03 rad off) exceeds both by far.
 verify::CheckProblem tight(std::int64_t m, std::int64_t n, std::int64_t k, double base, std::uint64_t seed) {
     verify::CheckProblem p;
     p.m = m;
@@ -56,7 +58,7 @@ verify::CheckProblem tight(std::int64_t m, std::int64_t n, std::int64_t k, doubl
     p.seed = seed;
     p.given = long_context_rope(m, n, base, seed);
     p.rel_tolerance = 2e-3;
-    p.max_tolerance = 2.5e-3;
+    p.max_tolerance = 4e-3;
     return p;
 }
 

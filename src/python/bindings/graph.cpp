@@ -232,6 +232,8 @@ void bind_blocks(nb::module_& m) {
     b.def("gate_up_swiglu", &blocks::gate_up_swiglu, "spec"_a = GemmSpec{});
     b.def("qkv_rope", &blocks::qkv_rope, "spec"_a = GemmSpec{});
     b.def("lm_head_ce", &blocks::lm_head_ce, "spec"_a = GemmSpec{});
+    b.def("lm_head_ce_stats", &blocks::lm_head_ce_stats, "spec"_a = GemmSpec{});
+    b.def("lm_head_ce_backward", &blocks::lm_head_ce_backward, "spec"_a = GemmSpec{});
     b.def("ce_finalize", &blocks::ce_finalize);
     b.def("swiglu_backward", &blocks::swiglu_backward, "spec"_a = backward_spec);
     b.def("rms_backward_finalize", &blocks::rms_backward_finalize);

@@ -2,6 +2,7 @@
 on CPU tensors through coda.reference (float64), so the autograd wiring is testable without a GPU."""
 from __future__ import annotations
 
+import atexit
 import math
 
 import numpy as np
@@ -89,43 +90,6 @@ def _rmsnorm_backward_bf16(residual: bool):
     return g
 
 
-def _rms_scaled(g):
-    acc = g.accumulator()
-    rstd = g.row_input("rstd", coda.f32)
-    return g.mul(acc, rstd, name="logit")
-
-
-def _lm_head_ce_stats():
-    # As coda.blocks.lm_head_ce_stats (used instead where the library has it): lm_head_ce without the logits.
-    g = coda.Graph.gemm("lm_head_ce_stats")
-    logits = _rms_scaled(g)
-    g.reduce_row(logits, coda.ReduceOp.Lse, "lse_partials")
-    column = g.col_index()
-    labels = g.row_input("labels", coda.i32)
-    is_label = g.eq(column, labels, name="is_label")
-    g.reduce_row(g.mul(is_label, logits, name="label_logit"), coda.ReduceOp.Sum, "target_partials")
-    return g
-
-
-def _lm_head_ce_backward():
-    # As coda.blocks.lm_head_ce_backward: cross_entropy_backward on logits the LM head GEMM recomputes.
-    g = coda.Graph.gemm("lm_head_ce_backward")
-    logits = _rms_scaled(g)
-    lse = g.row_input("lse", coda.f32)
-    p = g.exp(g.sub(logits, lse, name="shifted_logit"), name="probability")
-    column = g.col_index()
-    labels = g.row_input("labels", coda.i32)
-    onehot = g.eq(column, labels, name="onehot")
-    scale = g.scalar("scale")
-    dlogits = g.mul(g.sub(p, onehot, name="p_minus_onehot"), scale, name="dlogits_value")
-    g.store(dlogits, "dlogits", coda.bf16)
-    g.reduce_row(g.mul(logits, dlogits, name="z_dz"), coda.ReduceOp.Sum, "zdz_partials")
-    return g
-
-
-# Graphs coda.blocks gains on newer versions; built here when the library lacks them.
-_FALLBACK = {"lm_head_ce_stats": _lm_head_ce_stats, "lm_head_ce_backward": _lm_head_ce_backward}
-
 _LOCAL = {
     "rmsnorm_backward_bf16": lambda: _rmsnorm_backward_bf16(False),
     "rmsnorm_backward_residual": lambda: _rmsnorm_backward_bf16(True),
@@ -143,22 +107,26 @@ _graphs: dict[str, "coda.Graph"] = {}
 _kernels: dict[tuple, "coda.Kernel"] = {}
 
 
+@atexit.register
+def _release_at_exit() -> None:
+    # torch's operator registry keeps this module's functions, and so its globals, alive past the interpreter's
+    # teardown; nanobind would then report the cached graphs and kernels as leaks. Drop them while Python runs.
+    global _DGRAD, _WGRAD
+    _kernels.clear()
+    _graphs.clear()
+    _DGRAD = _WGRAD = None
+
+
 def graph(name: str):
     """The graph `name`: one of coda.blocks, or one of the graphs above. Built once."""
     g = _graphs.get(name)
     if g is None:
         if name in _LOCAL:
             g = _LOCAL[name]()
-        elif not hasattr(coda.blocks, name) and name in _FALLBACK:
-            g = _FALLBACK[name]()
         else:
             g = getattr(coda.blocks, name)()
         _graphs[name] = g
     return g
-
-
-def has_block(name: str) -> bool:
-    return hasattr(coda.blocks, name)
 
 
 def _shape_class(m: int, n: int, k: int) -> tuple[int, int, int]:
