@@ -8,12 +8,51 @@ GEMM). Backward graphs run as ops of their own, so AOTAutograd traces the backwa
 Weights are [N x K] (nn.Linear) and enter GEMMs as B = w.t(). A weight-gradient buffer (f32, `*_grad`
 arguments) makes the wgrad GEMM accumulate into it, and the op then returns no gradient for that weight.
 """
+import functools
 from typing import Optional
 
 import torch
 from torch import Tensor
 
 from coda.torch._kernels import run
+
+_OPS = ("rms_stats", "qkv_rope", "qkv_rope_backward", "out_proj", "out_proj_backward", "mlp", "mlp_backward",
+        "lm_head_ce", "lm_head_ce_backward", "lm_head_ce_stats", "lm_head_ce_stats_backward")
+_inductor_fallbacks_registered = False
+
+
+def _register_inductor_fallbacks() -> None:
+    """Registers coda's ops with Inductor as the fallback kernels it would make of them anyway, with the layout
+    constraint it would choose (torch/_inductor/graph.py, GraphLowering.call_function). Left to find an op
+    itself, Inductor first formats the IR of every input into a log message; coda's ops feed each other (x, h, rstd
+    go from one layer's op into the next), so that text triples with every op: compiling a 3-layer model took
+    200 s on the CPU, 4 layers did not finish. Done once, when a fake kernel first runs (tracing for
+    torch.compile), so that importing coda.torch does not import Inductor."""
+    global _inductor_fallbacks_registered
+    if _inductor_fallbacks_registered:
+        return
+    _inductor_fallbacks_registered = True
+    try:
+        from torch._inductor.lowering import lowerings, make_fallback, tag_to_layout_constraint
+        from torch._library.utils import get_layout_constraint_tag
+    except ImportError:  # another torch: Inductor then finds the ops itself (slowly, in deep models)
+        return
+    for name in _OPS:
+        op = getattr(torch.ops.coda, name).default
+        if op not in lowerings:
+            make_fallback(op, layout_constraint=tag_to_layout_constraint(get_layout_constraint_tag(op, with_default=True)))
+
+
+def _fake(op):
+    """`@op.register_fake`, registering the Inductor fallbacks first."""
+    def register(fn):
+        @functools.wraps(fn)
+        def fake(*args, **kwargs):
+            _register_inductor_fallbacks()
+            return fn(*args, **kwargs)
+        op.register_fake(fake)
+        return fn
+    return register
 
 
 def _acc_dtype(x: Tensor) -> torch.dtype:
@@ -73,7 +112,7 @@ def rms_stats(x: Tensor, gamma: Tensor, eps: float) -> tuple[Tensor, Tensor]:
     return h, _rstd(parts["x1_sumsq"], m, d, eps, x)
 
 
-@rms_stats.register_fake
+@_fake(rms_stats)
 def _(x, gamma, eps):
     return torch.empty_like(x), x.new_empty(x.shape[0], dtype=_acc_dtype(x))
 
@@ -102,7 +141,7 @@ def qkv_rope(x: Tensor, h: Tensor, rstd: Tensor, gamma: Tensor, w: Tensor, pos: 
     return qkv
 
 
-@qkv_rope.register_fake
+@_fake(qkv_rope)
 def _(x, h, rstd, gamma, w, pos, theta, w_grad=None):
     return h.new_empty(h.shape[0], w.shape[0])
 
@@ -121,7 +160,7 @@ def qkv_rope_backward(dqkv: Tensor, qkv: Tensor, x: Tensor, rstd: Tensor, gamma:
     return dx, dgamma, _wgrad(dz, o, w_grad)
 
 
-@qkv_rope_backward.register_fake
+@_fake(qkv_rope_backward)
 def _(dqkv, qkv, x, rstd, gamma, w, pos, theta, w_grad):
     return torch.empty_like(x), torch.empty_like(gamma), (w.new_empty(0) if w_grad is not None else torch.empty_like(w))
 
@@ -155,7 +194,7 @@ def out_proj(a: Tensor, w: Tensor, residual: Tensor, gamma: Tensor, eps: float,
     return x1, h1, _rstd(parts["x1_sumsq"], m, d, eps, residual)
 
 
-@out_proj.register_fake
+@_fake(out_proj)
 def _(a, w, residual, gamma, eps, w_grad=None):
     m, d = a.shape[0], w.shape[0]
     return residual.new_empty(m, d), residual.new_empty(m, d), residual.new_empty(m, dtype=_acc_dtype(residual))
@@ -171,7 +210,7 @@ def out_proj_backward(dx1: Tensor, a: Tensor, w: Tensor, w_grad: Optional[Tensor
     return da, _wgrad(dx1, a, w_grad)
 
 
-@out_proj_backward.register_fake
+@_fake(out_proj_backward)
 def _(dx1, a, w, w_grad):
     return torch.empty_like(a), (w.new_empty(0) if w_grad is not None else torch.empty_like(w))
 
@@ -210,7 +249,7 @@ def mlp(x1: Tensor, h1: Tensor, rstd1: Tensor, gamma: Tensor, w_gate_up: Tensor,
     return x2, h2, _rstd(parts["x1_sumsq"], m, d, eps, x1), z
 
 
-@mlp.register_fake
+@_fake(mlp)
 def _(x1, h1, rstd1, gamma, w_gate_up, w_down, gamma_next, eps, w_gate_up_grad=None, w_down_grad=None):
     m, d = h1.shape
     return (x1.new_empty(m, d), x1.new_empty(m, d), x1.new_empty(m, dtype=_acc_dtype(x1)),
@@ -235,7 +274,7 @@ def mlp_backward(dx2: Tensor, x1: Tensor, rstd1: Tensor, gamma: Tensor, w_gate_u
     return dx1, dgamma, dw_gate_up, dw_down
 
 
-@mlp_backward.register_fake
+@_fake(mlp_backward)
 def _(dx2, x1, rstd1, gamma, w_gate_up, w_down, z, w_gate_up_grad, w_down_grad):
     return (torch.empty_like(x1), torch.empty_like(gamma),
             w_gate_up.new_empty(0) if w_gate_up_grad is not None else torch.empty_like(w_gate_up),
@@ -275,7 +314,7 @@ def lm_head_ce(x: Tensor, h: Tensor, rstd: Tensor, gamma: Tensor, w: Tensor, lab
     return loss.mean(), logits, lse
 
 
-@lm_head_ce.register_fake
+@_fake(lm_head_ce)
 def _(x, h, rstd, gamma, w, labels, w_grad=None):
     m = h.shape[0]
     acc = _acc_dtype(x)
@@ -296,7 +335,7 @@ def lm_head_ce_backward(dloss: Tensor, x: Tensor, rstd: Tensor, gamma: Tensor, w
     return dx, dgamma, _wgrad(dlogits, o, w_grad)
 
 
-@lm_head_ce_backward.register_fake
+@_fake(lm_head_ce_backward)
 def _(dloss, x, rstd, gamma, w, labels, logits, lse, w_grad):
     return torch.empty_like(x), torch.empty_like(gamma), (w.new_empty(0) if w_grad is not None else torch.empty_like(w))
 
@@ -332,7 +371,7 @@ def lm_head_ce_stats(x: Tensor, h: Tensor, rstd: Tensor, gamma: Tensor, w: Tenso
     return loss.mean(), lse
 
 
-@lm_head_ce_stats.register_fake
+@_fake(lm_head_ce_stats)
 def _(x, h, rstd, gamma, w, labels, w_grad=None, chunk=4096):
     acc = _acc_dtype(x)
     return h.new_empty((), dtype=acc), h.new_empty(h.shape[0], dtype=acc)
@@ -365,7 +404,7 @@ def lm_head_ce_stats_backward(dloss: Tensor, x: Tensor, h: Tensor, rstd: Tensor,
     return dx, dgamma.to(gamma.dtype), (w.new_empty(0) if w_grad is not None else acc.to(w.dtype))
 
 
-@lm_head_ce_stats_backward.register_fake
+@_fake(lm_head_ce_stats_backward)
 def _(dloss, x, h, rstd, gamma, w, labels, lse, w_grad, chunk):
     return torch.empty_like(x), torch.empty_like(gamma), (w.new_empty(0) if w_grad is not None else torch.empty_like(w))
 
