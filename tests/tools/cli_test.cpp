@@ -59,6 +59,18 @@ TEST_CASE("coda dump prints readable generated CUDA", "[tools]") {
                                 Catch::Contains("coda_kernel_info"));
 }
 
+TEST_CASE("the leave-one-out variants of tools/leave_one_out parse and check", "[tools]") {
+    // docs/PERFORMANCE.md times them with coda tune; dump checks each graph without compiling it.
+    coda::test::TempDir cache("coda-cli-cache");
+    const Run dump = run("dump tools/leave_one_out/*.coda", cache.path().string());
+    INFO(dump.output);
+    REQUIRE(dump.status == 0);
+    for (const char* name : {"lm_lse_only", "lm_sum_only", "lm_max_only", "lm_label_only", "rb_no_accumulate",
+                             "rb_no_reduce_col", "rb_accumulate_only", "rb_reduce_col_only", "sb_no_reduce_row",
+                             "identity_k", "identity_mn"})
+        CHECK_THAT(dump.output, Catch::Contains(std::string("graph ") + name));
+}
+
 TEST_CASE("a malformed graph file fails with the file, line and node", "[tools]") {
     coda::test::TempDir dir("coda-cli-bad");
     const std::string syntax = (dir.path() / "syntax.coda").string();

@@ -2,7 +2,6 @@
 on CPU tensors through coda.reference (float64), so the autograd wiring is testable without a GPU."""
 from __future__ import annotations
 
-import atexit
 import math
 
 import numpy as np
@@ -105,16 +104,6 @@ POISON = False
 
 _graphs: dict[str, "coda.Graph"] = {}
 _kernels: dict[tuple, "coda.Kernel"] = {}
-
-
-@atexit.register
-def _release_at_exit() -> None:
-    # torch's operator registry keeps this module's functions, and so its globals, alive past the interpreter's
-    # teardown; nanobind would then report the cached graphs and kernels as leaks. Drop them while Python runs.
-    global _DGRAD, _WGRAD
-    _kernels.clear()
-    _graphs.clear()
-    _DGRAD = _WGRAD = None
 
 
 def graph(name: str):
