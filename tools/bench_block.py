@@ -36,10 +36,14 @@ def log(*a):
     print(f"[{time.perf_counter() - START:6.1f} s]", *a, flush=True)
 
 
-def time_systems(systems, rounds, per_round, settle_ms=500):
-    """Median ms per call of each fn in `systems` (name -> fn), interleaved."""
-    for fn in systems.values():
+def time_systems(systems, rounds, per_round, settle_ms=500, announce=None):
+    """Median ms per call of each fn in `systems` (name -> fn), interleaved. `announce`: log each system's first
+    run under this label (compiles can take minutes)."""
+    for name, fn in systems.items():
         fn()
+        if announce:
+            torch.cuda.synchronize()
+            log(f"{announce}: {name} ran once")
         fn()
     torch.cuda.synchronize()
     t_end = time.perf_counter() + settle_ms / 1000
@@ -228,7 +232,6 @@ def model_rows(rounds, attention, skip_compile):
     model = ct.LlamaModel(vocab, d, n_layers, heads, f, eps=EPS, attention=attention, device="cuda")
     tokens = torch.randint(0, vocab, (BATCH, SEQ), device="cuda")
     labels = torch.randint(0, vocab, (BATCH, SEQ), device="cuda")
-    notes = {}
 
     eager = copy.deepcopy(model)
     no_logits = copy.deepcopy(model)
@@ -257,11 +260,7 @@ def model_rows(rounds, attention, skip_compile):
 
     systems = {name: stepper(*entry) for name, entry in entries.items()}
     log(f"model step ({attention}): compiling and warming {list(systems)}")
-    for name, fn in systems.items():
-        fn()
-        torch.cuda.synchronize()
-        log(f"model step: {name} ran once")
-    ms = time_systems(systems, rounds, 1)
+    ms = time_systems(systems, rounds, 1, announce="model step")
     mem = {name: peak_gib(fn) for name, fn in systems.items()}
     base = ms.get("torch.compile")
     rows = []
@@ -270,7 +269,7 @@ def model_rows(rounds, attention, skip_compile):
                      "system": name, "ms": round(ms[name], 3),
                      "x_floor": round(ms[name] / base, 3) if base else "",
                      "tokens_per_s": round(M / ms[name] * 1e3), "peak_GiB": round(mem[name], 2),
-                     "note": notes.get(name, "")})
+                     "note": ""})
     return rows
 
 

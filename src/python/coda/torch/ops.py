@@ -16,8 +16,7 @@ from torch import Tensor
 
 from coda.torch._kernels import run
 
-_OPS = ("rms_stats", "qkv_rope", "qkv_rope_backward", "out_proj", "out_proj_backward", "mlp", "mlp_backward",
-        "lm_head_ce", "lm_head_ce_backward", "lm_head_ce_stats", "lm_head_ce_stats_backward")
+_OPS: list[str] = []  # every op of this module, by name (torch.ops.coda.<name>); _fake adds each
 _inductor_fallbacks_registered = False
 
 
@@ -45,6 +44,8 @@ def _register_inductor_fallbacks() -> None:
 
 def _fake(op):
     """`@op.register_fake`, registering the Inductor fallbacks first."""
+    _OPS.append(op._opoverload._opname)
+
     def register(fn):
         @functools.wraps(fn)
         def fake(*args, **kwargs):
