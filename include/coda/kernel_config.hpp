@@ -35,7 +35,7 @@ enum class Schedule { Cooperative, PingPong };
 
 // The Hopper mainloop's tile: bm x bn, K in steps of 64 (one 128-byte swizzle row of 16-bit elements), at most
 // `stages` pipeline stages (fewer when the epilogue's shared memory needs the room), clusters of cluster_m CTAs
-// along M that share B by TMA multicast. The defaults (ping-pong 128 x 128, 6 stages) are the default config of most
+// along M that share B, or of cluster_n CTAs along N that share A, by TMA multicast (2 CTAs at most). The defaults (ping-pong 128 x 128, 6 stages) are the default config of most
 // graphs; Runtime::default_config says which one a graph gets.
 struct HopperConfig {
     int bm = 128;
@@ -43,11 +43,13 @@ struct HopperConfig {
     int stages = 6;
     Schedule schedule = Schedule::PingPong;
     int cluster_m = 1;
+    int cluster_n = 1;
 
     static constexpr int bk = 64;
 
     bool operator==(const HopperConfig& o) const {
-        return bm == o.bm && bn == o.bn && stages == o.stages && schedule == o.schedule && cluster_m == o.cluster_m;
+        return bm == o.bm && bn == o.bn && stages == o.stages && schedule == o.schedule && cluster_m == o.cluster_m &&
+               cluster_n == o.cluster_n;
     }
     bool operator!=(const HopperConfig& o) const { return !(*this == o); }
 };
@@ -61,7 +63,8 @@ public:
     KernelConfig(const HopperConfig& c) : config_(c) {}    // NOLINT(google-explicit-constructor)
 
     // Canonical text: "portable bm=128 bn=128 bk=32 wm=2 wn=2 stages=4" or
-    // "hopper bm=128 bn=128 bk=64 stages=6 pingpong cluster=1". It names the mainloop first.
+    // "hopper bm=128 bn=128 bk=64 stages=6 pingpong cluster=1" (with " cluster_n=2" for a cluster along N). It
+    // names the mainloop first.
     std::string to_text() const;
     // The inverse of to_text. Fields may come in any order; those left out keep the mainloop's default (so
     // "hopper bm=256" is the default Hopper config with bm = 256). A text without a mainloop word is portable.

@@ -19,10 +19,10 @@ inline constexpr int kMaxBindings = 128;
 inline constexpr int kMaxKernelParamBytes = 4096;
 
 // Parameter bytes of a kernel besides its epilogue's slots, in the worst case: the Hopper GEMM kernel
-// (templates/coda/hopper_gemm.cuh) takes the 48-byte GemmProblem, the epilogue's slots, then, aligned to 64
+// (templates/coda/hopper_gemm.cuh) takes the 64-byte GemmProblem, the epilogue's slots, then, aligned to 64
 // bytes (up to 56 bytes of padding after the slots), the 128-byte tensor maps of A and B and of up to 16 tile
 // tensors (kHopperMaxTileMaps). Tile and finalize kernels take less; one rule holds every graph to it.
-inline constexpr int kKernelFixedParamBytes = 48 + 56 + (2 + 16) * 128;
+inline constexpr int kKernelFixedParamBytes = 64 + 56 + (2 + 16) * 128;
 
 // Bytes of one epilogue parameter slot: a tile tensor takes two (pointer, leading dimension), a vector,
 // partials tensor or scalar one.

@@ -80,6 +80,7 @@ Settings Settings::from_environment() {
     if (auto v = read_env("CODA_CACHE_DIR")) s.cache_dir = parse_dir("CODA_CACHE_DIR", *v);
     else s.cache_dir = default_cache_dir();
     if (auto v = read_env("CODA_DISK_CACHE")) s.disk_cache = parse_bool("CODA_DISK_CACHE", *v);
+    if (auto v = read_env("CODA_STREAM_K")) s.stream_k = parse_bool("CODA_STREAM_K", *v);
     if (auto v = read_env("CODA_LOG_LEVEL")) s.log_level = parse_log_level("CODA_LOG_LEVEL", *v);
     if (auto v = read_env("CODA_DUMP_DIR")) s.dump_dir = parse_dir("CODA_DUMP_DIR", *v);
     if (auto v = read_env("CODA_RECORD")) s.record_dir = parse_dir("CODA_RECORD", *v);

@@ -15,6 +15,7 @@ struct Settings {
     std::string arch;                 // CODA_ARCH: compile for this arch instead of the current device's
     std::filesystem::path tuning_file;  // CODA_TUNING_FILE: `coda tune`'s records; default <cache_dir>/tuning.tsv
     std::filesystem::path record_dir;   // CODA_RECORD: if set, every graph built is appended to a .coda file here
+    bool stream_k = true;               // CODA_STREAM_K=0: Hopper kernels leave the last round's SMs idle
 
     // Reads the environment now. An invalid value throws coda::Error naming the variable, the value given
     // and the values accepted.

@@ -224,6 +224,10 @@ void Driver::memset8(CUdeviceptr dst, unsigned char value, std::size_t bytes) {
     check(ready().cuMemsetD8(dst, value, bytes), "cuMemsetD8", fmt::format("{} bytes", bytes));
 }
 
+void Driver::memset8_async(CUdeviceptr dst, unsigned char value, std::size_t bytes, CUstream stream) {
+    check(ready().cuMemsetD8Async(dst, value, bytes, stream), "cuMemsetD8Async", fmt::format("{} bytes", bytes));
+}
+
 void Driver::synchronize() { check(ready().cuCtxSynchronize(), "cuCtxSynchronize"); }
 
 CUevent Driver::event_create() {

@@ -58,6 +58,7 @@ public:
     void copy_to_device(CUdeviceptr dst, const void* src, std::size_t bytes);
     void copy_to_host(void* dst, CUdeviceptr src, std::size_t bytes);
     void memset8(CUdeviceptr dst, unsigned char value, std::size_t bytes);
+    void memset8_async(CUdeviceptr dst, unsigned char value, std::size_t bytes, CUstream stream);
     void synchronize();  // cuCtxSynchronize
     CUevent event_create();
     void event_record(CUevent event, CUstream stream);

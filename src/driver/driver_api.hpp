@@ -15,7 +15,7 @@ namespace coda {
     X(cuDeviceGetName) X(cuDeviceGetAttribute) X(cuDevicePrimaryCtxRetain) X(cuCtxGetCurrent)               \
     X(cuCtxSetCurrent) X(cuCtxGetDevice) X(cuCtxSynchronize) X(cuModuleLoadData) X(cuModuleUnload)          \
     X(cuModuleGetFunction) X(cuModuleGetGlobal) X(cuFuncSetAttribute) X(cuLaunchKernel) X(cuMemAlloc)       \
-    X(cuMemFree) X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuMemsetD8) X(cuEventCreate) X(cuEventRecord)            \
+    X(cuMemFree) X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuMemsetD8) X(cuMemsetD8Async) X(cuEventCreate) X(cuEventRecord)            \
     X(cuEventElapsedTime) X(cuEventDestroy) X(cuTensorMapEncodeTiled) X(cuOccupancyMaxActiveClusters)
 
 struct DriverApi {

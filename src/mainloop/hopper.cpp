@@ -13,10 +13,12 @@
 #include "coda/error.hpp"
 #include "coda/hopper_rules.cuh"
 #include "coda/limits.hpp"
+#include "config/settings.hpp"
 #include "driver/cuda_driver.hpp"
 #include "mainloop/config_words.hpp"
 #include "mainloop/epilogue_cost.hpp"
 #include "mainloop/hopper_tma.hpp"
+#include "mainloop/stream_k_workspace.hpp"
 #include "util/arch.hpp"
 #include "util/log.hpp"
 
@@ -33,6 +35,7 @@ static_assert(limits::kKernelFixedParamBytes >=
                   static_cast<int>(sizeof(GemmProblem) + 56 + (2 + rules::kMaxTileMaps) * sizeof(CUtensorMap)),
               "limits::kKernelFixedParamBytes must cover the Hopper kernel's fixed parameters");
 constexpr int kTmaAlignment = 16;  // bytes: TMA's rule for a tensor's base and the pitch of its rows
+static_assert(HopperConfig::bk == rules::kBK, "HopperConfig's K step is the template's");
 
 std::string rule_text(rules::Rule r) {
     switch (r) {
@@ -54,8 +57,12 @@ std::string rule_text(rules::Rule r) {
         case rules::Rule::Stages:
             return fmt::format("stages must be between {} and {}", rules::kMinStages, rules::kMaxStages);
         case rules::Rule::Cluster:
-            return fmt::format("cluster must be from 1 to {} (CTAs along M that share B by TMA multicast)",
-                               rules::kMaxClusterM);
+            return fmt::format("a cluster holds at most {} CTAs, along M (cluster, which share B by TMA multicast) "
+                               "or along N (cluster_n, which share A)",
+                               rules::kMaxClusterCtas);
+        case rules::Rule::ClusterSplit:
+            return "the CTAs of a cluster each load an equal share of the operand they share: an M- or N-major one "
+                   "in 64-element boxes, so its tile side must hold a multiple of cluster (cluster_n) such boxes";
     }
     return "unknown rule";
 }
@@ -103,8 +110,7 @@ public:
         {
             std::lock_guard<std::mutex> lock(mutex_);
             if (maps_.empty() || slots_ != plan.slots || std::memcmp(&problem_, &plan.gemm, sizeof plan.gemm) != 0) {
-                tma_ = encode_tma_operands(plan.gemm, graph_.graph.spec(), module_.info.tile_m, module_.info.tile_n,
-                                           module_.info.cluster);
+                tma_ = encode_tma_operands(plan.gemm, graph_.graph.spec(), module_.info);
                 maps_ = encode_tile_maps(graph_, plan, module_.info.tma);
                 problem_ = plan.gemm;
                 slots_ = plan.slots;
@@ -112,16 +118,21 @@ public:
             tma = tma_;
             std::copy(maps_.begin(), maps_.end(), tile_maps.begin());
         }
-        void* params[] = {const_cast<GemmProblem*>(&plan.gemm), const_cast<std::uint64_t*>(plan.slots.data()), &tma.a,
-                          &tma.b, tile_maps.data()};
-        Driver::instance().launch(module_.function, grid(plan), 1, 1, static_cast<unsigned>(module_.info.threads),
+        const unsigned grid_x = grid(plan);
+        GemmProblem problem = plan.gemm;
+        if (const std::size_t bytes = stream_k_bytes(grid_x)) {
+            const StreamKWorkspace workspace = stream_k_workspace(stream, bytes);
+            problem.partials = workspace.partials;
+            problem.partial_flags = workspace.partial_flags;
+        }
+        void* params[] = {&problem, const_cast<std::uint64_t*>(plan.slots.data()), &tma.a, &tma.b, tile_maps.data()};
+        Driver::instance().launch(module_.function, grid_x, 1, 1, static_cast<unsigned>(module_.info.threads),
                                   static_cast<unsigned>(module_.info.smem_bytes), stream, params);
     }
 
     // Its own maps, encoded once: the shared ones above may be re-encoded for another launch at any time.
     void pack(PackedLaunch& out) const override {
-        const TmaOperands tma = encode_tma_operands(out.plan.gemm, graph_.graph.spec(), module_.info.tile_m,
-                                                    module_.info.tile_n, module_.info.cluster);
+        const TmaOperands tma = encode_tma_operands(out.plan.gemm, graph_.graph.spec(), module_.info);
         const std::vector<CUtensorMap> tile_maps = encode_tile_maps(graph_, out.plan, module_.info.tma);
         out.maps.assign(2 + rules::kMaxTileMaps, CUtensorMap{});
         out.maps[0] = tma.a;
@@ -129,17 +140,34 @@ public:
         std::copy(tile_maps.begin(), tile_maps.end(), out.maps.begin() + 2);
         out.function = module_.function;
         out.grid_x = grid(out.plan);
+        out.stream_k_bytes = stream_k_bytes(out.grid_x);
         out.threads = static_cast<unsigned>(module_.info.threads);
         out.smem_bytes = static_cast<unsigned>(module_.info.smem_bytes);
         out.params = {&out.plan.gemm, out.plan.slots.data(), &out.maps[0], &out.maps[1], &out.maps[2]};
     }
 
 private:
-    // A cluster walks units of `cluster` M-tiles of one N-tile, so the grid is whole clusters.
+    // Stream-K's partial sums (one tile a CTA), or 0 where the kernel takes whole tiles only.
+    std::size_t stream_k_bytes(unsigned grid_x) const {
+        const KernelInfo& info = module_.info;
+        if (!settings().stream_k || !rules::stream_k(info.cluster_m, info.cluster_n)) return 0;
+        if (grid_x * 2 > static_cast<unsigned>(kStreamKFlags))
+            throw InternalError(fmt::format("a stream-K grid of {} CTAs needs more than the workspace's {} flags",
+                                            grid_x, kStreamKFlags));
+        return static_cast<std::size_t>(grid_x) * static_cast<std::size_t>(info.tile_m) *
+               static_cast<std::size_t>(info.tile_n) * sizeof(float);
+    }
+
+    // A cluster walks units of cluster_m M-tiles or cluster_n N-tiles (TileOrder), so the grid is whole clusters.
     unsigned grid(const LaunchPlan& plan) const {
-        const std::uint64_t c = static_cast<std::uint64_t>(module_.info.cluster);
-        const auto tiles = [](long long extent, int tile) { return static_cast<std::uint64_t>((extent + tile - 1) / tile); };
-        const std::uint64_t units = (tiles(plan.m, module_.info.tile_m) + c - 1) / c * tiles(plan.n, module_.info.tile_n);
+        const KernelInfo& info = module_.info;
+        const std::uint64_t c = static_cast<std::uint64_t>(info.cluster_m * info.cluster_n);
+        const auto units_of = [](long long extent, int tile, int per_unit) {
+            const std::uint64_t tiles = static_cast<std::uint64_t>((extent + tile - 1) / tile);
+            return (tiles + static_cast<std::uint64_t>(per_unit) - 1) / static_cast<std::uint64_t>(per_unit);
+        };
+        const std::uint64_t units =
+            units_of(plan.m, info.tile_m, info.cluster_m) * units_of(plan.n, info.tile_n, info.cluster_n);
         return static_cast<unsigned>(std::min<std::uint64_t>(units, static_cast<std::uint64_t>(max_ctas_) / c) * c);
     }
 
@@ -163,15 +191,18 @@ public:
 
     std::string config_to_text(const KernelConfig& config) const override {
         const HopperConfig& c = hopper_of(config, "config_to_text");
-        return fmt::format("hopper bm={} bn={} bk={} stages={} {} cluster={}", c.bm, c.bn, HopperConfig::bk, c.stages,
-                           c.schedule == Schedule::Cooperative ? "cooperative" : "pingpong", c.cluster_m);
+        // cluster_n only where it is not 1, so that the texts of configs without it stay as they were.
+        return fmt::format("hopper bm={} bn={} bk={} stages={} {} cluster={}{}", c.bm, c.bn, HopperConfig::bk,
+                           c.stages, c.schedule == Schedule::Cooperative ? "cooperative" : "pingpong", c.cluster_m,
+                           c.cluster_n != 1 ? fmt::format(" cluster_n={}", c.cluster_n) : "");
     }
 
     KernelConfig parse_config(const std::vector<std::string>& words, const std::string& text) const override {
         HopperConfig c;
         int bk = HopperConfig::bk;
         ConfigWords known;
-        known.fields = {{"bm", &c.bm}, {"bn", &c.bn}, {"bk", &bk}, {"stages", &c.stages}, {"cluster", &c.cluster_m}};
+        known.fields = {{"bm", &c.bm}, {"bn", &c.bn}, {"bk", &bk}, {"stages", &c.stages}, {"cluster", &c.cluster_m},
+                        {"cluster_n", &c.cluster_n}};
         known.flags = {{"cooperative", [&c] { c.schedule = Schedule::Cooperative; }},
                        {"pingpong", [&c] { c.schedule = Schedule::PingPong; }}};
         const std::string example = config_to_text(HopperConfig{});
@@ -223,6 +254,10 @@ public:
             // Pairs of CTAs along M that share B by TMA multicast: half of B's L2 reads.
             {"h128x256c2", HopperConfig{128, 256, 4, Schedule::Cooperative, 2}},
             {"hp128x128c2", HopperConfig{128, 128, 6, Schedule::PingPong, 2}},
+            {"h256x128c2", HopperConfig{256, 128, 4, Schedule::Cooperative, 2}},
+            // Pairs along N that share A: a 256-row tile's A is twice its B.
+            {"h256x128n2", HopperConfig{256, 128, 4, Schedule::Cooperative, 1, 2}},
+            {"hp128x128n2", HopperConfig{128, 128, 6, Schedule::PingPong, 1, 2}},
         };
     }
 
@@ -258,7 +293,8 @@ public:
         if (arch != kHopperArch)
             throw fail(fmt::format("it needs {} (wgmma, setmaxnreg), not {}; use a PortableConfig for other targets",
                                    kHopperArch, arch));
-        const rules::Rule r = rules::check(c.bm, c.bn, c.stages, c.schedule == Schedule::PingPong, c.cluster_m);
+        const rules::Rule r = rules::check(c.bm, c.bn, c.stages, c.schedule == Schedule::PingPong, c.cluster_m,
+                                           c.cluster_n, graph.spec().a == Major::K, graph.spec().b == Major::K);
         if (r != rules::Rule::Ok) throw fail(rule_text(r));
     }
 
@@ -269,11 +305,15 @@ public:
             "{}, {}, {}, {}, {}, {}, {}", spec.input == DType::BF16 ? "coda::bf16" : "coda::f16",
             spec.a == Major::K ? "true" : "false", spec.b == Major::K ? "true" : "false", c.bm, c.bn, c.stages,
             c.schedule == Schedule::PingPong ? "true" : "false");
-        // The cluster shape is the entry point's (__cluster_dims__), so it is not a kernel argument.
-        return {"coda/hopper_gemm.cuh",
-                fmt::format("coda::{}<{}, coda_gen::Epilogue>", c.cluster_m == 2 ? "hopper_gemm_pair" : "hopper_gemm",
-                            args),
-                fmt::format("coda::HopperGemmTraits<{}, {}, coda_gen::Epilogue>", args, c.cluster_m)};
+        // The cluster's size is the entry point's (__cluster_dims__), so it is not a kernel argument; a pair says
+        // which operand it shares.
+        const std::string entry = c.cluster_m * c.cluster_n == 1
+                                      ? fmt::format("coda::hopper_gemm<{}, coda_gen::Epilogue>", args)
+                                      : fmt::format("coda::hopper_gemm_pair<{}, {}, coda_gen::Epilogue>", args,
+                                                    c.cluster_n > 1 ? "true" : "false");
+        return {"coda/hopper_gemm.cuh", entry,
+                fmt::format("coda::HopperGemmTraits<{}, {}, {}, coda_gen::Epilogue>", args, c.cluster_m,
+                            c.cluster_n)};
     }
 
     std::string key_text(const std::optional<KernelConfig>& config) const override {
@@ -286,22 +326,24 @@ public:
         expect_reported(module, "tile rows", module.info.tile_m, c.bm);
         expect_reported(module, "tile columns", module.info.tile_n, c.bn);
         expect_reported(module, "threads", module.info.threads, kThreads);
-        expect_reported(module, "cluster", module.info.cluster, c.cluster_m);
+        expect_reported(module, "cluster rows", module.info.cluster_m, c.cluster_m);
+        expect_reported(module, "cluster columns", module.info.cluster_n, c.cluster_n);
         if (module.info.tma.maps < 1 || module.info.tma.maps > rules::kMaxTileMaps)
             throw InternalError(fmt::format("kernel '{}' takes {} tile maps; the host passes 1 to {}", module.name,
                                             module.info.tma.maps, rules::kMaxTileMaps));
         Driver& driver = Driver::instance();
         int max_ctas = driver.current_device().sm_count;
-        if (c.cluster_m > 1) {
-            const int clusters = driver.max_active_clusters(module.function, static_cast<unsigned>(c.cluster_m),
+        const int ctas = c.cluster_m * c.cluster_n;
+        if (ctas > 1) {
+            const int clusters = driver.max_active_clusters(module.function, static_cast<unsigned>(ctas),
                                                             static_cast<unsigned>(module.info.threads),
                                                             static_cast<unsigned>(module.info.smem_bytes));
             if (clusters < 1)
                 throw Error(fmt::format("kernel '{}': no cluster of {} CTAs with {} bytes of shared memory each fits on "
-                                        "this device; use a config with cluster=1",
-                                        module.name, c.cluster_m, module.info.smem_bytes));
-            max_ctas = clusters * c.cluster_m;
-            logger("coda.runtime")->debug("{}: {} clusters of {} CTAs fit at once", module.name, clusters, c.cluster_m);
+                                        "this device; use a config with cluster=1 cluster_n=1",
+                                        module.name, ctas, module.info.smem_bytes));
+            max_ctas = clusters * ctas;
+            logger("coda.runtime")->debug("{}: {} clusters of {} CTAs fit at once", module.name, clusters, ctas);
         }
         return std::make_unique<HopperLauncher>(module, graph, max_ctas);
     }

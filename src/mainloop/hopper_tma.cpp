@@ -120,12 +120,13 @@ std::vector<CUtensorMap> encode_tile_maps(const CheckedGraph& g, const LaunchPla
     return maps;
 }
 
-TmaOperands encode_tma_operands(const GemmProblem& p, const GemmSpec& spec, int tile_m, int tile_n, int cluster) {
+TmaOperands encode_tma_operands(const GemmProblem& p, const GemmSpec& spec, const KernelInfo& info) {
     TmaOperands t;
-    // A K-major is stored M x K; M-major is stored K x M. B K-major is stored N x K; N-major is stored K x N.
-    t.a = spec.a == Major::K ? encode("A", p.a, spec.input, p.m, p.k, p.lda, tile_m)
+    // A K-major is stored M x K; M-major is stored K x M. B K-major is stored N x K; N-major is stored K x N. A
+    // K-major operand shared by a cluster comes in one box per CTA, of the tile's rows / CTAs sharing it.
+    t.a = spec.a == Major::K ? encode("A", p.a, spec.input, p.m, p.k, p.lda, info.tile_m / info.cluster_n)
                              : encode("A", p.a, spec.input, p.k, p.m, p.lda, 64);
-    t.b = spec.b == Major::K ? encode("B", p.b, spec.input, p.n, p.k, p.ldb, tile_n / cluster)
+    t.b = spec.b == Major::K ? encode("B", p.b, spec.input, p.n, p.k, p.ldb, info.tile_n / info.cluster_m)
                              : encode("B", p.b, spec.input, p.k, p.n, p.ldb, 64);
     return t;
 }

@@ -18,9 +18,10 @@ struct TmaOperands {
     CUtensorMap b;
 };
 
-// `problem` must have passed the Hopper launcher's checks (aligned bases and leading dimensions). A K-major B tile
-// is loaded in `cluster` boxes of tile_n / cluster rows, one per CTA of a cluster (each multicasts its share).
-TmaOperands encode_tma_operands(const GemmProblem& problem, const GemmSpec& spec, int tile_m, int tile_n, int cluster);
+// `problem` must have passed the Hopper launcher's checks (aligned bases and leading dimensions). `info` is the
+// kernel's: its tile, and its cluster, whose CTAs each load a share of a K-major operand they share (B along M, A
+// along N) and multicast it.
+TmaOperands encode_tma_operands(const GemmProblem& problem, const GemmSpec& spec, const KernelInfo& info);
 
 // The maps of the graph's tile inputs (when the kernel loads them by TMA), then of its staged tile outputs, each in
 // the order the generated epilogue numbers them (graph order), as `how` (the kernel's KernelInfo::tma) says: each

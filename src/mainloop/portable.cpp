@@ -109,7 +109,8 @@ public:
         expect_reported(module, "tile rows", module.info.tile_m, c.bm);
         expect_reported(module, "tile columns", module.info.tile_n, c.bn);
         expect_reported(module, "threads", module.info.threads, rules::threads(c.warps_m, c.warps_n));
-        expect_reported(module, "cluster", module.info.cluster, 1);
+        expect_reported(module, "cluster rows", module.info.cluster_m, 1);
+        expect_reported(module, "cluster columns", module.info.cluster_n, 1);
         return tile_grid_launcher(module, TileGridProblem::Gemm);
     }
 };

@@ -47,7 +47,7 @@ namespace {
 // per KernelConfig alternative: a new mainloop's config does not compile here until it has one.
 std::array<int, 8> order_of(const PortableConfig& p) { return {1, 1, p.bm, p.bn, p.bk, p.warps_m, p.warps_n, p.stages}; }
 std::array<int, 8> order_of(const HopperConfig& h) {
-    return {1, 2, h.bm, h.bn, h.stages, static_cast<int>(h.schedule), h.cluster_m, 0};
+    return {1, 2, h.bm, h.bn, h.stages, static_cast<int>(h.schedule), h.cluster_m, h.cluster_n};
 }
 std::array<int, 8> config_order(const std::optional<KernelConfig>& config) {
     if (!config) return {0, 0, 0, 0, 0, 0, 0, 0};

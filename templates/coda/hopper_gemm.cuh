@@ -7,14 +7,16 @@
 //   - Computes acc = A * B in fp32 for 16-bit T (bf16 or f16); A and B as stored are described by the
 //     GemmProblem (as in portable_gemm.cuh) and by two tensor maps the host encodes (cuTensorMapEncodeTiled,
 //     128-byte swizzle, zero fill out of bounds), 2-D with the stored rows' contiguous dimension innermost:
-//       A K-major: dims {K, M}, box {64, BM}      A M-major: dims {M, K}, box {64, 64}
-//       B K-major: dims {K, N}, box {64, BN / C}  B N-major: dims {N, K}, box {64, 64}     (C: CTAs a cluster)
+//       A K-major: dims {K, M}, box {64, BM / Cn}  A M-major: dims {M, K}, box {64, 64}
+//       B K-major: dims {K, N}, box {64, BN / Cm}  B N-major: dims {N, K}, box {64, 64}
+//     (Cm x Cn: the cluster's CTAs along M and N, at most 2 in all.)
 //     TMA needs the base 16-byte aligned and the leading dimension a multiple of 8 elements (16 bytes): the
 //     host checks both. Any M, N, K >= 1 (N even): edges are zero-filled by TMA and masked in the epilogue.
 //   - Launch: grid = min(tiles, CTAs that fit on the GPU) (persistent: CTA b owns tiles b, b + grid, ...),
 //     block = kThreads (384), dynamic shared memory = kSmemBytes (the host raises the per-kernel limit).
-//     hopper_gemm_pair runs clusters of 2 CTAs along M (__cluster_dims__): the grid is whole clusters, at most
-//     as many as fit at once, and each cluster walks units of two M-tiles of one N-tile (TileOrder).
+//     hopper_gemm_pair runs clusters of 2 CTAs (__cluster_dims__), along M (sharing B) or along N (sharing A):
+//     the grid is whole clusters, at most as many as fit at once, and each cluster walks units of two M-tiles of
+//     one N-tile or two N-tiles of one M-tile (TileOrder).
 //   - Roles: warpgroup 0 produces (one thread issues the operands' TMA copies, another the tile inputs'; it gives
 //     registers away: hopper_pipeline.cuh), warpgroups 1 and 2 consume (hopper_consume below, each tile's
 //     mainloop then its epilogue: hopper_epilogue.cuh). Cooperative: both consume every stage and share one BM x BN tile, rows
@@ -100,8 +102,8 @@ struct HopperSharedStorage {
     unsigned long long input_empty[kHopperInputSlots];  // input chunk read by every warp that visits it
 };
 
-template <class T, bool A_K_MAJOR, bool B_K_MAJOR, int BM, int BN, int STAGES, bool PING_PONG, int CLUSTER,
-          class EPILOGUE>
+template <class T, bool A_K_MAJOR, bool B_K_MAJOR, int BM, int BN, int STAGES, bool PING_PONG, int CLUSTER_M,
+          int CLUSTER_N, class EPILOGUE>
 struct HopperGemmTraits {
     using Element = T;
     using Epilogue = EPILOGUE;
@@ -111,10 +113,14 @@ struct HopperGemmTraits {
     static constexpr int kBM = BM;
     static constexpr int kBN = BN;
     static constexpr int BK = kHopperBK;
-    // CTAs of a cluster along M (1 or 2). A pair works on two M-tiles of one N-tile; each CTA loads half of the B
-    // tile and multicasts it to both (K-major B: a box of BN / 2 rows; N-major: alternate 64-column boxes).
-    static constexpr int kCluster = CLUSTER;
-    static constexpr int kBBoxRows = kBKMajor ? BN / CLUSTER : 64;
+    // CTAs of a cluster along M and N (2 at most in all). A pair along M works on two M-tiles of one N-tile: each
+    // CTA loads half of the B tile and multicasts it to both (K-major B: a box of BN / 2 rows; N-major: alternate
+    // 64-column boxes). A pair along N shares A the same way.
+    static constexpr int kClusterM = CLUSTER_M;
+    static constexpr int kClusterN = CLUSTER_N;
+    static constexpr int kCluster = CLUSTER_M * CLUSTER_N;
+    static constexpr int kABoxRows = kAKMajor ? BM / CLUSTER_N : 64;
+    static constexpr int kBBoxRows = kBKMajor ? BN / CLUSTER_M : 64;
     static constexpr int kConsumers = 2;
     static constexpr int kThreads = kWarpgroupThreads * (1 + kConsumers);
     static constexpr int kWgM = kPingPong ? BM : BM / 2;  // rows of one consumer warpgroup's accumulator
@@ -190,7 +196,7 @@ struct HopperGemmTraits {
     // Arrivals that free an input chunk: lane 0 of every warp that reads it. A stage is free once those of every
     // CTA of the cluster have arrived (its producer's multicast writes into all of them).
     static constexpr int kEmptyArrivals = kWarpgroupThreads / 32 * (kPingPong ? 1 : kConsumers);
-    static constexpr int kStageFreeArrivals = kEmptyArrivals * CLUSTER;
+    static constexpr int kStageFreeArrivals = kEmptyArrivals * kCluster;
 
     using Storage = HopperSharedStorage<kStages, kStageBytes, kStagingRegionBytes, kScratchRegionBytes>;
     static constexpr int kSmemBytes = kAlignSlack + static_cast<int>(sizeof(Storage));
@@ -204,19 +210,20 @@ struct HopperGemmTraits {
                 kSmemBytes,
                 BM,
                 BN,
-                CLUSTER,
+                CLUSTER_M,
+                CLUSTER_N,
                 kStages,
                 {kTileMaps, kStageInputs ? 1 : 0, kChunkColumns, BM, kOutputMaps, kWgM}};
     }
 
     static_assert(sizeof(T) == 2, "coda: hopper_gemm takes 16-bit inputs (coda::bf16 or coda::f16)");
     // The host checks the same rules first (src/mainloop/hopper.cpp) and says which one a config breaks.
-    static_assert(hopper_rules::check(BM, BN, STAGES, kPingPong, CLUSTER) == hopper_rules::Rule::Ok,
+    static_assert(hopper_rules::check(BM, BN, STAGES, kPingPong, CLUSTER_M, CLUSTER_N, kAKMajor, kBKMajor) ==
+                      hopper_rules::Rule::Ok,
                   "coda: this tile config breaks a rule of hopper_rules.cuh");
     static_assert(kChunks % kOutputBuffers == 0, "coda: each tile's first chunk must take the first output buffer");
     static_assert(kStages >= 2, "coda: the epilogue's scratch leaves room for fewer than 2 pipeline stages");
     static_assert(kSmemBytes <= kHopperMaxSmemBytes, "coda: the shared storage exceeds the budget it was fitted to");
-    static_assert(kBKMajor || BN / 64 % CLUSTER == 0, "coda: the CTAs of a cluster split B's 64-column boxes");
 };
 
 namespace detail {
@@ -288,12 +295,70 @@ __device__ __forceinline__ void hopper_mma_tile(const HopperSmem& smem, unsigned
     if (warp_leader) free_stage<Tr::kCluster>(smem.empty + 8 * previous);
 }
 
-// A consumer warpgroup (1 or 2): its tiles in order (cooperative: every tile, its half of the rows; ping-pong:
-// every other tile), each one's mainloop, then its epilogue: the visits and end_tile.
+// Stream-K's hand-over of a tile's partial sum (TileOrder): the Tail's consumer warpgroup stores its accumulator
+// fragment to its CTA's slot of problem.partials and raises its flag; the Head's warpgroup with the same rows
+// waits for the flag, adds the fragment to its own and lowers the flag again for the next launch. Each thread
+// moves its own registers, 4 at a time, in the order every thread of the warpgroup shares (coalesced). The slot
+// holds kGroups fragments, one per consumer warpgroup of a tile (cooperative: 2).
+template <class Tr>
+__device__ __forceinline__ float* partial_fragment(const GemmProblem& problem, int slot, int consumer) {
+    constexpr int kGroups = Tr::kPingPong ? 1 : Tr::kConsumers;
+    constexpr int kFloats = Tr::kM64 * Tr::kBN / 2 * kWarpgroupThreads;  // one warpgroup's accumulator
+    const int group = Tr::kPingPong ? 0 : consumer;
+    return problem.partials + (static_cast<long long>(slot) * kGroups + group) * kFloats +
+           4 * (static_cast<int>(threadIdx.x) % kWarpgroupThreads);
+}
+template <class Tr>
+__device__ __forceinline__ unsigned* partial_flag(const GemmProblem& problem, int slot, int consumer) {
+    return problem.partial_flags + slot * Tr::kConsumers + (Tr::kPingPong ? 0 : consumer);
+}
+
+template <class Tr>
+__device__ __forceinline__ void publish_partial(const GemmProblem& problem, int slot, int consumer,
+                                                const float (&acc)[Tr::kM64][Tr::kBN / 2], int barrier) {
+    float* const out = partial_fragment<Tr>(problem, slot, consumer);
+#pragma unroll
+    for (int i = 0; i < Tr::kM64; ++i)
+#pragma unroll
+        for (int r = 0; r < Tr::kBN / 2; r += 4)
+            sm90::store_global_cg(out + (i * Tr::kBN / 2 + r) * kWarpgroupThreads, acc[i][r], acc[i][r + 1],
+                                  acc[i][r + 2], acc[i][r + 3]);
+    __threadfence();  // this thread's partials, before the flag that the leader raises after the barrier
+    sm90::named_barrier_sync(barrier, kWarpgroupThreads);
+    if (threadIdx.x % kWarpgroupThreads == 0) sm90::store_release_gpu(partial_flag<Tr>(problem, slot, consumer), 1u);
+}
+
+template <class Tr>
+__device__ __forceinline__ void add_partial(const GemmProblem& problem, int slot, int consumer,
+                                            float (&acc)[Tr::kM64][Tr::kBN / 2], int barrier) {
+    if (threadIdx.x % kWarpgroupThreads == 0) {
+        unsigned* const flag = partial_flag<Tr>(problem, slot, consumer);
+        while (sm90::load_acquire_gpu(flag) != 1u) {
+        }
+        // Nothing else in this launch writes this slot again; the next launch's Tail raises the flag anew.
+        *reinterpret_cast<volatile unsigned*>(flag) = 0u;
+    }
+    sm90::named_barrier_sync(barrier, kWarpgroupThreads);
+    const float* const in = partial_fragment<Tr>(problem, slot, consumer);
+#pragma unroll
+    for (int i = 0; i < Tr::kM64; ++i)
+#pragma unroll
+        for (int r = 0; r < Tr::kBN / 2; r += 4) {
+            const float4 v = sm90::load_global_cg(in + (i * Tr::kBN / 2 + r) * kWarpgroupThreads);
+            acc[i][r] += v.x;
+            acc[i][r + 1] += v.y;
+            acc[i][r + 2] += v.z;
+            acc[i][r + 3] += v.w;
+        }
+}
+
+// A consumer warpgroup (1 or 2): its CTA's items in order (cooperative: every item, its half of the rows;
+// ping-pong: every other item), each one's mainloop, then its epilogue: the visits and end_tile; a stream-K Tail
+// publishes its partial sum instead, and a Head adds its Tail's before its epilogue.
 template <class Tr, int kTileMaps>
 __device__ __forceinline__ void hopper_consume(const GemmProblem& problem, const typename Tr::Epilogue::Args& args,
                                                const TileMaps<kTileMaps>& tile_maps, const HopperSmem& smem,
-                                               const TileOrder<Tr::kCluster>& order, int rank, int k_tiles,
+                                               const TileOrder<Tr::kClusterM, Tr::kClusterN>& order, int rank,
                                                int warpgroup, bool stage_tiles, bool stage_inputs) {
     using L = typename Tr::Layout;
     using Epilogue = typename Tr::Epilogue;
@@ -319,12 +384,11 @@ __device__ __forceinline__ void hopper_consume(const GemmProblem& problem, const
         for (int i = 0; i < Tr::kOutputMaps; ++i) sm90::prefetch_tma_descriptor(&tile_maps.map[Tr::kInputMaps + i]);
 
     float acc[Tr::kM64][BN / 2];
-    int local = 0;  // index of the tile among this CTA's tiles
-    for (int unit = order.first; unit < order.units; unit += order.step, ++local) {
+    for (int local = 0; local < order.count; ++local) {  // this CTA's items (tiles or pieces of tiles)
         if (Tr::kPingPong && local % 2 != consumer) continue;
-        int tm, tn;
-        order.position(unit, rank, tm, tn);
-        // Ping-pong: wait until the other consumer has finished the previous tile's mainloop. Besides taking
+        const WorkItem w = order.item(local, rank);
+        const int tm = w.tm, tn = w.tn;
+        // Ping-pong: wait until the other consumer has finished the previous item's mainloop. Besides taking
         // turns on the tensor cores, this keeps each consumer within one phase of the stages it waits on.
         if (Tr::kPingPong && local > 0)
             sm90::mbarrier_wait(smem.turn + 8 * (1 - consumer), parity_of_use((local - 1) / 2));
@@ -333,17 +397,31 @@ __device__ __forceinline__ void hopper_consume(const GemmProblem& problem, const
             // (With staged inputs, tile tensors read at the visit, i.e. accumulates, go without this hint.)
             if (!stage_inputs) {
                 hopper_prefetch_epilogue<L, BM, BN, Epilogue>(args, problem, tm, tn);
-            } else if (prefetcher && order.valid(tm)) {
+            } else if (prefetcher && order.valid(tm, tn)) {
                 for (int n0 = tn * BN; n0 < tn * BN + BN && n0 < problem.n; n0 += Tr::kChunkColumns)
                     Tr::StagedIn::prefetch(tile_maps.map, tm * BM, n0);
             }
         };
-        // Pipeline position of this tile's first k-tile: every tile of the CTA takes k_tiles positions.
-        hopper_mma_tile<Tr>(smem, a_low, b_low, local * k_tiles, k_tiles,
-                            k_tiles > kHopperPrefetchLead ? k_tiles - kHopperPrefetchLead : 0, acc, prefetch);
+        // (A Tail has no epilogue to prefetch for.)
+        const int prefetch_at = w.piece == Piece::Tail           ? -1
+                                : w.k_tiles > kHopperPrefetchLead ? w.k_tiles - kHopperPrefetchLead
+                                                                  : 0;
+        hopper_mma_tile<Tr>(smem, a_low, b_low, w.position, w.k_tiles, prefetch_at, acc, prefetch);
         if (Tr::kPingPong && warpgroup_leader) sm90::mbarrier_arrive(smem.turn + 8 * consumer);
 
-        const InputRing ring{smem.staging, smem.input_full, smem.input_empty, local * Tr::kChunks};
+        if (w.piece == Piece::Tail) {
+            publish_partial<Tr>(problem, order.partial_slot(w.piece), consumer, acc, staging_barrier);
+            // The other consumer's next visits wait for this item's, which are none.
+            if (Tr::kPingPong && stage_inputs) {
+                if (local > 0)
+                    sm90::mbarrier_wait(smem.visits_done + 8 * (1 - consumer), parity_of_use((local - 1) / 2));
+                if (warp_leader) sm90::mbarrier_arrive(smem.visits_done + 8 * consumer);
+            }
+            continue;
+        }
+        if (w.piece == Piece::Head) add_partial<Tr>(problem, order.partial_slot(w.piece), consumer, acc, staging_barrier);
+
+        const InputRing ring{smem.staging, smem.input_full, smem.input_empty, w.visit_index * Tr::kChunks};
         typename Epilogue::template State<L> st;
         Epilogue::template begin_tile<L>(st);
         // Two instantiations of the visits, so that neither carries the other's addressing in registers.
@@ -363,8 +441,8 @@ __device__ __forceinline__ void hopper_consume(const GemmProblem& problem, const
             hopper_visit_tile<Tr, L, Epilogue, BN>(args, problem, st, tiles, tm * BM, tn * BN, acc, staging_barrier,
                                                    ring, tile_maps.map + Tr::kInputMaps);
         }
-        // (A tile beyond M visited nothing; it has no partials to write.)
-        if (order.valid(tm)) Epilogue::template end_tile<L>(args, st, scratch, TileCoord{tm, tn, problem.m, problem.n});
+        // (A tile beyond M or N visited nothing; it has no partials to write.)
+        if (order.valid(tm, tn)) Epilogue::template end_tile<L>(args, st, scratch, TileCoord{tm, tn, problem.m, problem.n});
     }
     // The last TMA stores must be done before the CTA's shared memory goes away.
     if (Tr::kStageOutputs && warpgroup_leader) sm90::bulk_wait<0, false>();
@@ -394,8 +472,10 @@ __device__ __forceinline__ void hopper_gemm_body(const GemmProblem& problem, con
         __syncthreads();
 
     const int rank = Tr::kCluster > 1 ? sm90::cluster_rank() : 0;
-    const TileOrder<Tr::kCluster> order((problem.m + Tr::kBM - 1) / Tr::kBM, (problem.n + Tr::kBN - 1) / Tr::kBN);
-    const int k_tiles = (problem.k + Tr::BK - 1) / Tr::BK;
+    const TileOrder<Tr::kClusterM, Tr::kClusterN> order((problem.m + Tr::kBM - 1) / Tr::kBM,
+                                                         (problem.n + Tr::kBN - 1) / Tr::kBN,
+                                                         (problem.k + Tr::BK - 1) / Tr::BK,
+                                                         problem.partials != nullptr);
     // Staging needs every tile tensor (input or output, staged or not: the host encodes the maps under the same
     // rule, hopper_tma.cpp) 16-byte aligned in base and row pitch, and every tile output's logical rows whole 16-byte
     // units; otherwise every visit goes to global memory.
@@ -410,7 +490,7 @@ __device__ __forceinline__ void hopper_gemm_body(const GemmProblem& problem, con
         if (threadIdx.x == 0) {
             sm90::prefetch_tma_descriptor(&tma_a);
             sm90::prefetch_tma_descriptor(&tma_b);
-            hopper_produce<Tr>(smem.stages, smem.full, smem.empty, order, rank, k_tiles, &tma_a, &tma_b);
+            hopper_produce<Tr>(smem.stages, smem.full, smem.empty, order, rank, &tma_a, &tma_b);
         } else if (threadIdx.x == 32 && stage_inputs) {
             for (int i = 0; i < Tr::kTileMaps; ++i) sm90::prefetch_tma_descriptor(&tile_maps.map[i]);
             hopper_load_tile_inputs<Tr>(tile_maps.map, smem.staging, smem.input_full, smem.input_empty, order, rank,
@@ -425,16 +505,19 @@ __device__ __forceinline__ void hopper_gemm_body(const GemmProblem& problem, con
         return;
     }
     sm90::claim_registers<kHopperConsumerRegisters>();
-    hopper_consume<Tr>(problem, args, tile_maps, smem, order, rank, k_tiles, warpgroup, stage_tiles, stage_inputs);
+    hopper_consume<Tr>(problem, args, tile_maps, smem, order, rank, warpgroup, stage_tiles, stage_inputs);
     if constexpr (Tr::kCluster > 1) sm90::cluster_sync();
 }
 
 }  // namespace detail
 
 template <class T, bool kAKMajor, bool kBKMajor, int BM, int BN, int STAGES, bool kPingPong, class Epilogue>
-using HopperTraits1 = HopperGemmTraits<T, kAKMajor, kBKMajor, BM, BN, STAGES, kPingPong, 1, Epilogue>;
-template <class T, bool kAKMajor, bool kBKMajor, int BM, int BN, int STAGES, bool kPingPong, class Epilogue>
-using HopperTraits2 = HopperGemmTraits<T, kAKMajor, kBKMajor, BM, BN, STAGES, kPingPong, 2, Epilogue>;
+using HopperTraits1 = HopperGemmTraits<T, kAKMajor, kBKMajor, BM, BN, STAGES, kPingPong, 1, 1, Epilogue>;
+// A pair along N (kShareA) or along M.
+template <class T, bool kAKMajor, bool kBKMajor, int BM, int BN, int STAGES, bool kPingPong, bool kShareA,
+          class Epilogue>
+using HopperTraits2 =
+    HopperGemmTraits<T, kAKMajor, kBKMajor, BM, BN, STAGES, kPingPong, kShareA ? 1 : 2, kShareA ? 2 : 1, Epilogue>;
 
 template <class T, bool kAKMajor, bool kBKMajor, int BM, int BN, int STAGES, bool kPingPong, class Epilogue>
 __global__ void __launch_bounds__(HopperTraits1<T, kAKMajor, kBKMajor, BM, BN, STAGES, kPingPong, Epilogue>::kThreads, 1)
@@ -446,17 +529,18 @@ __global__ void __launch_bounds__(HopperTraits1<T, kAKMajor, kBKMajor, BM, BN, S
         problem, args, tma_a, tma_b, tile_maps);
 }
 
-// Clusters of 2 CTAs along M that share B by TMA multicast. The grid must be a multiple of 2 (the host sizes it
-// from the clusters that fit at once).
-template <class T, bool kAKMajor, bool kBKMajor, int BM, int BN, int STAGES, bool kPingPong, class Epilogue>
+// Clusters of 2 CTAs that share B (along M) or A (along N, kShareA) by TMA multicast. The grid must be a
+// multiple of 2 (the host sizes it from the clusters that fit at once).
+template <class T, bool kAKMajor, bool kBKMajor, int BM, int BN, int STAGES, bool kPingPong, bool kShareA,
+          class Epilogue>
 __global__ void __cluster_dims__(2, 1, 1)
-    __launch_bounds__(HopperTraits2<T, kAKMajor, kBKMajor, BM, BN, STAGES, kPingPong, Epilogue>::kThreads, 1)
+    __launch_bounds__(HopperTraits2<T, kAKMajor, kBKMajor, BM, BN, STAGES, kPingPong, kShareA, Epilogue>::kThreads, 1)
         hopper_gemm_pair(const GemmProblem problem, const typename Epilogue::Args args,
                          const __grid_constant__ TmaDescriptor tma_a, const __grid_constant__ TmaDescriptor tma_b,
                          const __grid_constant__ TileMaps<
-                             HopperTraits2<T, kAKMajor, kBKMajor, BM, BN, STAGES, kPingPong, Epilogue>::kTileMaps>
+                             HopperTraits2<T, kAKMajor, kBKMajor, BM, BN, STAGES, kPingPong, kShareA, Epilogue>::kTileMaps>
                              tile_maps) {
-    detail::hopper_gemm_body<HopperTraits2<T, kAKMajor, kBKMajor, BM, BN, STAGES, kPingPong, Epilogue>>(
+    detail::hopper_gemm_body<HopperTraits2<T, kAKMajor, kBKMajor, BM, BN, STAGES, kPingPong, kShareA, Epilogue>>(
         problem, args, tma_a, tma_b, tile_maps);
 }
 

@@ -61,57 +61,131 @@ struct PipelineState {
 // The parity to wait for on a barrier that completes once per use, before its use number `use` (0, 1, ...).
 __device__ __forceinline__ unsigned parity_of_use(int use) { return static_cast<unsigned>(use) & 1u; }
 
-// The tile order of a persistent CTA. Work comes in units of kCluster M-tiles of one N-tile (one per CTA of a
-// cluster, in rank order); cluster c takes units c, c + clusters, ... Units go in bands of kHopperRasterBand
-// M-tiles, column by column inside a band, so that the tiles running at once on all SMs read a few rows of A
-// and columns of B that stay in L2. With an odd number of M-tiles, the last pair's second tile is beyond M:
-// that CTA still runs the mainloop (its partner needs its half of B) but has no epilogue (valid() is false).
-template <int kCluster>
-struct TileOrder {
-    int tiles_m, tiles_n, units_m, units, first, step;
+// A piece of a tile's work on one CTA: all of its k-tiles (Whole), or, in the stream-K region below, its first
+// k-tiles (Head: this CTA adds the Tail's partial sum and runs the epilogue) or its last ones (Tail: this CTA
+// publishes its partial sum for the Head's CTA, and has no epilogue).
+enum class Piece : int { Whole, Head, Tail };
 
-    __device__ TileOrder(int tiles_m_, int tiles_n_)
-        : tiles_m(tiles_m_), tiles_n(tiles_n_), units_m((tiles_m_ + kCluster - 1) / kCluster),
-          units(units_m * tiles_n_), first(static_cast<int>(blockIdx.x) / kCluster),
-          step(static_cast<int>(gridDim.x) / kCluster) {}
+struct WorkItem {
+    int tm, tn;
+    int k_begin, k_tiles;  // the k-tiles multiplied: [k_begin, k_begin + k_tiles)
+    int position;          // ring position of its first stage: the k-tiles of this CTA's earlier items
+    int visit_index;       // among this CTA's items with an epilogue (Whole, Head): its tile-input ring position
+    Piece piece;
+};
+
+// The work of a persistent CTA. Work comes in units of kClusterM x kClusterN tiles (one per CTA of a cluster, in
+// rank order; one of the two is 1); cluster c takes units c, c + clusters, ... Units go in bands of
+// kHopperRasterBand M-tiles, column by column inside a band, so that the tiles running at once on all SMs read a
+// few rows of A and columns of B that stay in L2. With an odd number of M-tiles (N-tiles), the last pair's second
+// tile is beyond M (N): that CTA still runs the mainloop (its partner needs its half of the shared operand) but
+// has no epilogue (valid() is false).
+//
+// Stream-K (CTAs without a cluster, when the problem carries a workspace): when the units do not fill the last
+// round, that round would leave SMs idle. The last round and the one before are then shared out evenly by
+// k-tiles instead: CTA c multiplies k-tiles [c * I / G, (c + 1) * I / G) of those 1-2 rounds' units (I k-tiles in
+// all, G CTAs), at least one unit's worth, so a unit is cut at most once, between two neighbouring CTAs. The CTA
+// holding a unit's first k-tiles (Head, its last item) finishes it with the partial sum of the next CTA (Tail,
+// that CTA's first item): the sum is always taken in that order, so the result is the same bits every run. No CTA
+// waits on one that is waiting: a Tail is published before its CTA does anything else.
+template <int kClusterM, int kClusterN>
+struct TileOrder {
+    static_assert(kClusterM == 1 || kClusterN == 1, "coda: a cluster is a row or a column of CTAs");
+    static constexpr int kCtas = kClusterM * kClusterN;
+    int tiles_m, tiles_n, units_m, units_n, units, first, step, k_tiles;
+    int whole;                      // this CTA's round-robin units (items 0 .. whole - 1)
+    int shared_first;               // the first unit of the stream-K region (units: none)
+    long long shared_begin, shared_end;  // this CTA's k-tiles of the region, counted from its first unit's
+    int count;                      // this CTA's items
+
+    __device__ TileOrder(int tiles_m_, int tiles_n_, int k_tiles_, bool stream_k)
+        : tiles_m(tiles_m_), tiles_n(tiles_n_), units_m((tiles_m_ + kClusterM - 1) / kClusterM),
+          units_n((tiles_n_ + kClusterN - 1) / kClusterN), units(units_m * units_n),
+          first(static_cast<int>(blockIdx.x) / kCtas), step(static_cast<int>(gridDim.x) / kCtas), k_tiles(k_tiles_) {
+        const int rounds = units / step;
+        // (Without a second k-tile to cut at, sharing would only move whole units around.)
+        const bool share = stream_k && hopper_rules::stream_k(kClusterM, kClusterN) && units % step != 0 &&
+                           rounds >= 1 && k_tiles >= 2;
+        shared_first = share ? (rounds - 1) * step : units;
+        whole = first < shared_first ? (shared_first - first + step - 1) / step : 0;
+        count = whole;
+        shared_begin = shared_end = 0;
+        if (share) {
+            const long long k_all = static_cast<long long>(units - shared_first) * k_tiles;
+            shared_begin = k_all * first / step;
+            shared_end = k_all * (first + 1) / step;
+            count += static_cast<int>((shared_end - 1) / k_tiles - shared_begin / k_tiles) + 1;
+        }
+    }
 
     // The M- and N-tile of unit `unit` for the CTA of cluster rank `rank`.
     __device__ void position(int unit, int rank, int& tm, int& tn) const {
-        constexpr int kBand = kHopperRasterBand / kCluster;
-        const int band = unit / (kBand * tiles_n);
+        constexpr int kBand = kHopperRasterBand / kClusterM;
+        const int band = unit / (kBand * units_n);
         const int first_m = band * kBand;
         const int rows = units_m - first_m < kBand ? units_m - first_m : kBand;
-        const int in_band = unit - band * kBand * tiles_n;
-        tm = (first_m + in_band % rows) * kCluster + rank;
-        tn = in_band / rows;
+        const int in_band = unit - band * kBand * units_n;
+        tm = (first_m + in_band % rows) * kClusterM + (kClusterM > 1 ? rank : 0);
+        tn = (in_band / rows) * kClusterN + (kClusterN > 1 ? rank : 0);
     }
-    __device__ bool valid(int tm) const { return tm < tiles_m; }
+
+    // This CTA's item `local` (0 .. count - 1).
+    __device__ WorkItem item(int local, int rank) const {
+        WorkItem w;
+        if (local < whole) {
+            position(first + local * step, rank, w.tm, w.tn);
+            w.k_begin = 0;
+            w.k_tiles = k_tiles;
+            w.position = local * k_tiles;
+            w.visit_index = local;
+            w.piece = Piece::Whole;
+            return w;
+        }
+        const int j = local - whole;
+        const long long unit_k = (shared_begin / k_tiles + j) * static_cast<long long>(k_tiles);
+        const long long lo = shared_begin > unit_k ? shared_begin : unit_k;
+        const long long hi = shared_end < unit_k + k_tiles ? shared_end : unit_k + k_tiles;
+        position(shared_first + static_cast<int>(unit_k / k_tiles), rank, w.tm, w.tn);
+        w.k_begin = static_cast<int>(lo - unit_k);
+        w.k_tiles = static_cast<int>(hi - lo);
+        w.position = whole * k_tiles + static_cast<int>(lo - shared_begin);
+        // Only a CTA's first shared item can be a Tail (its range starts inside a unit); it has no epilogue.
+        w.visit_index = whole + j - (j > 0 && shared_begin % k_tiles != 0 ? 1 : 0);
+        w.piece = w.k_begin > 0 ? Piece::Tail : w.k_tiles < k_tiles ? Piece::Head : Piece::Whole;
+        return w;
+    }
+    // Where a Head's missing k-tiles are published: the Tail's CTA, the next one. A Tail publishes to its own.
+    __device__ int partial_slot(Piece piece) const { return piece == Piece::Head ? first + 1 : first; }
+    __device__ bool valid(int tm, int tn) const { return tm < tiles_m && tn < tiles_n; }
 };
 
-// One box of B into this CTA's stage, or (in a cluster) into every CTA's.
-template <int kCluster>
-__device__ __forceinline__ void hopper_load_b(unsigned dst, const TmaDescriptor* tma_b, unsigned bar, int c0, int c1) {
-    if constexpr (kCluster == 1)
-        sm90::tma_load_2d(dst, tma_b, bar, c0, c1);
+// One box of an operand into this CTA's stage, or (shared by kCtas CTAs of a cluster) into every CTA's.
+template <int kCtas>
+__device__ __forceinline__ void hopper_load_box(unsigned dst, const TmaDescriptor* map, unsigned bar, int c0, int c1) {
+    if constexpr (kCtas == 1)
+        sm90::tma_load_2d(dst, map, bar, c0, c1);
     else
-        sm90::tma_load_2d_multicast(dst, tma_b, bar, c0, c1, static_cast<unsigned short>((1u << kCluster) - 1));
+        sm90::tma_load_2d_multicast(dst, map, bar, c0, c1, static_cast<unsigned short>((1u << kCtas) - 1));
 }
 
-// The operand producer (one thread of warpgroup 0): for every k-tile of every tile of this CTA, waits until the
+// The operand producer (one thread of warpgroup 0): for every k-tile of every item of this CTA, waits until the
 // next stage is free (in a cluster: free in every CTA, since this producer's multicast writes into all of them),
 // then loads A and B into it by TMA, completing on the stage's full barrier.
 template <class Tr>
 __device__ __forceinline__ void hopper_produce(unsigned stages_base, unsigned full, unsigned empty,
-                                               const TileOrder<Tr::kCluster>& order, int rank, int k_tiles,
+                                               const TileOrder<Tr::kClusterM, Tr::kClusterN>& order, int rank,
                                                const TmaDescriptor* tma_a, const TmaDescriptor* tma_b) {
     constexpr int BM = Tr::kBM, BN = Tr::kBN;
     PipelineState<Tr::kStages> stage{0, 0};
-    for (int unit = order.first; unit < order.units; unit += order.step) {
-        int tm, tn;
-        order.position(unit, rank, tm, tn);
-        // A tile beyond M (second of a pair) loads the last valid rows instead: what it computes is discarded.
-        const int m0 = (order.valid(tm) ? tm : order.tiles_m - 1) * BM, n0 = tn * BN;
-        for (int kt = 0; kt < k_tiles; ++kt, stage.advance()) {
+    for (int local = 0; local < order.count; ++local) {
+        const WorkItem w = order.item(local, rank);
+        // A tile beyond M or N (second of a pair) loads the last valid rows or columns instead: what it computes
+        // is discarded.
+        const int m0 = (w.tm < order.tiles_m ? w.tm : order.tiles_m - 1) * BM;
+        const int n0 = (w.tn < order.tiles_n ? w.tn : order.tiles_n - 1) * BN;
+        // The rank along the dimension that shares the operand: which share of it this CTA loads.
+        const int a_share = Tr::kClusterN > 1 ? rank : 0, b_share = Tr::kClusterM > 1 ? rank : 0;
+        for (int kt = w.k_begin; kt < w.k_begin + w.k_tiles; ++kt, stage.advance()) {
             sm90::mbarrier_wait(empty + 8 * stage.index, stage.phase ^ 1);
             const unsigned bar = full + 8 * stage.index;
             // Each CTA's stage receives all of A and B, whoever issues the copies.
@@ -121,18 +195,24 @@ __device__ __forceinline__ void hopper_produce(unsigned stages_base, unsigned fu
             const int k0 = kt * Tr::BK;
             constexpr int kBoxBytes = 64 * kSwizzleRowBytes;  // an M/N-major box: 64 k-rows of 64 elements
             if constexpr (Tr::kAKMajor) {
-                sm90::tma_load_2d(a_dst, tma_a, bar, k0, m0);
+                constexpr int kRows = Tr::kABoxRows;  // BM / kClusterN: this CTA's share
+                hopper_load_box<Tr::kClusterN>(a_dst + a_share * kRows * kSwizzleRowBytes, tma_a, bar, k0,
+                                               m0 + a_share * kRows);
             } else {
 #pragma unroll
-                for (int c = 0; c < BM / 64; ++c) sm90::tma_load_2d(a_dst + c * kBoxBytes, tma_a, bar, m0 + 64 * c, k0);
+                for (int c = 0; c < BM / 64; c += Tr::kClusterN)
+                    hopper_load_box<Tr::kClusterN>(a_dst + (c + a_share) * kBoxBytes, tma_a, bar,
+                                                   m0 + 64 * (c + a_share), k0);
             }
             if constexpr (Tr::kBKMajor) {
-                constexpr int kRows = Tr::kBBoxRows;  // BN / kCluster: this CTA's share
-                hopper_load_b<Tr::kCluster>(b_dst + rank * kRows * kSwizzleRowBytes, tma_b, bar, k0, n0 + rank * kRows);
+                constexpr int kRows = Tr::kBBoxRows;  // BN / kClusterM: this CTA's share
+                hopper_load_box<Tr::kClusterM>(b_dst + b_share * kRows * kSwizzleRowBytes, tma_b, bar, k0,
+                                               n0 + b_share * kRows);
             } else {
 #pragma unroll
-                for (int c = 0; c < BN / 64; c += Tr::kCluster)
-                    hopper_load_b<Tr::kCluster>(b_dst + (c + rank) * kBoxBytes, tma_b, bar, n0 + 64 * (c + rank), k0);
+                for (int c = 0; c < BN / 64; c += Tr::kClusterM)
+                    hopper_load_box<Tr::kClusterM>(b_dst + (c + b_share) * kBoxBytes, tma_b, bar,
+                                                   n0 + 64 * (c + b_share), k0);
             }
         }
     }
@@ -143,19 +223,21 @@ __device__ __forceinline__ void hopper_produce(unsigned stages_base, unsigned fu
 // next buffer of the ring once its visits are done with it. Ring position p uses buffer p % kHopperInputSlots.
 template <class Tr>
 __device__ __forceinline__ void hopper_load_tile_inputs(const TmaDescriptor* maps, unsigned buffers, unsigned full,
-                                                        unsigned empty, const TileOrder<Tr::kCluster>& order,
+                                                        unsigned empty,
+                                                        const TileOrder<Tr::kClusterM, Tr::kClusterN>& order,
                                                         int rank, int n) {
     using In = typename Tr::StagedIn;
     constexpr int BM = Tr::kBM, BN = Tr::kBN;
     int position = 0;
-    for (int unit = order.first; unit < order.units; unit += order.step) {
-        int tm, tn;
-        order.position(unit, rank, tm, tn);
+    for (int local = 0; local < order.count; ++local) {
+        const WorkItem w = order.item(local, rank);
+        if (w.piece == Piece::Tail) continue;  // no epilogue, so no inputs (and no ring positions)
+        const int tm = w.tm, tn = w.tn;
         for (int chunk = 0; chunk < Tr::kChunks; ++chunk, ++position) {
             const auto slot = PipelineState<kHopperInputSlots>::at(position);
             sm90::mbarrier_wait(empty + 8 * slot.index, slot.phase ^ 1);
             const int n0 = tn * BN + chunk * Tr::kChunkColumns;
-            if (n0 < n && order.valid(tm)) {
+            if (n0 < n && order.valid(tm, tn)) {
                 sm90::mbarrier_arrive_expect_tx(full + 8 * slot.index, In::kBytes);
                 In::issue(maps, buffers + slot.index * Tr::kInputSlotBytes, full + 8 * slot.index, tm * BM, n0);
             } else {

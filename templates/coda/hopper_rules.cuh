@@ -17,23 +17,35 @@ constexpr int kMaxConsumerRows = 128;
 constexpr int kMaxAccumulators = 128 * 128;  // of a consumer warpgroup: 128 fp32 registers a thread
 constexpr int kMinStages = 2;
 constexpr int kMaxStages = 16;
-constexpr int kMaxClusterM = 2;          // CTAs of a cluster along M, which share B by TMA multicast
+constexpr int kMaxClusterCtas = 2;       // CTAs of a cluster: along M they share B, along N they share A (multicast)
 constexpr int kMaxTileMaps = 16;         // tensor maps of staged tile tensors a kernel takes as one parameter
 constexpr int kSmemBudgetBytes = kSm90MaxDynamicSmemBytes;
 
+// Which kernels share the last rounds' work by k-tiles (stream-K, hopper_gemm.cuh's TileOrder): those without a
+// cluster. The host gives them a workspace (src/mainloop/stream_k_workspace.hpp).
+CODA_HOST_DEVICE constexpr bool stream_k(int cluster_m, int cluster_n) { return cluster_m * cluster_n == 1; }
+
 // The first rule a config breaks, or Ok. The host turns each into a message; the template asserts Ok.
-enum class Rule { Ok, BN, BM, ConsumerRows, Accumulators, Stages, Cluster };
+enum class Rule { Ok, BN, BM, ConsumerRows, Accumulators, Stages, Cluster, ClusterSplit };
 
 CODA_HOST_DEVICE constexpr int consumer_rows(int bm, bool pingpong) { return pingpong ? bm : bm / 2; }
 
-CODA_HOST_DEVICE constexpr Rule check(int bm, int bn, int stages, bool pingpong, int cluster_m) {
+// A cluster's CTAs each load a share of the operand they multicast: K-major, BM / C (or BN / C) rows of it;
+// M- or N-major, every C-th 64-element box, so the tile must hold a multiple of C such boxes.
+CODA_HOST_DEVICE constexpr bool splits(int tile, bool k_major, int ctas) {
+    return ctas == 1 || (k_major ? tile % (8 * ctas) == 0 : tile / 64 % ctas == 0);
+}
+
+CODA_HOST_DEVICE constexpr Rule check(int bm, int bn, int stages, bool pingpong, int cluster_m, int cluster_n,
+                                      bool a_k_major, bool b_k_major) {
     const int rows = consumer_rows(bm, pingpong);
     return bn != kNarrowBN && bn != kWideBN                               ? Rule::BN
            : bm % kRowsPerM64 != 0 || bm < kRowsPerM64 || bm > kMaxBM     ? Rule::BM
            : rows != kMinConsumerRows && rows != kMaxConsumerRows         ? Rule::ConsumerRows
            : rows * bn > kMaxAccumulators                                 ? Rule::Accumulators
            : stages < kMinStages || stages > kMaxStages                   ? Rule::Stages
-           : cluster_m < 1 || cluster_m > kMaxClusterM                    ? Rule::Cluster
+           : cluster_m < 1 || cluster_n < 1 || cluster_m * cluster_n > kMaxClusterCtas ? Rule::Cluster
+           : !splits(bm, a_k_major, cluster_n) || !splits(bn, b_k_major, cluster_m) ? Rule::ClusterSplit
                                                                           : Rule::Ok;
 }
 

@@ -22,6 +22,10 @@ struct GemmProblem {
     int n;
     int k;
     int flags;      // kGemmVectorA | kGemmVectorB: 16-byte loads are legal for that operand
+    // The Hopper mainloop's stream-K workspace (hopper_gemm.cuh, TileOrder), or null for none: a tile's partial
+    // sum per CTA (BM x BN floats each), and a flag per CTA and consumer warpgroup, zero between launches.
+    float* partials;
+    unsigned* partial_flags;
 };
 constexpr int kGemmVectorA = 1;
 constexpr int kGemmVectorB = 2;
@@ -62,7 +66,8 @@ struct TmaTileInfo {
 };
 
 // What a kernel says about itself: `extern "C" __constant__ KernelInfo coda_kernel_info`, read by the host after
-// loading the module and checked against what the host expected of the config.
+// loading the module and checked against what the host expected of the config. Each template's Traits::info()
+// fills it in order: a field added here is added to every one of them (and kKernelInfoVersion goes up).
 struct KernelInfo {
     int version;     // kKernelInfoVersion of the template the kernel was built from
     KernelKind kernel;
@@ -70,20 +75,21 @@ struct KernelInfo {
     int smem_bytes;  // dynamic shared memory per CTA
     int tile_m;      // CTA tile (tile programs and GEMMs; 0 x 0 for finalizers): it cuts reduction partials
     int tile_n;
-    int cluster;     // CTAs of a cluster along M (1 without clusters)
+    int cluster_m;   // CTAs of a cluster along M (1 without clusters)
+    int cluster_n;   // CTAs of a cluster along N (1 without clusters)
     int stages;      // pipeline stages after fitting the epilogue's shared memory (0 without a pipeline)
     TmaTileInfo tma;
 };
-constexpr int kKernelInfoVersion = 2;
+constexpr int kKernelInfoVersion = 3;
 
-static_assert(sizeof(GemmProblem) == 48 && sizeof(TileProblem) == 8 && sizeof(FinalizeProblem) == 8,
+static_assert(sizeof(GemmProblem) == 64 && sizeof(TileProblem) == 8 && sizeof(FinalizeProblem) == 8,
               "coda: the problem structs' layouts are part of every kernel's parameters");
-static_assert(sizeof(KernelKind) == 4 && sizeof(TmaTileInfo) == 24 && sizeof(KernelInfo) == 56,
+static_assert(sizeof(KernelKind) == 4 && sizeof(TmaTileInfo) == 24 && sizeof(KernelInfo) == 60,
               "coda: KernelInfo's layout is read back from the module byte for byte");
 #if !defined(__CUDACC_RTC__)  // NVRTC has no offsetof; the host's C++ compiler checks the offsets for both sides
 static_assert(__builtin_offsetof(GemmProblem, m) == 32 && __builtin_offsetof(GemmProblem, flags) == 44,
               "coda: GemmProblem's layout is part of every GEMM kernel's parameters");
-static_assert(__builtin_offsetof(KernelInfo, threads) == 8 && __builtin_offsetof(KernelInfo, tma) == 32,
+static_assert(__builtin_offsetof(KernelInfo, threads) == 8 && __builtin_offsetof(KernelInfo, tma) == 36,
               "coda: KernelInfo's layout is read back from the module byte for byte");
 #endif
 

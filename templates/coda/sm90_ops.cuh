@@ -112,6 +112,30 @@ __device__ __forceinline__ void stmatrix_x4(unsigned addr, const unsigned (&r)[4
                  : "memory");
 }
 
+// ---- global memory between CTAs (stream-K's partial sums) ------------------------------------------------
+// Through L2 only (.cg): another SM wrote or will read these, and this SM's L1 is not coherent with it.
+__device__ __forceinline__ void store_global_cg(float* p, float x, float y, float z, float w) {
+    asm volatile("st.global.cg.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(p), "f"(x), "f"(y), "f"(z), "f"(w) : "memory");
+}
+__device__ __forceinline__ float4 load_global_cg(const float* p) {
+    float4 v;
+    asm volatile("ld.global.cg.v4.f32 {%0, %1, %2, %3}, [%4];"
+                 : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+                 : "l"(p)
+                 : "memory");
+    return v;
+}
+// A flag between CTAs: the release store publishes what the storing thread saw before it (after a barrier: its
+// warpgroup's stores); the acquire load that sees it sees those.
+__device__ __forceinline__ void store_release_gpu(unsigned* p, unsigned v) {
+    asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+__device__ __forceinline__ unsigned load_acquire_gpu(const unsigned* p) {
+    unsigned v;
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+
 // ---- clusters -------------------------------------------------------------------------------------------
 __device__ __forceinline__ int cluster_rank() {
     unsigned rank;

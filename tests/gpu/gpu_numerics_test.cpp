@@ -213,6 +213,37 @@ TEST_CASE("reductions are bitwise deterministic: the same inputs give the same b
     check(blocks::rope_backward(), {}, "none (tile program)", 2050);
 }
 
+TEST_CASE("stream-K: tiles shared by k-tiles between CTAs match the reference, the same bytes every run", "[gpu]") {
+    // More tiles than SMs, not a whole number of rounds: the Hopper kernels without a cluster share the last two
+    // rounds by k-tiles (hopper_gemm.cuh, TileOrder), so most CTAs hand a partial sum to their neighbour. Every
+    // GEMM epilogue of the block, on every config, with edges in M, N and K (4731 x 1000 x 1000: 37 x 8 tiles of
+    // 128 x 128, 16 k-tiles; on 132 SMs, 2 rounds and 32 tiles over).
+    const Shape s{4731, 1000, 1000, 0};
+    std::vector<Build> builds;
+    for (const Graph& g : blocks::llama_block())
+        if (g.domain() == Domain::Gemm)
+            for (const KernelConfig& config : gemm_configs_under_test()) builds.push_back({g, options_for(config)});
+    warm_in_parallel(builds);
+    std::uint64_t seed = 500;
+    for (const Build& b : builds) {
+        INFO("config: " << b.options.config->to_text() << "\ngraph " << b.graph.name());
+        verify::CheckProblem p;
+        p.m = s.m;
+        p.n = s.n;
+        p.k = s.k;
+        p.seed = seed++;
+        const Kernel k = Runtime::instance().compile(b.graph, b.options);
+        const verify::CheckReport first = verify::check_on_device(k, p);
+        require_pass(first);
+        const verify::CheckReport second = verify::check_on_device(k, p);
+        REQUIRE(first.outputs.size() == second.outputs.size());
+        for (std::size_t i = 0; i < first.outputs.size(); ++i) {
+            INFO("output " << first.outputs[i].name);
+            CHECK(first.outputs[i].digest == second.outputs[i].digest);
+        }
+    }
+}
+
 TEST_CASE("launch errors reach the user before the GPU", "[gpu]") {
     const Kernel k = Runtime::instance().compile(blocks::out_proj());
     Args args;

@@ -12,8 +12,8 @@
 namespace coda {
 namespace {
 
-HopperConfig hopper(int bm, int bn, int stages, Schedule schedule, int cluster_m = 1) {
-    return HopperConfig{bm, bn, stages, schedule, cluster_m};
+HopperConfig hopper(int bm, int bn, int stages, Schedule schedule, int cluster_m = 1, int cluster_n = 1) {
+    return HopperConfig{bm, bn, stages, schedule, cluster_m, cluster_n};
 }
 
 TEST_CASE("Hopper configs are checked against hopper_rules before NVRTC sees them", "[mainloop]") {
@@ -36,8 +36,17 @@ TEST_CASE("Hopper configs are checked against hopper_rules before NVRTC sees the
     rejects(hopper(128, 256, 4, Schedule::PingPong), "sm_90a", "must not exceed 16384 elements");
     rejects(hopper(128, 256, 1, Schedule::Cooperative), "sm_90a", "stages must be between 2 and 16");
     rejects(hopper(128, 256, 17, Schedule::Cooperative), "sm_90a", "stages must be between 2 and 16");
-    rejects(hopper(128, 256, 4, Schedule::Cooperative, 3), "sm_90a", "cluster must be from 1 to 2");
-    rejects(hopper(128, 256, 4, Schedule::Cooperative, 0), "sm_90a", "cluster must be from 1 to 2");
+    rejects(hopper(128, 256, 4, Schedule::Cooperative, 3), "sm_90a", "a cluster holds at most 2 CTAs");
+    rejects(hopper(128, 256, 4, Schedule::Cooperative, 0), "sm_90a", "a cluster holds at most 2 CTAs");
+    rejects(hopper(128, 256, 4, Schedule::Cooperative, 1, 0), "sm_90a", "a cluster holds at most 2 CTAs");
+    rejects(hopper(128, 256, 4, Schedule::Cooperative, 2, 2), "sm_90a", "a cluster holds at most 2 CTAs");
+    CHECK_NOTHROW(m.validate(g, KernelConfig(hopper(256, 128, 4, Schedule::Cooperative, 1, 2)), "sm_90a"));
+    // An M-major A tile of one 64-row box cannot be split between two CTAs along N.
+    Graph m_major = Graph::gemm("m_major_a", GemmSpec{DType::BF16, Major::MN, Major::K});
+    m_major.store(m_major.accumulator("acc"), "d", DType::BF16);
+    CHECK_THROWS_WITH(m.validate(m_major, KernelConfig(hopper(64, 256, 4, Schedule::PingPong, 1, 2)), "sm_90a"),
+                      Catch::Contains("an equal share of the operand they share"));
+    CHECK_NOTHROW(m.validate(m_major, KernelConfig(hopper(128, 128, 4, Schedule::PingPong, 1, 2)), "sm_90a"));
     CHECK_NOTHROW(m.validate(g, KernelConfig(good), "sm_90a"));
     for (const NamedConfig& named : m.candidates()) {
         INFO(named.name);
@@ -47,17 +56,25 @@ TEST_CASE("Hopper configs are checked against hopper_rules before NVRTC sees the
 
 TEST_CASE("hopper_rules is the one statement of the tile rules", "[mainloop]") {
     using hopper_rules::Rule;
-    CHECK(hopper_rules::check(128, 128, 6, true, 1) == Rule::Ok);
-    CHECK(hopper_rules::check(128, 256, 4, false, 2) == Rule::Ok);
-    CHECK(hopper_rules::check(128, 64, 4, false, 1) == Rule::BN);
-    CHECK(hopper_rules::check(96, 128, 4, false, 1) == Rule::BM);
-    CHECK(hopper_rules::check(256, 128, 4, true, 1) == Rule::ConsumerRows);
-    CHECK(hopper_rules::check(256, 256, 4, false, 1) == Rule::Accumulators);
-    CHECK(hopper_rules::check(128, 128, 1, true, 1) == Rule::Stages);
-    CHECK(hopper_rules::check(128, 128, 4, true, 4) == Rule::Cluster);
+    const auto check = [](int bm, int bn, int stages, bool pingpong, int cluster_m, int cluster_n = 1,
+                          bool a_k_major = true, bool b_k_major = true) {
+        return hopper_rules::check(bm, bn, stages, pingpong, cluster_m, cluster_n, a_k_major, b_k_major);
+    };
+    CHECK(check(128, 128, 6, true, 1) == Rule::Ok);
+    CHECK(check(128, 256, 4, false, 2) == Rule::Ok);
+    CHECK(check(256, 128, 4, false, 1, 2) == Rule::Ok);
+    CHECK(check(128, 64, 4, false, 1) == Rule::BN);
+    CHECK(check(96, 128, 4, false, 1) == Rule::BM);
+    CHECK(check(256, 128, 4, true, 1) == Rule::ConsumerRows);
+    CHECK(check(256, 256, 4, false, 1) == Rule::Accumulators);
+    CHECK(check(128, 128, 1, true, 1) == Rule::Stages);
+    CHECK(check(128, 128, 4, true, 4) == Rule::Cluster);
+    CHECK(check(128, 128, 4, true, 2, 2) == Rule::Cluster);
+    CHECK(check(64, 128, 4, true, 1, 2, false) == Rule::ClusterSplit);  // one 64-row box of M-major A
+    CHECK(check(64, 128, 4, true, 1, 2, true) == Rule::Ok);             // K-major: two boxes of 32 rows
     // The default config is valid, and so is every candidate.
     const HopperConfig d;
-    CHECK(hopper_rules::check(d.bm, d.bn, d.stages, d.schedule == Schedule::PingPong, d.cluster_m) == Rule::Ok);
+    CHECK(check(d.bm, d.bn, d.stages, d.schedule == Schedule::PingPong, d.cluster_m, d.cluster_n) == Rule::Ok);
 }
 
 TEST_CASE("the Hopper mainloop is sm_90a's default and falls back to a portable config with its tile", "[mainloop]") {

@@ -12,8 +12,8 @@ using namespace coda;
 
 namespace {
 
-HopperConfig hopper(int bm, int bn, int stages, Schedule schedule, int cluster_m = 1) {
-    return HopperConfig{bm, bn, stages, schedule, cluster_m};
+HopperConfig hopper(int bm, int bn, int stages, Schedule schedule, int cluster_m = 1, int cluster_n = 1) {
+    return HopperConfig{bm, bn, stages, schedule, cluster_m, cluster_n};
 }
 
 }  // namespace
@@ -34,6 +34,8 @@ TEST_CASE("portable and every named config survive to_text and parse", "[mainloo
           "hopper bm=128 bn=256 bk=64 stages=4 cooperative cluster=1");
     CHECK(KernelConfig(hopper(64, 256, 5, Schedule::PingPong, 2)).to_text() ==
           "hopper bm=64 bn=256 bk=64 stages=5 pingpong cluster=2");
+    CHECK(KernelConfig(hopper(256, 128, 4, Schedule::Cooperative, 1, 2)).to_text() ==
+          "hopper bm=256 bn=128 bk=64 stages=4 cooperative cluster=1 cluster_n=2");
 }
 
 TEST_CASE("parse takes fields in any order and fills the rest from the mainloop's default", "[mainloop]") {
@@ -47,6 +49,7 @@ TEST_CASE("parse takes fields in any order and fills the rest from the mainloop'
     CHECK(KernelConfig::parse("hopper bm=128 bn=128") == HopperConfig{});
     CHECK(KernelConfig::parse("hopper cooperative bn=256") == hopper(128, 256, 6, Schedule::Cooperative));
     CHECK(KernelConfig::parse("hopper bk=64 cluster=2") == hopper(128, 128, 6, Schedule::PingPong, 2));
+    CHECK(KernelConfig::parse("hopper cluster_n=2") == hopper(128, 128, 6, Schedule::PingPong, 1, 2));
 }
 
 TEST_CASE("parse errors are coda::Errors that quote the text and say what is wrong", "[mainloop]") {
