@@ -22,27 +22,30 @@ gpu=${gpu%%,*}
 mkdir -p "$out"
 status=0
 
-# The sampler. The throttle-reasons field is clocks_event_reasons.active on recent drivers and
-# clocks_throttle_reasons.active on older ones: the first that a one-off query accepts is used.
+# The sampler, with the first field names that a one-off query accepts: power.draw.instant where the driver has it
+# (power.draw is an average over the last second on recent GPUs, which would blur the start of a 1.5 s hold), and
+# the throttle reasons as clocks_event_reasons.active (recent drivers) or clocks_throttle_reasons.active.
 smi_pid=
 if command -v nvidia-smi >/dev/null; then
   fields=
-  for candidate in timestamp,clocks.sm,power.draw,temperature.gpu,clocks_event_reasons.active \
-                   timestamp,clocks.sm,power.draw,temperature.gpu,clocks_throttle_reasons.active \
-                   timestamp,clocks.sm,power.draw,temperature.gpu; do
-    if probe=$(nvidia-smi --query-gpu="$candidate" --format=csv,noheader -i "$gpu" 2>&1) &&
-       ! grep -qi "not a valid field" <<<"$probe"; then
-      fields=$candidate
-      break
-    fi
+  for power in power.draw.instant power.draw; do
+    for reasons in ,clocks_event_reasons.active ,clocks_throttle_reasons.active ""; do
+      candidate=timestamp,clocks.sm,$power,temperature.gpu$reasons
+      if probe=$(nvidia-smi --query-gpu="$candidate" --format=csv,noheader -i "$gpu" 2>&1) &&
+         ! grep -qi "not a valid field" <<<"$probe"; then
+        fields=$candidate
+        break 2
+      fi
+    done
   done
   if [ -n "$fields" ]; then
     echo "== nvidia-smi samples of GPU $gpu every 50 ms: $fields"
     # Line-buffered where stdbuf exists: the sampler is killed at the end, and a full buffer would lose the last holds.
     line_buffered=()
     command -v stdbuf >/dev/null && line_buffered=(stdbuf -oL)
+    echo "$fields" > "$out/smi.csv"  # the header that tools/identity_table.py reports the power field from
     "${line_buffered[@]}" nvidia-smi --query-gpu="$fields" --format=csv,noheader -lms 50 -i "$gpu" \
-      > "$out/smi.csv" 2> "$out/smi.err" &
+      >> "$out/smi.csv" 2> "$out/smi.err" &
     smi_pid=$!
     trap '[ -n "$smi_pid" ] && kill "$smi_pid" 2>/dev/null' EXIT
   else
@@ -65,7 +68,7 @@ if [ -n "$smi_pid" ]; then
   kill "$smi_pid" 2>/dev/null
   wait "$smi_pid" 2>/dev/null
   smi_pid=
-  echo "nvidia-smi: $(wc -l < "$out/smi.csv") samples"
+  echo "nvidia-smi: $(($(wc -l < "$out/smi.csv") - 1)) samples"
 fi
 
 # One launch of each kernel under ncu (the 6th: after some of the settle's, so the clock is a working one), as

@@ -7,7 +7,8 @@ time). Then the geometric mean and minimum of identity / cuBLAS over the 12-shap
 (tools/gemm_shapes.py), against the targets. With --ncu, per shape the instructions of each kernel per output tile.
 
 nvidia-smi's timestamps are in local time: run this on the machine that sampled (as bench_identity.sh does), or
-with TZ set to its zone.
+with TZ set to its zone. The power column is whichever the sampler asked for (bench_identity.sh: power.draw.instant
+where the driver has it, else power.draw, a one-second average on recent GPUs).
 
 Usage: python3 tools/identity_table.py CODA_CSV TORCH_CSV [--smi SMI_CSV] [--holds LOG ...] [--ncu NCU_CSV ...]"""
 import argparse
@@ -77,8 +78,15 @@ def first_number(text):
     return float(match.group()) if match else None
 
 
+def smi_fields(lines):
+    """The field names of the samples, from a first line like "timestamp,clocks.sm,power.draw.instant,..."
+    (bench_identity.sh writes it); None without one."""
+    first = lines[0].strip() if lines else ""
+    return first.split(",") if first.startswith("timestamp,") else None
+
+
 def read_smi(lines):
-    """Samples of `nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu,<reasons>
+    """Samples of `nvidia-smi --query-gpu=timestamp,clocks.sm,<power>,temperature.gpu,<reasons>
     --format=csv,noheader` as (time, MHz, W, reasons); lines that are not samples (a header, a message) are skipped."""
     samples = []
     for fields in csv.reader(lines):
@@ -241,10 +249,11 @@ def table(coda_path, torch_path, smi_path=None, hold_paths=(), ncu_paths=()):
         with open(path, errors="replace") as f:
             hold_lines += f.read().splitlines()
     holds = read_holds(hold_lines)
-    samples = []
+    samples, fields = [], None
     if smi_path:
         with open(smi_path, errors="replace") as f:
-            samples = read_smi(f.read().splitlines())
+            smi_lines = f.read().splitlines()
+        samples, fields = read_smi(smi_lines), smi_fields(smi_lines)
     shapes = list(coda) + [s for s in cublas if s not in coda]  # in the order coda ran them
 
     lines = ["| M | N | K | cuBLAS TFLOP/s | coda identity TFLOP/s | identity / cuBLAS | coda config "
@@ -289,7 +298,8 @@ def table(coda_path, torch_path, smi_path=None, hold_paths=(), ncu_paths=()):
     elif not counts:
         lines.append("No HOLD line names a shape of the CSVs: no clock or power columns.")
     else:
-        lines.append(f"nvidia-smi samples per hold: {min(counts)} to {max(counts)}.")
+        sampled = f" of {', '.join(fields[1:])}" if fields else ""
+        lines.append(f"nvidia-smi samples{sampled} per hold: {min(counts)} to {max(counts)}.")
         if min(counts) == 0:
             lines.append("Some holds have no samples: check that nvidia-smi ran, and that this runs in the time "
                          "zone of the machine that sampled (TZ).")

@@ -8,6 +8,7 @@ import sys
 import tempfile
 import unittest
 
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
 import identity_table  # noqa: E402
 from gemm_shapes import shape_set  # noqa: E402
@@ -55,12 +56,12 @@ class Run:
         torch_log = ["torch.matmul 16384 4096 4096 0.87 1580.0",
                      f"HOLD cublas 16384 4096 4096 start {T0:.3f}", f"HOLD cublas 16384 4096 4096 stop {T0 + 1.5:.3f}"]
         self.holds = [self.write("coda.log", coda_log), self.write("torch.log", torch_log)]
-        smi = ["timestamp, clocks.sm [MHz], power.draw [W]"]  # a header line, to be skipped
+        smi = ["timestamp,clocks.sm,power.draw.instant,temperature.gpu,clocks_event_reasons.active"]  # the fields
         smi += [smi_line(T0 - 0.5, 1980, 120.0), smi_line(T0 + 0.1, 1980, 300.0)]
         smi += [smi_line(T0 + 0.3 + 0.1 * i, 1400 + 10 * i, 690.0 + i) for i in range(5)]  # median 1420, 692
         smi += [smi_line(T0 + 2.1, 1900, 400.0)]
         smi += [smi_line(T0 + 2.3 + 0.1 * i, 1300 + 10 * i, 680.0 + i, "0x0000000000000000") for i in range(3)]
-        smi += ["garbage, line", smi_line(T0 + 4, 1980, 100.0)]
+        smi += ["timestamp, clocks.sm [MHz], power.draw [W]", "garbage, line", smi_line(T0 + 4, 1980, 100.0)]
         self.smi = self.write("smi.csv", smi)
 
     def write(self, name, lines):
@@ -122,7 +123,8 @@ class IdentityTableTest(unittest.TestCase):
         self.assertEqual(cells[12], f"{681 * cublas_ms / 1.1:.1f}")
         # A shape without a hold has no clock or power.
         self.assertEqual(self.row(text, (4096, 4096, 4096))[7:], ["—"] * 6)
-        self.assertIn("nvidia-smi samples per hold: 3 to 5.", text)
+        self.assertIn("nvidia-smi samples of clocks.sm, power.draw.instant, temperature.gpu, "
+                      "clocks_event_reasons.active per hold: 3 to 5.", text)
         self.assertIn("0x0000000000000004: 5", text)
         self.assertIn("0x0000000000000000: 3", text)
 
