@@ -20,6 +20,8 @@ hold_ms=${CODA_HOLD_MS:-1500}
 gpu=${CODA_SMI_GPU:-${CUDA_VISIBLE_DEVICES:-0}}
 gpu=${gpu%%,*}
 mkdir -p "$out"
+# One kernel cache for the whole script, so that the ncu runs find what the benchmark compiled.
+export CODA_CACHE_DIR=${CODA_CACHE_DIR:-$(mktemp -d)}
 status=0
 
 # The sampler, with the first field names that a one-off query accepts: power.draw.instant where the driver has it
@@ -85,8 +87,10 @@ profile() {  # SIDE SHAPE KERNEL_FILTER COMMAND...
     echo "== ncu $side $shape --metrics $metrics" >> "$out/ncu.log"
     ncu --clock-control none --metrics "$metrics" -k "$filter" --launch-skip 5 --launch-count 1 -f -o "$report" \
       "$@" >> "$out/ncu.log" 2>&1
+    # Base units (no "Minst"), where this ncu has the option.
     if [ -s "$report.ncu-rep" ] &&
-       ncu --import "$report.ncu-rep" --csv --page raw --print-units base > "$report.csv" 2>> "$out/ncu.log" &&
+       { ncu --import "$report.ncu-rep" --csv --page raw --print-units base > "$report.csv" 2>> "$out/ncu.log" ||
+         ncu --import "$report.ncu-rep" --csv --page raw > "$report.csv" 2>> "$out/ncu.log"; } &&
        grep -q "Kernel Name" "$report.csv"; then
       echo "ncu $side $shape: $report.csv"
       return 0
