@@ -4,18 +4,19 @@ torch.matmul, and the unfused out-proj chain (matmul + residual add + RMSNorm st
 under torch.compile. Prints one line per measurement: `name M N K ms TFLOP/s` (TFLOP/s counts the GEMM's
 2*M*N*K flops, also for the chains); --csv FILE also writes them as CSV rows `name,m,n,k,ms,tflops`.
 
---shapes one (default) times the --m/--n/--k shape; --shapes set times the shape set of `coda bench gemm`
-(keep the two lists equal: tools/coda/cmd_bench.cpp, gemm_shape_set); --shapes none times no GEMM (with
---copy: only the copy bandwidth that `coda bench tile` compares against)."""
+--shapes one (default) times the --m/--n/--k shape; --shapes set, llama and all time the shape sets of
+`coda bench gemm --shapes` (tools/gemm_shapes.py, equal to tools/coda/kernel_timing.cpp's lists); --shapes none
+times no GEMM (with --copy: only the copy bandwidth that `coda bench tile` compares against).
+
+--hold-ms MS runs each shape's torch.matmul alone for MS of GPU time after timing it, between
+`HOLD cublas M N K start|stop UNIX_SECONDS` lines (as `coda bench gemm --hold-ms`; tools/bench_identity.sh)."""
 import argparse
 import sys
 import time
 
 import torch
 
-# `coda bench gemm`'s shape set: M in {4096, 16384} x these (N, K).
-SET_NK = [(4096, 4096), (6144, 4096), (14336, 4096), (4096, 14336), (2048, 2048), (8192, 8192)]
-SET_M = [4096, 16384]
+from gemm_shapes import NAMES as SHAPE_SETS, shape_set
 
 
 SETTLE_MS = 500.0  # as coda's kernel_timing.hpp kSettleMs
@@ -53,6 +54,17 @@ def median_ms(fn, iters=50):
     return times[len(times) // 2]
 
 
+def hold(fn, m, n, k, ms):
+    """Runs fn alone, back to back, for `ms` of GPU time between two HOLD lines that tools/identity_table.py
+    matches against nvidia-smi's samples of clock and power (as `coda bench gemm --hold-ms`). Both times are taken
+    after a synchronize, so the interval holds fn's work and nothing else."""
+    torch.cuda.synchronize()
+    print(f"HOLD cublas {m} {n} {k} start {time.time():.3f}", flush=True)
+    settle(fn, ms)
+    torch.cuda.synchronize()
+    print(f"HOLD cublas {m} {n} {k} stop {time.time():.3f}", flush=True)
+
+
 def out_proj_chain(a, w, residual, gamma):
     x1 = a @ w.t() + residual
     h = x1 * gamma
@@ -80,11 +92,13 @@ class Report:
 DYNAMIC_COMPILE = [False, None]
 
 
-def bench_shape(report, m, n, k, chain, chain_iters):
+def bench_shape(report, m, n, k, chain, chain_iters, iters=50, hold_ms=0.0):
     torch.manual_seed(0)
     a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
     w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16) / k**0.5
-    report.row("torch.matmul", m, n, k, median_ms(lambda: a @ w.t()))
+    report.row("torch.matmul", m, n, k, median_ms(lambda: a @ w.t(), iters=iters))
+    if hold_ms > 0:
+        hold(lambda: a @ w.t(), m, n, k, hold_ms)
     if not chain:
         return
     residual = torch.randn(m, n, device="cuda", dtype=torch.bfloat16)
@@ -119,15 +133,21 @@ def copy_bandwidth(m, n):
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--shapes", choices=["one", "set", "none"], default="one",
-                        help="one: the --m/--n/--k shape; set: coda bench gemm's shape set (chains included); "
-                             "none: no GEMM")
+    parser.add_argument("--shapes", choices=["one", *SHAPE_SETS, "none"], default="one",
+                        help="one: the --m/--n/--k shape; set, llama, all: coda bench gemm's shape sets (chains "
+                             "included unless --no-chain); none: no GEMM")
     parser.add_argument("--m", type=int, default=4096)
     parser.add_argument("--n", type=int, default=4096)
     parser.add_argument("--k", type=int, default=4096)
     parser.add_argument("--chain", action="store_true", help="also time the unfused out-proj chain (--shapes one)")
+    parser.add_argument("--no-chain", action="store_true",
+                        help="torch.matmul only, also for a shape set (skips the chains and their torch.compile)")
+    parser.add_argument("--iters", type=int, default=50, help="timed runs of torch.matmul (default 50)")
+    parser.add_argument("--hold-ms", type=float, default=0.0, metavar="MS",
+                        help="after timing each shape's torch.matmul, run it alone for MS of GPU time between "
+                             "HOLD lines, for clock and power sampling (default 0: off)")
     parser.add_argument("--chain-iters", type=int,
-                        help="timed runs of each chain; default 50 (as the matmul), 20 for --shapes set, whose "
+                        help="timed runs of each chain; default 50 (as the matmul), 20 for a shape set, whose "
                              "largest chains are slow")
     parser.add_argument("--csv", help="also write the measurements to this CSV file")
     parser.add_argument("--copy", action="store_true", help="also time a device-to-device copy of a 16384 x 4096 bf16 tile")
@@ -135,17 +155,21 @@ def main():
                         help="torch.compile the chain once with dynamic shapes instead of once per shape")
     args = parser.parse_args()
     DYNAMIC_COMPILE[0] = args.dynamic_compile
-    chain_iters = args.chain_iters if args.chain_iters is not None else (20 if args.shapes == "set" else 50)
+    chain_iters = args.chain_iters if args.chain_iters is not None else (50 if args.shapes == "one" else 20)
     if chain_iters < 1:
         parser.error(f"--chain-iters must be at least 1, got {chain_iters}")
+    if args.iters < 1:
+        parser.error(f"--iters must be at least 1, got {args.iters}")
+    if not 0 <= args.hold_ms <= 600000:  # as coda bench gemm: longer is a typo, not a measurement
+        parser.error(f"--hold-ms must be in [0, 600000], got {args.hold_ms}")
     report = Report(args.csv)
     if args.shapes == "one":
-        bench_shape(report, args.m, args.n, args.k, args.chain, chain_iters)
-    elif args.shapes == "set":
-        for m in SET_M:
-            for n, k in SET_NK:
-                bench_shape(report, m, n, k, True, chain_iters)
-                torch.cuda.empty_cache()
+        bench_shape(report, args.m, args.n, args.k, args.chain and not args.no_chain, chain_iters, args.iters,
+                    args.hold_ms)
+    elif args.shapes != "none":
+        for m, n, k in shape_set(args.shapes):
+            bench_shape(report, m, n, k, not args.no_chain, chain_iters, args.iters, args.hold_ms)
+            torch.cuda.empty_cache()
     if args.copy:
         copy_bandwidth(16384, 4096)
 

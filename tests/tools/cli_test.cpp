@@ -127,6 +127,15 @@ TEST_CASE("coda bench rejects bad arguments before it needs a GPU", "[tools]") {
         std::getline(written, header);
         CHECK(header.rfind("kind,epilogue,gemm,d,m,n,k", 0) == 0);
     }
+    const Run hold = run("bench gemm --hold-ms -1", dir);
+    CHECK(hold.status == 1);
+    CHECK_THAT(hold.output, Catch::Contains("need 0 <= --hold-ms <= 600000") && Catch::Contains("-1"));
+    // Without a GPU, bench gemm takes every shape set and its options, and stops at the GPU check.
+    if (!coda::Driver::instance().available()) {
+        const Run all = run("bench gemm --shapes all --identity-only --hold-ms 1500", dir);
+        CHECK(all.status == 1);
+        CHECK_THAT(all.output, Catch::Contains("bench gemm needs a GPU"));
+    }
     const Run what = run("bench everything", dir);
     CHECK(what.status != 0);
     CHECK_THAT(what.output, Catch::Contains("expected 'gemm', 'jit', 'tile', 'epilogue' or 'block'"));
@@ -302,6 +311,8 @@ TEST_CASE("usage errors exit with status 2 and say what was expected; help exits
                           Case{"warm --frobnicate tools/graphs/out_proj.coda", "--frobnicate"},
                           Case{"warm -j many tools/graphs/out_proj.coda", "many"},
                           Case{"bench gemm --iters", "--iters"},
+                          Case{"bench gemm --shapes bogus", "--shapes: bogus not in {set,llama,all}"},
+                          Case{"bench gemm --shapes llama --m 4096", "--m excludes --shapes"},
                           Case{"demo --no-run extra", "extra"},
                           Case{"help frob", "got 'frob'"}}) {
         const Run r = run(c.arguments, dir);

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <random>
 
 #include <CLI/CLI.hpp>
@@ -66,30 +67,72 @@ constexpr long long kAbsent = std::numeric_limits<long long>::min();
 
 struct GemmOptions {
     long long m = kAbsent, n = kAbsent, k = kAbsent;
+    std::string shape_set = "set";
     long long iterations = 50;
+    double hold_ms = 0;
+    bool identity_only = false;
     std::string config_text;
     std::string csv_path;
 };
 
-int bench_gemm(const GemmOptions& given) {
-    const long long m = given.m, n = given.n, k = given.k;
-    const long long iterations = given.iterations;
-    const std::string& config_text = given.config_text;
-    const std::string& csv_path = given.csv_path;
-    if (iterations < 1 || iterations > 100000)
-        throw Error(fmt::format("bench gemm: need 1 <= --iters <= 100000, got {}", iterations));
-    // --iters launches of each kernel, in rounds of up to 5 (interleaved_ms).
-    const int per_round = static_cast<int>(std::min<long long>(iterations, 5));
-    const int rounds = static_cast<int>((iterations + per_round - 1) / per_round);
-    std::vector<ProblemShape> shapes = gemm_shape_set();
-    if (m != kAbsent || n != kAbsent || k != kAbsent) {
-        // One shape (any of --m/--n/--k given); a dimension left out is 4096.
-        const ProblemShape s{m == kAbsent ? 4096 : m, n == kAbsent ? 4096 : n, k == kAbsent ? 4096 : k};
+// The shapes to time: the one --m/--n/--k give (a dimension left out is 4096), else the --shapes set.
+std::vector<ProblemShape> gemm_shapes(const GemmOptions& given) {
+    if (given.m != kAbsent || given.n != kAbsent || given.k != kAbsent) {
+        const ProblemShape s{given.m == kAbsent ? 4096 : given.m, given.n == kAbsent ? 4096 : given.n,
+                             given.k == kAbsent ? 4096 : given.k};
         if (s.m < 1 || s.n < 2 || s.n % 2 != 0 || s.k < 1)
             throw Error(fmt::format("bench gemm: need M >= 1, an even N >= 2 and K >= 1; got M={} N={} K={}", s.m,
                                     s.n, s.k));
-        shapes = {s};
+        return {s};
     }
+    if (given.shape_set == "llama") return llama_shape_set();
+    std::vector<ProblemShape> shapes = gemm_shape_set();
+    if (given.shape_set == "all") {
+        const std::vector<ProblemShape> llama = llama_shape_set();
+        shapes.insert(shapes.end(), llama.begin(), llama.end());
+    }
+    return shapes;
+}
+
+// Elements of a rows x cols matrix, multiplied in size_t: the LM head's D (8192 x 128256) has over 2^30 of them,
+// and its bytes pass 2^31.
+std::size_t elements(std::int64_t rows, std::int64_t cols) {
+    return static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols);
+}
+
+// Seconds since the Unix epoch, to the millisecond: the clock that nvidia-smi's sample timestamps can be matched to.
+double unix_seconds() {
+    return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// --hold-ms: the identity kernel alone, back to back, for `ms` of GPU time (settle, kernel_timing.hpp), between two
+// HOLD lines that tools/identity_table.py matches against nvidia-smi's samples of clock and power. Both times are
+// taken with the stream drained, so the interval holds this kernel's work and nothing else.
+void hold(const TimedLaunch& identity, const ProblemShape& s, double ms) {
+    Driver& d = Driver::instance();
+    d.synchronize();
+    fmt::print("HOLD coda {} {} {} start {:.3f}\n", s.m, s.n, s.k, unix_seconds());
+    std::fflush(stdout);
+    settle({identity}, ms);
+    d.synchronize();
+    fmt::print("HOLD coda {} {} {} stop {:.3f}\n", s.m, s.n, s.k, unix_seconds());
+    std::fflush(stdout);
+}
+
+int bench_gemm(const GemmOptions& given) {
+    const long long iterations = given.iterations;
+    const std::string& config_text = given.config_text;
+    const std::string& csv_path = given.csv_path;
+    const bool with_out_proj = !given.identity_only;
+    if (iterations < 1 || iterations > 100000)
+        throw Error(fmt::format("bench gemm: need 1 <= --iters <= 100000, got {}", iterations));
+    // At most 10 minutes of one kernel per shape: longer is a typo, not a measurement.
+    if (!(given.hold_ms >= 0 && given.hold_ms <= 600000))
+        throw Error(fmt::format("bench gemm: need 0 <= --hold-ms <= 600000, got {}", given.hold_ms));
+    // --iters launches of each kernel, in rounds of up to 5 (interleaved_ms).
+    const int per_round = static_cast<int>(std::min<long long>(iterations, 5));
+    const int rounds = static_cast<int>((iterations + per_round - 1) / per_round);
+    const std::vector<ProblemShape> shapes = gemm_shapes(given);
     CompileOptions base;
     if (!config_text.empty()) {
         base.config = KernelConfig::parse(config_text);
@@ -107,13 +150,16 @@ int bench_gemm(const GemmOptions& given) {
     // Every kernel first (the default config may differ per shape: CompileOptions::shape lets the tuning
     // database choose), so that no compile runs between timed launches.
     const Graph identity_g = identity_graph(), out_proj_g = blocks::out_proj();
+    std::vector<const Graph*> graphs{&identity_g};
+    if (with_out_proj) graphs.push_back(&out_proj_g);
     struct Kernels {
-        Kernel identity, out_proj;
-        std::vector<std::int64_t> partials;  // shape of x1_sumsq
+        Kernel identity;
+        std::optional<Kernel> out_proj;      // none with --identity-only
+        std::vector<std::int64_t> partials;  // shape of out_proj's x1_sumsq
     };
     std::vector<WarmJob> jobs;
     for (const ProblemShape& s : shapes)
-        for (const Graph* g : {&identity_g, &out_proj_g}) {
+        for (const Graph* g : graphs) {
             CompileOptions options = base;
             options.shape = s;
             jobs.push_back({g, options});
@@ -124,13 +170,16 @@ int bench_gemm(const GemmOptions& given) {
     for (const ProblemShape& s : shapes) {
         CompileOptions options = base;
         options.shape = s;
-        Kernels kk{Runtime::instance().compile(identity_g, options), Runtime::instance().compile(out_proj_g, options), {}};
-        kk.partials = kk.out_proj.partials_shape("x1_sumsq", s.m, s.n);
-        max_mk = std::max(max_mk, static_cast<std::size_t>(s.m * s.k));
-        max_nk = std::max(max_nk, static_cast<std::size_t>(s.n * s.k));
-        max_mn = std::max(max_mn, static_cast<std::size_t>(s.m * s.n));
+        Kernels kk{Runtime::instance().compile(identity_g, options), std::nullopt, {}};
+        if (with_out_proj) {
+            kk.out_proj = Runtime::instance().compile(out_proj_g, options);
+            kk.partials = kk.out_proj->partials_shape("x1_sumsq", s.m, s.n);
+            max_partials = std::max(max_partials, elements(kk.partials[0], kk.partials[1]));
+        }
+        max_mk = std::max(max_mk, elements(s.m, s.k));
+        max_nk = std::max(max_nk, elements(s.n, s.k));
+        max_mn = std::max(max_mn, elements(s.m, s.n));
         max_n = std::max(max_n, static_cast<std::size_t>(s.n));
-        max_partials = std::max(max_partials, static_cast<std::size_t>(kk.partials[0] * kk.partials[1]));
         kernels.push_back(std::move(kk));
     }
 
@@ -141,9 +190,15 @@ int bench_gemm(const GemmOptions& given) {
     std::mt19937_64 rng(7);
     const auto a = large_random_buffer(rng, max_mk, DType::BF16, verify::Distribution::Normal);
     const auto b = large_random_buffer(rng, max_nk, DType::BF16, verify::Distribution::Normal);
-    const auto residual = large_random_buffer(rng, max_mn, DType::BF16, verify::Distribution::Normal);
-    const auto gamma = random_buffer(rng, max_n, DType::BF16, verify::Distribution::Positive);
-    DeviceBuffer d_out(max_mn * 2), x1(max_mn * 2), h(max_mn * 2), partials(max_partials * 4);
+    const DeviceBuffer d_out(max_mn * 2);
+    DeviceBuffer residual, gamma, x1, h, partials;  // out_proj's; left empty with --identity-only
+    if (with_out_proj) {
+        residual = large_random_buffer(rng, max_mn, DType::BF16, verify::Distribution::Normal);
+        gamma = random_buffer(rng, max_n, DType::BF16, verify::Distribution::Positive);
+        x1 = DeviceBuffer(max_mn * 2);
+        h = DeviceBuffer(max_mn * 2);
+        partials = DeviceBuffer(max_partials * 4);
+    }
 
     std::printf("%-10s %6s %6s %6s %10s %9s %9s  %s\n", "epilogue", "M", "N", "K", "ms", "TFLOP/s", "/identity",
                 "config");
@@ -165,22 +220,28 @@ int bench_gemm(const GemmOptions& given) {
         Args ia;
         ia.bind("A", matrix(ptr(a), DType::BF16, s.m, s.k)).bind("B", matrix_col_major(ptr(b), DType::BF16, s.k, s.n));
         ia.bind("D", matrix(ptr(d_out), DType::BF16, s.m, s.n));
-        const auto& pshape = kernels[i].partials;
+        std::vector<TimedLaunch> launches{{&kernels[i].identity, &ia}};
         Args oa;
-        oa.bind("A", matrix(ptr(a), DType::BF16, s.m, s.k)).bind("B", matrix_col_major(ptr(b), DType::BF16, s.k, s.n));
-        oa.bind("residual", matrix(ptr(residual), DType::BF16, s.m, s.n))
-            .bind("gamma", vector(ptr(gamma), DType::BF16, s.n));
-        oa.bind("x1", matrix(ptr(x1), DType::BF16, s.m, s.n)).bind("h", matrix(ptr(h), DType::BF16, s.m, s.n));
-        oa.bind("x1_sumsq", matrix(ptr(partials), DType::F32, pshape[0], pshape[1]));
+        if (with_out_proj) {
+            const auto& pshape = kernels[i].partials;
+            oa.bind("A", matrix(ptr(a), DType::BF16, s.m, s.k))
+                .bind("B", matrix_col_major(ptr(b), DType::BF16, s.k, s.n));
+            oa.bind("residual", matrix(ptr(residual), DType::BF16, s.m, s.n))
+                .bind("gamma", vector(ptr(gamma), DType::BF16, s.n));
+            oa.bind("x1", matrix(ptr(x1), DType::BF16, s.m, s.n)).bind("h", matrix(ptr(h), DType::BF16, s.m, s.n));
+            oa.bind("x1_sumsq", matrix(ptr(partials), DType::F32, pshape[0], pshape[1]));
+            launches.push_back({&*kernels[i].out_proj, &oa});
+        }
         // Identity and out-proj in interleaved rounds (kernel_timing.hpp), so that their ratio sees one GPU.
-        const Interleaved t = interleaved_ms({{&kernels[i].identity, &ia}, {&kernels[i].out_proj, &oa}}, rounds,
-                                             per_round);
-        const double t_id = t.ms[0], t_op = t.ms[1];
-        report("identity", s, t_id, 0, kernels[i].identity);
-        report("out_proj", s, t_op, t.vs_first[1], kernels[i].out_proj);
-        log_ratio_sum += std::log(t.vs_first[1]);
+        const Interleaved t = interleaved_ms(launches, rounds, per_round);
+        report("identity", s, t.ms[0], 0, kernels[i].identity);
+        if (with_out_proj) {
+            report("out_proj", s, t.ms[1], t.vs_first[1], *kernels[i].out_proj);
+            log_ratio_sum += std::log(t.vs_first[1]);
+        }
+        if (given.hold_ms > 0) hold(launches[0], s, given.hold_ms);
     }
-    if (shapes.size() > 1)
+    if (with_out_proj && shapes.size() > 1)
         std::printf("out_proj / identity time, geometric mean over %s: %.3f\n", counted(shapes.size(), "shape").c_str(),
                     std::exp(log_ratio_sum / static_cast<double>(shapes.size())));
     if (csv && !*csv) throw Error(fmt::format("bench gemm: writing the --csv file '{}' failed", csv_path));
@@ -393,13 +454,31 @@ void add_bench(Commands& commands, CLI::App& coda) {
     auto gemm = std::make_shared<GemmOptions>();
     CLI::App& gemm_command =
         commands.add(bench, "gemm", "GEMM TFLOP/s of the identity and out-proj epilogues (GPU); with no shape, the "
-                                    "12-shape set of docs/PERFORMANCE.md",
+                                    "--shapes set",
                      [gemm] { return bench_gemm(*gemm); });
-    gemm_command.add_option("--m", gemm->m, "one shape: M (a dimension left out is 4096)")->type_name("M");
-    gemm_command.add_option("--n", gemm->n, "one shape: N")->type_name("N");
-    gemm_command.add_option("--k", gemm->k, "one shape: K")->type_name("K");
+    CLI::Option* m = gemm_command.add_option("--m", gemm->m, "one shape: M (a dimension left out is 4096)")
+                         ->type_name("M");
+    CLI::Option* n = gemm_command.add_option("--n", gemm->n, "one shape: N")->type_name("N");
+    CLI::Option* k = gemm_command.add_option("--k", gemm->k, "one shape: K")->type_name("K");
+    gemm_command
+        .add_option("--shapes", gemm->shape_set,
+                    "set: the 12 shapes of docs/PERFORMANCE.md (default); llama: M=8192 against LLaMA MLP and "
+                    "LM-head (N, K); all: both")
+        ->type_name("SET")
+        ->check(CLI::IsMember({"set", "llama", "all"}))
+        ->excludes(m)
+        ->excludes(n)
+        ->excludes(k);
     gemm_command.add_option("--iters", gemm->iterations, "launches of each kernel, in rounds of 5 (default 50)")
         ->type_name("N");
+    gemm_command.add_option("--hold-ms", gemm->hold_ms,
+                            "after each shape's timing, run its identity kernel alone for MS of GPU time between "
+                            "'HOLD coda M N K start|stop UNIX_SECONDS' lines, for clock and power sampling "
+                            "(tools/bench_identity.sh); default 0, off")
+        ->type_name("MS");
+    gemm_command.add_flag("--identity-only", gemm->identity_only,
+                          "time the identity epilogue alone, without out-proj (what cuBLAS is compared with; also "
+                          "what a profiler filtering on hopper_gemm should see)");
     gemm_command.add_option("--config", gemm->config_text, "the tile config instead of the default")->type_name("TEXT");
     gemm_command.add_option("--csv", gemm->csv_path, "also write the results to this CSV file")->type_name("FILE");
 

@@ -63,6 +63,14 @@ std::vector<ProblemShape> gemm_shape_set() {
     return shapes;
 }
 
+std::vector<ProblemShape> llama_shape_set() {
+    const std::pair<std::int64_t, std::int64_t> nk[] = {
+        {11008, 4096}, {4096, 11008}, {5632, 2048}, {2048, 5632}, {128256, 4096}};
+    std::vector<ProblemShape> shapes;
+    for (const auto& [n, k] : nk) shapes.push_back({8192, n, k});
+    return shapes;
+}
+
 double median_ms(const Kernel& kernel, const Args& args, int warmup, int iterations) {
     if (warmup < 1 || iterations < 1) throw InternalError("median_ms needs warmup >= 1 and iterations >= 1");
     Driver& d = Driver::instance();

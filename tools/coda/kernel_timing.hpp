@@ -16,8 +16,14 @@ namespace coda::cli {
 // The benchmark shapes of `coda bench gemm` and `coda tune` without --m/--n/--k: M (tokens per step) in
 // {4096, 16384} against the (N, K) of a LLaMA-3-8B-sized block's projections (attention out / q 4096x4096,
 // fused QKV with 8 KV heads 6144x4096, gate/up 14336x4096, down 4096x14336) and two square sizes.
-// tools/bench_torch.py (SET_M, SET_NK) times the same set.
+// tools/bench_torch.py times the same set, from tools/gemm_shapes.py (SET_M, SET_NK): keep the two lists equal.
 std::vector<ProblemShape> gemm_shape_set();
+
+// The shapes of `coda bench gemm --shapes llama`: M = 8192 tokens against the (N, K) of LLaMA-family projections
+// that the set above lacks: a LLaMA-2-7B MLP (gate/up 11008x4096, down 4096x11008), a TinyLlama-1.1B MLP
+// (5632x2048, 2048x5632) and the LLaMA-3 LM head (vocabulary 128256 x 4096; its D alone is 2 GiB of bf16).
+// tools/bench_torch.py times the same shapes, from tools/gemm_shapes.py (LLAMA_M, LLAMA_NK): keep them equal.
+std::vector<ProblemShape> llama_shape_set();
 
 // Median milliseconds of `iterations` launches after `warmup` launches: launched back to back, each timed on the
 // GPU by the events recorded between them (so the host's cost of a launch is not in its time).
