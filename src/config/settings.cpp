@@ -37,6 +37,15 @@ bool parse_bool(const char* name, const std::string& value) {
     throw Error(fmt::format("{}='{}' is not a boolean: expected 1/0, true/false, yes/no or on/off", name, value));
 }
 
+bool parse_stream_k_bool(const char* name, const std::string& value) {
+    try {
+        return parse_bool(name, value);
+    } catch (const Error&) {
+        throw Error(fmt::format("{}='{}' is not auto or a boolean: expected auto, 1/0, true/false, yes/no or on/off",
+                                name, value));
+    }
+}
+
 std::string parse_log_level(const char* name, const std::string& value) {
     static constexpr std::array<std::string_view, 6> kLevels{"trace", "debug", "info", "warn", "error", "off"};
     const std::string v = lower(value);
@@ -80,7 +89,10 @@ Settings Settings::from_environment() {
     if (auto v = read_env("CODA_CACHE_DIR")) s.cache_dir = parse_dir("CODA_CACHE_DIR", *v);
     else s.cache_dir = default_cache_dir();
     if (auto v = read_env("CODA_DISK_CACHE")) s.disk_cache = parse_bool("CODA_DISK_CACHE", *v);
-    if (auto v = read_env("CODA_STREAM_K")) s.stream_k = parse_bool("CODA_STREAM_K", *v);
+    if (auto v = read_env("CODA_STREAM_K"))
+        s.stream_k = lower(*v) == "auto"                ? StreamK::Auto
+                     : parse_stream_k_bool("CODA_STREAM_K", *v) ? StreamK::Always
+                                                         : StreamK::Never;
     if (auto v = read_env("CODA_LOG_LEVEL")) s.log_level = parse_log_level("CODA_LOG_LEVEL", *v);
     if (auto v = read_env("CODA_DUMP_DIR")) s.dump_dir = parse_dir("CODA_DUMP_DIR", *v);
     if (auto v = read_env("CODA_RECORD")) s.record_dir = parse_dir("CODA_RECORD", *v);

@@ -7,6 +7,10 @@
 
 namespace coda {
 
+// When Hopper kernels share the last rounds of tiles by k-tiles (stream-K, src/mainloop/stream_k_workspace.hpp):
+// where it measured faster (Auto), never, or wherever the kernel can (Always: tests and A/B timing).
+enum class StreamK { Auto, Never, Always };
+
 struct Settings {
     std::filesystem::path cache_dir;  // CODA_CACHE_DIR; default $XDG_CACHE_HOME/coda, else $HOME/.cache/coda
     bool disk_cache = true;           // CODA_DISK_CACHE=0 keeps the cache in memory only
@@ -15,7 +19,7 @@ struct Settings {
     std::string arch;                 // CODA_ARCH: compile for this arch instead of the current device's
     std::filesystem::path tuning_file;  // CODA_TUNING_FILE: `coda tune`'s records; default <cache_dir>/tuning.tsv
     std::filesystem::path record_dir;   // CODA_RECORD: if set, every graph built is appended to a .coda file here
-    bool stream_k = true;               // CODA_STREAM_K=0: Hopper kernels leave the last round's SMs idle
+    StreamK stream_k = StreamK::Auto;   // CODA_STREAM_K: auto (default), 0 or 1
 
     // Reads the environment now. An invalid value throws coda::Error naming the variable, the value given
     // and the values accepted.

@@ -13,7 +13,6 @@
 #include "coda/error.hpp"
 #include "coda/hopper_rules.cuh"
 #include "coda/limits.hpp"
-#include "config/settings.hpp"
 #include "driver/cuda_driver.hpp"
 #include "mainloop/config_words.hpp"
 #include "mainloop/epilogue_cost.hpp"
@@ -120,7 +119,7 @@ public:
         }
         const unsigned grid_x = grid(plan);
         GemmProblem problem = plan.gemm;
-        if (const std::size_t bytes = stream_k_bytes(grid_x)) {
+        if (const std::size_t bytes = stream_k_bytes(plan, grid_x)) {
             const StreamKWorkspace workspace = stream_k_workspace(stream, bytes);
             problem.partials = workspace.partials;
             problem.partial_flags = workspace.partial_flags;
@@ -140,7 +139,8 @@ public:
         std::copy(tile_maps.begin(), tile_maps.end(), out.maps.begin() + 2);
         out.function = module_.function;
         out.grid_x = grid(out.plan);
-        out.stream_k_bytes = stream_k_bytes(out.grid_x);
+        // (Bound launches take whole tiles: their packed problem carries no stream-K workspace, which belongs to the
+        // stream each launch names.)
         out.threads = static_cast<unsigned>(module_.info.threads);
         out.smem_bytes = static_cast<unsigned>(module_.info.smem_bytes);
         out.params = {&out.plan.gemm, out.plan.slots.data(), &out.maps[0], &out.maps[1], &out.maps[2]};
@@ -148,9 +148,13 @@ public:
 
 private:
     // Stream-K's partial sums (one tile a CTA), or 0 where the kernel takes whole tiles only.
-    std::size_t stream_k_bytes(unsigned grid_x) const {
+    std::size_t stream_k_bytes(const LaunchPlan& plan, unsigned grid_x) const {
         const KernelInfo& info = module_.info;
-        if (!settings().stream_k || !rules::stream_k(info.cluster_m, info.cluster_n)) return 0;
+        if (!rules::stream_k(info.cluster_m, info.cluster_n)) return 0;
+        const auto tiles = [](long long extent, int tile) { return (extent + tile - 1) / tile; };
+        if (!stream_k_shares(tiles(plan.m, info.tile_m) * tiles(plan.n, info.tile_n), grid_x,
+                             tiles(plan.gemm.k, rules::kBK)))
+            return 0;
         if (grid_x * 2 > static_cast<unsigned>(kStreamKFlags))
             throw InternalError(fmt::format("a stream-K grid of {} CTAs needs more than the workspace's {} flags",
                                             grid_x, kStreamKFlags));
@@ -233,12 +237,20 @@ public:
     // (1 byte: the half-width y) and the epilogues without such tensors ran fastest on ping-pong at every K
     // measured. The threshold sits between K / byte = 512 (cooperative) and 768 (ping-pong): a narrow margin, so
     // `coda tune` is worth running for epilogues near it.
+    //
+    // A vocabulary-sized N (an LM head's) without such traffic takes cooperative 256 x 128 tiles in pairs along N
+    // that share A: measured with `coda tune` on the identity (docs/PERFORMANCE.md, 2026-12-04), it ran 11.8%
+    // faster than ping-pong 128 x 128 at 8192 x 128256 x 4096 and 8.9% at 16384 x 128256 x 2048, while at
+    // N = 65536 and 32768 ping-pong 128 x 128 stayed within 0.7% of the fastest.
     KernelConfig default_config(const Graph& graph, const ProblemShape& shape) const override {
         constexpr double kPingPongKPerByte = 640;  // ping-pong when K >= this x per-visit bytes an element
         constexpr long long kUnknownK = 4096;      // a typical hidden size, for a shape not given
+        constexpr long long kVocabularyN = 98304;  // between the N measured either way
         const long long k = shape.k > 0 ? shape.k : kUnknownK;
-        if (epilogue_traffic(graph).per_visit_bytes * kPingPongKPerByte > static_cast<double>(k))
+        const double per_visit_bytes = epilogue_traffic(graph).per_visit_bytes;
+        if (per_visit_bytes * kPingPongKPerByte > static_cast<double>(k))
             return HopperConfig{128, 128, 6, Schedule::Cooperative, 1};
+        if (per_visit_bytes == 0 && shape.n >= kVocabularyN) return HopperConfig{256, 128, 4, Schedule::Cooperative, 1, 2};
         return base_config();
     }
 

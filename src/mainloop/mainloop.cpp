@@ -1,14 +1,10 @@
 // The defaults of the Mainloop interface: what a mainloop without configs answers when asked about them.
 #include "mainloop/mainloop.hpp"
 
-#include <algorithm>
-#include <array>
-
 #include <fmt/format.h>
 
 #include "coda/error.hpp"
 #include "driver/cuda_driver.hpp"
-#include "mainloop/stream_k_workspace.hpp"
 
 namespace coda {
 
@@ -73,22 +69,8 @@ private:
 }  // namespace
 
 void PackedLaunch::launch(CUstream stream) const {
-    if (stream_k_bytes == 0) {
-        Driver::instance().launch(function, grid_x, grid_y, 1, threads, smem_bytes, stream,
-                                  const_cast<void**>(params.data()));
-        return;
-    }
-    // The workspace is the stream's, so the problem is this launch's copy (another thread may launch it too).
-    GemmProblem problem = plan.gemm;
-    const StreamKWorkspace workspace = stream_k_workspace(stream, stream_k_bytes);
-    problem.partials = workspace.partials;
-    problem.partial_flags = workspace.partial_flags;
-    std::array<void*, 8> own{};  // (no allocation in the hot path)
-    if (params.empty() || params.size() > own.size())
-        throw InternalError(fmt::format("a stream-K launch packs {} parameters; 1 to {} fit", params.size(), own.size()));
-    std::copy(params.begin(), params.end(), own.begin());
-    own[0] = &problem;
-    Driver::instance().launch(function, grid_x, grid_y, 1, threads, smem_bytes, stream, own.data());
+    Driver::instance().launch(function, grid_x, grid_y, 1, threads, smem_bytes, stream,
+                              const_cast<void**>(params.data()));
 }
 
 std::unique_ptr<Launcher> tile_grid_launcher(const LoadedModule& module, TileGridProblem problem) {

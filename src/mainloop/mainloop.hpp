@@ -57,9 +57,6 @@ struct PackedLaunch {
     LaunchPlan plan;
     std::vector<CUtensorMap> maps;  // the Hopper mainloop's: A, B, then the tile maps
     std::vector<void*> params;
-    // Bytes of stream-K partial sums the launch needs (stream_k_workspace.hpp); 0 for none. Each launch then
-    // passes its stream's workspace in a copy of plan.gemm (params[0]).
-    std::size_t stream_k_bytes = 0;
 };
 
 // A loaded kernel's launches: the mainloop's own rules on the arguments, its grid and its parameters.

@@ -1,5 +1,6 @@
 #include "mainloop/stream_k_workspace.hpp"
 
+#include <atomic>
 #include <map>
 #include <mutex>
 #include <utility>
@@ -23,7 +24,25 @@ Workspaces& workspaces() {
     return *w;
 }
 
+constexpr int kNoOverride = -1;
+std::atomic<int> stream_k_override{kNoOverride};
+
+constexpr long long kMinRounds = 20;  // between the 15 rounds measured slower and the 21 measured faster
+
 }  // namespace
+
+bool stream_k_shares(long long tiles, long long ctas, long long k_tiles) {
+    const int o = stream_k_override.load(std::memory_order_relaxed);
+    const StreamK mode = o == kNoOverride ? settings().stream_k : static_cast<StreamK>(o);
+    if (mode == StreamK::Never || ctas < 1) return false;
+    if (mode == StreamK::Always) return true;  // (the kernel still takes whole tiles where sharing cannot help)
+    const long long rounds = tiles / ctas, over = tiles % ctas;
+    return rounds >= kMinRounds && over != 0 && 2 * over <= ctas && k_tiles >= 2;
+}
+
+void set_stream_k_override(std::optional<StreamK> mode) {
+    stream_k_override.store(mode ? static_cast<int>(*mode) : kNoOverride, std::memory_order_relaxed);
+}
 
 StreamKWorkspace stream_k_workspace(CUstream stream, std::size_t partial_bytes) {
     Driver& driver = Driver::instance();

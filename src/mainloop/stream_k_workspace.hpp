@@ -6,8 +6,11 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 
 #include <cuda.h>
+
+#include "config/settings.hpp"
 
 namespace coda {
 
@@ -23,5 +26,14 @@ constexpr int kStreamKFlags = 4096;
 // flags zeroed, in stream order) when smaller. A buffer it outgrows stays allocated until the process ends, since
 // earlier launches on the stream may still be reading it.
 StreamKWorkspace stream_k_workspace(CUstream stream, std::size_t partial_bytes);
+
+// Whether a launch of `tiles` tiles of `k_tiles` k-tiles each on a persistent grid of `ctas` CTAs shares its last
+// rounds by k-tiles: CODA_STREAM_K, unless a tool overrides it process-wide (set_stream_k_override; std::nullopt
+// returns to the setting). Auto shares only where it measured faster (docs/PERFORMANCE.md, 2026-12-04, `coda bench
+// gemm --stream-k-ab`, identity on an H200): with many rounds (31 to 64) and a last round at most half full it was
+// 0.9-2.1% faster; with 3 to 15 rounds it was 1-24% slower (the shared rounds' CTAs multiply at different k, so
+// neighbours no longer read the same A and B slices from L2 at once).
+bool stream_k_shares(long long tiles, long long ctas, long long k_tiles);
+void set_stream_k_override(std::optional<StreamK> mode);
 
 }  // namespace coda

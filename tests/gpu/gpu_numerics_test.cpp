@@ -13,10 +13,12 @@
 #include <fmt/format.h>
 
 #include "coda/blocks.hpp"
+#include "coda/hopper_rules.cuh"
 #include "coda/runtime.hpp"
 #include "driver/cuda_driver.hpp"
 #include "ir/text.hpp"
 #include "mainloop/hopper.hpp"
+#include "mainloop/stream_k_workspace.hpp"
 #include "support/random_graph.hpp"
 #include "verify/device_check.hpp"
 #include "gpu/gpu_support.hpp"
@@ -215,31 +217,51 @@ TEST_CASE("reductions are bitwise deterministic: the same inputs give the same b
 
 TEST_CASE("stream-K: tiles shared by k-tiles between CTAs match the reference, the same bytes every run", "[gpu]") {
     // More tiles than SMs, not a whole number of rounds: the Hopper kernels without a cluster share the last two
-    // rounds by k-tiles (hopper_gemm.cuh, TileOrder), so most CTAs hand a partial sum to their neighbour. Every
-    // GEMM epilogue of the block, on every config, with edges in M, N and K (4731 x 1000 x 1000: 37 x 8 tiles of
-    // 128 x 128, 16 k-tiles; on 132 SMs, 2 rounds and 32 tiles over).
-    const Shape s{4731, 1000, 1000, 0};
+    // rounds by k-tiles (hopper_gemm.cuh, TileOrder), so most CTAs hand a partial sum to their neighbour. Forced on
+    // (by default only at 20 or more rounds: stream_k_shares). Every GEMM epilogue of the block on its default
+    // config, and out_proj (ping-pong) and swiglu_backward (cooperative) on every config that shares, with edges
+    // in M, N and K: 4731 x 1000 is 37 x 8 tiles of 128 x 128 (on 132 SMs, 2 rounds and 32 tiles over); K = 120
+    // is 2 k-tiles (pieces of one k-tile), K = 520 is 9.
+    set_stream_k_override(StreamK::Always);
+    struct Restore {
+        ~Restore() { set_stream_k_override(std::nullopt); }
+    } restore;
+    struct Case {
+        Build build;
+        std::int64_t k;
+    };
+    std::vector<Case> cases;
+    for (const Graph& g : blocks::llama_block()) {
+        if (g.domain() != Domain::Gemm) continue;
+        cases.push_back({{g, CompileOptions{}}, 120});
+        if (g.name() != "out_proj" && g.name() != "swiglu_backward") continue;
+        cases.push_back({{g, CompileOptions{}}, 520});
+        for (const KernelConfig& config : gemm_configs_under_test()) {
+            const HopperConfig* h = config.hopper();
+            if (h != nullptr && hopper_rules::stream_k(h->cluster_m, h->cluster_n))
+                cases.push_back({{g, options_for(config)}, 120});
+        }
+    }
     std::vector<Build> builds;
-    for (const Graph& g : blocks::llama_block())
-        if (g.domain() == Domain::Gemm)
-            for (const KernelConfig& config : gemm_configs_under_test()) builds.push_back({g, options_for(config)});
+    for (const Case& c : cases) builds.push_back(c.build);
     warm_in_parallel(builds);
     std::uint64_t seed = 500;
-    for (const Build& b : builds) {
-        INFO("config: " << b.options.config->to_text() << "\ngraph " << b.graph.name());
+    for (const Case& c : cases) {
+        const Kernel k = Runtime::instance().compile(c.build.graph, c.build.options);
+        INFO("config: " << (k.config() ? k.config()->to_text() : "none") << "\ngraph " << c.build.graph.name()
+                        << " K=" << c.k);
         verify::CheckProblem p;
-        p.m = s.m;
-        p.n = s.n;
-        p.k = s.k;
+        p.m = 4731;
+        p.n = 1000;
+        p.k = c.k;
         p.seed = seed++;
-        const Kernel k = Runtime::instance().compile(b.graph, b.options);
         const verify::CheckReport first = verify::check_on_device(k, p);
         require_pass(first);
         const verify::CheckReport second = verify::check_on_device(k, p);
         REQUIRE(first.outputs.size() == second.outputs.size());
-        for (std::size_t i = 0; i < first.outputs.size(); ++i) {
-            INFO("output " << first.outputs[i].name);
-            CHECK(first.outputs[i].digest == second.outputs[i].digest);
+        for (std::size_t j = 0; j < first.outputs.size(); ++j) {
+            INFO("output " << first.outputs[j].name);
+            CHECK(first.outputs[j].digest == second.outputs[j].digest);
         }
     }
 }

@@ -15,6 +15,7 @@
 #include "coda/cli.hpp"
 #include "coda/error.hpp"
 #include "ir/check_graph.hpp"
+#include "mainloop/stream_k_workspace.hpp"
 #include "verify/host_data.hpp"
 
 namespace coda::cli {
@@ -115,8 +116,12 @@ void settle(const std::vector<TimedLaunch>& launches, double ms) {
     while (elapsed < ms) {
         d.event_record(events[0], nullptr);
         for (int r = 0; r < rounds; ++r)
-            for (const TimedLaunch& l : launches) l.kernel->launch(*l.args);
+            for (const TimedLaunch& l : launches) {
+                set_stream_k_override(l.stream_k);
+                l.kernel->launch(*l.args);
+            }
         d.event_record(events[1], nullptr);
+        set_stream_k_override(std::nullopt);
         d.synchronize();
         const double t = d.event_ms(events[0], events[1]);
         elapsed += t;
@@ -134,7 +139,11 @@ Interleaved interleaved_ms(const std::vector<TimedLaunch>& launches, int rounds,
     settle(launches, kSettleMs);
     for (int r = 0; r < rounds; ++r) {
         std::vector<double> round(n);
-        for (std::size_t i = 0; i < n; ++i) round[i] = median_ms(*launches[i].kernel, *launches[i].args, 1, per_round);
+        for (std::size_t i = 0; i < n; ++i) {
+            set_stream_k_override(launches[i].stream_k);
+            round[i] = median_ms(*launches[i].kernel, *launches[i].args, 1, per_round);
+        }
+        set_stream_k_override(std::nullopt);
         for (std::size_t i = 0; i < n; ++i) {
             times[i].push_back(round[i]);
             ratios[i].push_back(round[i] / round[0]);

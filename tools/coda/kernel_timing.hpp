@@ -4,11 +4,13 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "coda/runtime.hpp"
+#include "config/settings.hpp"
 #include "driver/cuda_driver.hpp"
 
 namespace coda::cli {
@@ -41,6 +43,7 @@ void warm_in_parallel(const std::vector<WarmJob>& jobs, const std::string& arch)
 struct TimedLaunch {
     const Kernel* kernel;
     const Args* args;
+    std::optional<StreamK> stream_k;  // stream-K for this kernel's launches (Never, Always); none: CODA_STREAM_K
 };
 
 // Runs the kernels in turn, back to back, for `ms` of GPU time. Under sustained load a GPU's clock settles where
