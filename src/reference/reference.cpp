@@ -189,52 +189,51 @@ private:
         return d;
     }
 
-    void sink(int id) {
+    // The outputs of the sinks, one function each, so that evaluate() names every sink op (no default).
+    HostTensor store(int id) const {
         const Node& n = g_.graph.node(id);
         const Dense& x = value(n.args.at(0));
-        HostTensor out;
-        switch (n.op) {
-            case Op::Store:
-                out = HostTensor{n.dtype, shape_of(x), x.v};
-                break;
-            case Op::Accumulate: {
-                const HostTensor& initial = tensor(n.name, shape_of(x), "initial value of an accumulate output");
-                out = HostTensor{n.dtype, shape_of(x), x.v};
-                for (std::size_t i = 0; i < out.values.size(); ++i)
-                    out.values[i] += stored(initial.values[i], n.dtype, n.name);
-                break;
-            }
-            case Op::ReduceRow: out = row_partials(n.reduce, x, type(n.args.at(0)).width); break;
-            case Op::ReduceCol: out = col_partials(n.reduce, x); break;
-            default: throw InternalError(fmt::format("reference: '{}' is not a sink", op_info(n.op).text));
-        }
-        sinks_[n.name] = std::move(out);
+        return HostTensor{n.dtype, shape_of(x), x.v};
+    }
+
+    HostTensor accumulate(int id) const {
+        const Node& n = g_.graph.node(id);
+        const Dense& x = value(n.args.at(0));
+        const HostTensor& initial = tensor(n.name, shape_of(x), "initial value of an accumulate output");
+        HostTensor out{n.dtype, shape_of(x), x.v};
+        for (std::size_t i = 0; i < out.values.size(); ++i)
+            out.values[i] += stored(initial.values[i], n.dtype, n.name);
+        return out;
     }
 
     // One partial per (N-tile, row). An N-tile of bn full columns holds columns(width, bn) of the value.
-    HostTensor row_partials(ReduceOp op, const Dense& x, Width width) const {
+    HostTensor row_partials(int id) const {
+        const Node& n = g_.graph.node(id);
+        const Dense& x = value(n.args.at(0));
         const long long tiles = (p_.n + p_.bn - 1) / p_.bn;
-        const long long per_tile = columns(width, p_.bn);
+        const long long per_tile = columns(type(n.args.at(0)).width, p_.bn);
         HostTensor out{DType::F32, {tiles, p_.m}, {}};
         for (long long tn = 0; tn < tiles; ++tn)
             for (long long i = 0; i < p_.m; ++i) {
                 std::vector<double> xs;
                 const long long end = std::min(x.cols, (tn + 1) * per_tile);
                 for (long long j = tn * per_tile; j < end; ++j) xs.push_back(x.at(i, j));
-                out.values.push_back(reduce_values(op, xs));
+                out.values.push_back(reduce_values(n.reduce, xs));
             }
         return out;
     }
 
     // One partial per (M-tile, column of the value).
-    HostTensor col_partials(ReduceOp op, const Dense& x) const {
+    HostTensor col_partials(int id) const {
+        const Node& n = g_.graph.node(id);
+        const Dense& x = value(n.args.at(0));
         const long long tiles = (p_.m + p_.bm - 1) / p_.bm;
         HostTensor out{DType::F32, {tiles, x.cols}, {}};
         for (long long tm = 0; tm < tiles; ++tm)
             for (long long j = 0; j < x.cols; ++j) {
                 std::vector<double> xs;
                 for (long long i = tm * p_.bm; i < std::min(p_.m, (tm + 1) * p_.bm); ++i) xs.push_back(x.at(i, j));
-                out.values.push_back(reduce_values(op, xs));
+                out.values.push_back(reduce_values(n.reduce, xs));
             }
         return out;
     }
@@ -259,10 +258,10 @@ private:
             case Op::Even:
             case Op::Odd:
             case Op::Join: d = pair_op(id); return;
-            case Op::Store:
-            case Op::Accumulate:
-            case Op::ReduceRow:
-            case Op::ReduceCol: sink(id); return;
+            case Op::Store: sinks_[n.name] = store(id); return;
+            case Op::Accumulate: sinks_[n.name] = accumulate(id); return;
+            case Op::ReduceRow: sinks_[n.name] = row_partials(id); return;
+            case Op::ReduceCol: sinks_[n.name] = col_partials(id); return;
             // Elementwise: reference_math.cpp gives each its meaning. Listed, not defaulted, so that an op added to
             // ops.def fails to compile here until the reference evaluates it (-Werror=switch).
             case Op::Neg:

@@ -3,6 +3,8 @@
 
 #include <cctype>
 
+#include "coda/kernel_abi.cuh"
+
 namespace coda {
 
 std::optional<int> sm_number(std::string_view arch) {
@@ -19,7 +21,8 @@ std::optional<int> sm_number(std::string_view arch) {
 int max_dynamic_smem_bytes(int number) {
     constexpr int kKiB = 1024;
     if (number == 80 || number == 87) return 163 * kKiB;
-    if (number >= 90 && number < 120) return 227 * kKiB;
+    // 9.x to 11.x share sm_90's limit, which the Hopper mainloop's stage budget is written against.
+    if (number >= 90 && number < 120) return kSm90MaxDynamicSmemBytes;
     return 99 * kKiB;
 }
 

@@ -239,7 +239,7 @@ TEST_CASE("a UTF-8 byte-order mark at the start of a file is skipped", "[ir]") {
                         "'\\xef\\xbb\\xbf%y'"));
 }
 
-TEST_CASE("constants that no f32 holds: underflow and overflow are told apart; subnormals are kept", "[ir]") {
+TEST_CASE("constants that no f32 holds: underflow and overflow are told apart, and subnormals are kept", "[ir]") {
     for (const char* tiny : {"1e-50", "-1e-50", "7e-46", "1e-400"})
         CHECK_THAT(parse_error(std::string("graph g tile\n%c = const ") + tiny + "\n"),
                    Contains(std::string("node '%c': constant '") + tiny + "' underflows f32: it would round to 0") &&

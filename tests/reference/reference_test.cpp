@@ -193,7 +193,7 @@ TEST_CASE("i32 labels compared with the column index pick the target logit", "[r
     CHECK_THROWS_WITH(run_reference(check_graph(g), p), Catch::Contains("labels") && Catch::Contains("non-integer"));
 }
 
-TEST_CASE("accumulate adds to the initial value as stored; round rounds once", "[reference]") {
+TEST_CASE("accumulate adds to the initial value as stored, and round rounds once", "[reference]") {
     Graph g = Graph::tile("acc");
     Value x = g.tile_input("x", DType::F32);
     g.accumulate(x, "sum", DType::BF16);

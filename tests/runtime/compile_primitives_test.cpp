@@ -115,9 +115,11 @@ Graph identity_graph(GemmSpec spec) {
     return g;
 }
 
-// Graphs whose per-thread column-reduction state does not fit in registers on the Hopper layout (a consumer
-// thread visits 16 or 32 column slots and keeps [slots][lanes] partials per reduce_col): three or more
-// full-width column reductions in one epilogue. They compile and run correctly, with spills; see README.
+// Graphs whose per-thread column-reduction state does not fit in registers on the Hopper layout. A consumer thread
+// keeps, per reduce_col, the values of each of the bn / 8 column pairs it visits (1, 2 or 4 for half, full or double
+// width, twice for lse); more than 64 such floats spill (128 on cooperative 128 x 128, whose threads hold half the
+// accumulators). README, Limits: two full-width column reductions already spill at bn = 256. Both graphs exceed 64
+// on both Hopper configs tested below; they compile and run correctly, with spills.
 bool known_hopper_spiller(const Graph& g, const std::optional<KernelConfig>& config) {
     return config && config->hopper() != nullptr &&
            (g.name() == "prims_reduce1_gemm" || g.name() == "prims_reduce2_gemm");

@@ -215,7 +215,7 @@ TEST_CASE("rebinding a pointer matches planning the new arguments, and checks th
     CHECK(plan.gemm.a == original.gemm.a);
 }
 
-TEST_CASE("rebinding a scalar writes its f32 bits; tensors and scalars do not mix", "[runtime]") {
+TEST_CASE("rebinding a scalar writes its f32 bits, and tensors and scalars do not mix", "[runtime]") {
     Graph g = Graph::gemm("scaled");
     g.store(g.mul(g.accumulator(), g.scalar("alpha")), "D", DType::BF16);
     const CheckedGraph checked = check_graph(g);

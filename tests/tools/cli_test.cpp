@@ -21,7 +21,7 @@ Run run(const std::string& arguments, const std::string& cache_dir) { return cod
 
 }  // namespace
 
-TEST_CASE("coda warm fills the cache and a second run compiles nothing; cache list and clear", "[tools]") {
+TEST_CASE("coda warm fills the cache and a second run compiles nothing, and cache list and clear see it", "[tools]") {
     coda::test::TempDir cache("coda-cli-cache");
     const Run first = run("warm --arch sm_90a -j 2 tools/graphs/*.coda", cache.path().string());
     INFO(first.output);
@@ -296,7 +296,7 @@ TEST_CASE("coda warm and dump refuse input that holds no graph", "[tools]") {
     CHECK_THAT(mixed.output, Catch::Contains("holds no graph") && !Catch::Contains("compiled"));
 }
 
-TEST_CASE("usage errors exit with status 2 and say what was expected; help exits with 0", "[tools]") {
+TEST_CASE("usage errors exit with status 2 and say what was expected, and help exits with 0", "[tools]") {
     coda::test::TempDir cache("coda-cli-usage");
     const std::string dir = cache.path().string();
     struct Case {

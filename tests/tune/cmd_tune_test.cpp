@@ -55,7 +55,7 @@ TEST_CASE("coda tune rejects bad arguments and names before it needs a GPU", "[t
     CHECK_THAT(r.output, Catch::Contains("cannot read graph file 'missing.coda'"));
 }
 
-TEST_CASE("coda tune needs a GPU; with one it records the fastest config", "[tune][tools]") {
+TEST_CASE("coda tune needs a GPU, and with one it records the fastest config", "[tune][tools]") {
     coda::test::TempDir cache("coda-cli-tune");
     const Run r = run_tune("--m 256 --n 512 --k 128 --iters 3 tools/graphs/out_proj.coda", cache.path().string());
     INFO(r.output);

@@ -57,7 +57,7 @@ private:
 
 }  // namespace
 
-TEST_CASE("shape_class rounds each dimension up to a power of two; unknown shapes are 'any'", "[tune]") {
+TEST_CASE("shape_class rounds each dimension up to a power of two, and unknown shapes are 'any'", "[tune]") {
     CHECK(coda::shape_class({16384, 4096, 4096}) == "m16384 n4096 k4096");
     CHECK(coda::shape_class({4096, 6144, 4096}) == "m4096 n8192 k4096");
     CHECK(coda::shape_class({4096, 14336, 4096}) == "m4096 n16384 k4096");
@@ -68,7 +68,7 @@ TEST_CASE("shape_class rounds each dimension up to a power of two; unknown shape
     CHECK(coda::shape_class({4096, 4096, -1}) == "any");
 }
 
-TEST_CASE("tuning records round-trip through the file; a later record for a key replaces the earlier", "[tune]") {
+TEST_CASE("tuning records round-trip through the file, and a later record for a key replaces the earlier", "[tune]") {
     coda::test::TempDir dir("coda-tune-db");
     const auto path = dir.path() / "nested" / "tuning.tsv";  // the directory is created on the first write
     CHECK(TuningDb::load(path).records().empty());
@@ -194,7 +194,7 @@ TEST_CASE("the watched tuning database reloads when its file changes, and only l
     CHECK(always.current()->records().empty());
 }
 
-TEST_CASE("CODA_TUNING_FILE names the tuning file; by default it lives in the cache directory", "[tune][config]") {
+TEST_CASE("CODA_TUNING_FILE names the tuning file, which by default lives in the cache directory", "[tune][config]") {
     std::map<std::string, std::optional<std::string>> saved;
     for (const char* name : {"CODA_CACHE_DIR", "CODA_TUNING_FILE"}) {
         const char* v = ::getenv(name);

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <tuple>
+#include <variant>
 
 #include <fmt/format.h>
 
@@ -76,9 +77,20 @@ void bind_config(nb::module_& m) {
     nb::class_<KernelConfig>(m, "KernelConfig", "A GEMM mainloop's tile config (include/coda/kernel_config.hpp).")
         .def_static("parse", &KernelConfig::parse, "text"_a,
                     "From text such as 'hopper bm=128 bn=256 cooperative'; fields left out keep the default.")
-        .def_prop_ro("mainloop", [](const KernelConfig& c) { return c.hopper() ? "hopper" : "portable"; })
-        .def_prop_ro("bm", [](const KernelConfig& c) { return c.hopper() ? c.hopper()->bm : c.portable()->bm; })
-        .def_prop_ro("bn", [](const KernelConfig& c) { return c.hopper() ? c.hopper()->bn : c.portable()->bn; })
+        // Generic over the mainloops: the text names its mainloop first, and every config type has bm and bn.
+        .def_prop_ro("mainloop",
+                     [](const KernelConfig& c) {
+                         const std::string text = c.to_text();
+                         return text.substr(0, text.find(' '));
+                     })
+        .def_prop_ro("bm",
+                     [](const KernelConfig& c) {
+                         return std::visit([](const auto& config) { return config.bm; }, c.alternatives());
+                     })
+        .def_prop_ro("bn",
+                     [](const KernelConfig& c) {
+                         return std::visit([](const auto& config) { return config.bn; }, c.alternatives());
+                     })
         .def("__str__", &KernelConfig::to_text)
         .def("__repr__", [](const KernelConfig& c) { return fmt::format("coda.KernelConfig.parse('{}')", c.to_text()); })
         .def("__eq__", [](const KernelConfig& a, const KernelConfig& b) { return a == b; })
