@@ -93,8 +93,8 @@ std::string tma_rule(const char* name, const void* base, long long ld) {
 // buffers again and again, and encoding costs more than the rest of the launch.
 class HopperLauncher final : public Launcher {
 public:
-    HopperLauncher(const LoadedModule& module, const CheckedGraph& graph, int max_ctas)
-        : module_(module), graph_(graph), max_ctas_(max_ctas) {}
+    HopperLauncher(const LoadedModule& module, const CheckedGraph& graph, int max_ctas, bool stream_k)
+        : module_(module), graph_(graph), max_ctas_(max_ctas), stream_k_(stream_k) {}
 
     std::string unsupported(const LaunchPlan& plan) const override {
         std::string why = tma_rule("A", plan.gemm.a, plan.gemm.lda);
@@ -150,7 +150,7 @@ private:
     // Stream-K's partial sums (one tile a CTA), or 0 where the kernel takes whole tiles only.
     std::size_t stream_k_bytes(const LaunchPlan& plan, unsigned grid_x) const {
         const KernelInfo& info = module_.info;
-        if (!rules::stream_k(info.cluster_m, info.cluster_n)) return 0;
+        if (!stream_k_) return 0;
         const auto tiles = [](long long extent, int tile) { return (extent + tile - 1) / tile; };
         if (!stream_k_shares(tiles(plan.m, info.tile_m) * tiles(plan.n, info.tile_n), grid_x,
                              tiles(plan.gemm.k, rules::kBK)))
@@ -178,6 +178,7 @@ private:
     LoadedModule module_;
     const CheckedGraph& graph_;  // the loaded kernel's, which owns this launcher
     int max_ctas_;
+    bool stream_k_;  // the kernel can share its last rounds (hopper_rules::stream_k)
     mutable std::mutex mutex_;
     mutable GemmProblem problem_{};
     mutable std::vector<std::uint64_t> slots_;
@@ -357,7 +358,9 @@ public:
             max_ctas = clusters * ctas;
             logger("coda.runtime")->debug("{}: {} clusters of {} CTAs fit at once", module.name, clusters, ctas);
         }
-        return std::make_unique<HopperLauncher>(module, graph, max_ctas);
+        return std::make_unique<HopperLauncher>(
+            module, graph, max_ctas,
+            rules::stream_k(c.cluster_m, c.cluster_n, c.bm, c.schedule == Schedule::PingPong));
     }
 };
 

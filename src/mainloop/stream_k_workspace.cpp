@@ -34,7 +34,8 @@ constexpr long long kMinRounds = 20;  // between the 15 rounds measured slower a
 bool stream_k_shares(long long tiles, long long ctas, long long k_tiles) {
     const int o = stream_k_override.load(std::memory_order_relaxed);
     const StreamK mode = o == kNoOverride ? settings().stream_k : static_cast<StreamK>(o);
-    if (mode == StreamK::Never || ctas < 1) return false;
+    // The kernel counts the shared rounds' k-tiles (under 2 x ctas units' worth) in an int.
+    if (mode == StreamK::Never || ctas < 1 || 2 * ctas * k_tiles >= (1LL << 31)) return false;
     if (mode == StreamK::Always) return true;  // (the kernel still takes whole tiles where sharing cannot help)
     const long long rounds = tiles / ctas, over = tiles % ctas;
     return rounds >= kMinRounds && over != 0 && 2 * over <= ctas && k_tiles >= 2;

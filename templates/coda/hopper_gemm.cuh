@@ -119,6 +119,7 @@ struct HopperGemmTraits {
     static constexpr int kClusterM = CLUSTER_M;
     static constexpr int kClusterN = CLUSTER_N;
     static constexpr int kCluster = CLUSTER_M * CLUSTER_N;
+    static constexpr bool kStreamK = hopper_rules::stream_k(CLUSTER_M, CLUSTER_N, BM, PING_PONG);
     static constexpr int kABoxRows = kAKMajor ? BM / CLUSTER_N : 64;
     static constexpr int kBBoxRows = kBKMajor ? BN / CLUSTER_M : 64;
     static constexpr int kConsumers = 2;
@@ -358,7 +359,7 @@ __device__ __forceinline__ void add_partial(const GemmProblem& problem, int slot
 template <class Tr, int kTileMaps>
 __device__ __forceinline__ void hopper_consume(const GemmProblem& problem, const typename Tr::Epilogue::Args& args,
                                                const TileMaps<kTileMaps>& tile_maps, const HopperSmem& smem,
-                                               const TileOrder<Tr::kClusterM, Tr::kClusterN>& order, int rank,
+                                               const TileOrder<Tr::kClusterM, Tr::kClusterN, Tr::kStreamK>& order, int rank,
                                                int warpgroup, bool stage_tiles, bool stage_inputs) {
     using L = typename Tr::Layout;
     using Epilogue = typename Tr::Epilogue;
@@ -472,7 +473,7 @@ __device__ __forceinline__ void hopper_gemm_body(const GemmProblem& problem, con
         __syncthreads();
 
     const int rank = Tr::kCluster > 1 ? sm90::cluster_rank() : 0;
-    const TileOrder<Tr::kClusterM, Tr::kClusterN> order((problem.m + Tr::kBM - 1) / Tr::kBM,
+    const TileOrder<Tr::kClusterM, Tr::kClusterN, Tr::kStreamK> order((problem.m + Tr::kBM - 1) / Tr::kBM,
                                                          (problem.n + Tr::kBN - 1) / Tr::kBN,
                                                          (problem.k + Tr::BK - 1) / Tr::BK,
                                                          problem.partials != nullptr);

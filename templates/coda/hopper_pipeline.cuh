@@ -88,33 +88,35 @@ struct WorkItem {
 // holding a unit's first k-tiles (Head, its last item) finishes it with the partial sum of the next CTA (Tail,
 // that CTA's first item): the sum is always taken in that order, so the result is the same bits every run. No CTA
 // waits on one that is waiting: a Tail is published before its CTA does anything else.
-template <int kClusterM, int kClusterN>
+template <int kClusterM, int kClusterN, bool kStreamK>
 struct TileOrder {
     static_assert(kClusterM == 1 || kClusterN == 1, "coda: a cluster is a row or a column of CTAs");
     static constexpr int kCtas = kClusterM * kClusterN;
-    int tiles_m, tiles_n, units_m, units_n, units, first, step, k_tiles;
+    // (Few fields, all int: the consumers keep them beside 128 accumulators.)
+    int tiles_m, tiles_n, units_m, units_n, first, step, k_tiles;
     int whole;                      // this CTA's round-robin units (items 0 .. whole - 1)
-    int shared_first;               // the first unit of the stream-K region (units: none)
-    long long shared_begin, shared_end;  // this CTA's k-tiles of the region, counted from its first unit's
+    int shared_first;               // the first unit of the stream-K region (all units: none)
+    int shared_begin, shared_end;   // this CTA's k-tiles of the region, counted from its first unit's
     int count;                      // this CTA's items
 
     __device__ TileOrder(int tiles_m_, int tiles_n_, int k_tiles_, bool stream_k)
         : tiles_m(tiles_m_), tiles_n(tiles_n_), units_m((tiles_m_ + kClusterM - 1) / kClusterM),
-          units_n((tiles_n_ + kClusterN - 1) / kClusterN), units(units_m * units_n),
-          first(static_cast<int>(blockIdx.x) / kCtas), step(static_cast<int>(gridDim.x) / kCtas), k_tiles(k_tiles_) {
+          units_n((tiles_n_ + kClusterN - 1) / kClusterN), first(static_cast<int>(blockIdx.x) / kCtas),
+          step(static_cast<int>(gridDim.x) / kCtas), k_tiles(k_tiles_) {
+        const int units = units_m * units_n;
         const int rounds = units / step;
         // (Without a second k-tile to cut at, sharing would only move whole units around.)
-        const bool share = stream_k && hopper_rules::stream_k(kClusterM, kClusterN) && units % step != 0 &&
-                           rounds >= 1 && k_tiles >= 2;
+        const bool share = kStreamK && stream_k && units % step != 0 && rounds >= 1 && k_tiles >= 2;
         shared_first = share ? (rounds - 1) * step : units;
         whole = first < shared_first ? (shared_first - first + step - 1) / step : 0;
         count = whole;
         shared_begin = shared_end = 0;
         if (share) {
+            // Under two rounds of units' k-tiles: an int (the host keeps K below 2^31 / 64 x 2 rounds' units).
             const long long k_all = static_cast<long long>(units - shared_first) * k_tiles;
-            shared_begin = k_all * first / step;
-            shared_end = k_all * (first + 1) / step;
-            count += static_cast<int>((shared_end - 1) / k_tiles - shared_begin / k_tiles) + 1;
+            shared_begin = static_cast<int>(k_all * first / step);
+            shared_end = static_cast<int>(k_all * (first + 1) / step);
+            count += (shared_end - 1) / k_tiles - shared_begin / k_tiles + 1;
         }
     }
 
@@ -142,13 +144,14 @@ struct TileOrder {
             return w;
         }
         const int j = local - whole;
-        const long long unit_k = (shared_begin / k_tiles + j) * static_cast<long long>(k_tiles);
-        const long long lo = shared_begin > unit_k ? shared_begin : unit_k;
-        const long long hi = shared_end < unit_k + k_tiles ? shared_end : unit_k + k_tiles;
-        position(shared_first + static_cast<int>(unit_k / k_tiles), rank, w.tm, w.tn);
-        w.k_begin = static_cast<int>(lo - unit_k);
-        w.k_tiles = static_cast<int>(hi - lo);
-        w.position = whole * k_tiles + static_cast<int>(lo - shared_begin);
+        const int unit = shared_begin / k_tiles + j;  // within the region
+        const int unit_k = unit * k_tiles;
+        const int lo = shared_begin > unit_k ? shared_begin : unit_k;
+        const int hi = shared_end < unit_k + k_tiles ? shared_end : unit_k + k_tiles;
+        position(shared_first + unit, rank, w.tm, w.tn);
+        w.k_begin = lo - unit_k;
+        w.k_tiles = hi - lo;
+        w.position = whole * k_tiles + (lo - shared_begin);
         // Only a CTA's first shared item can be a Tail (its range starts inside a unit); it has no epilogue.
         w.visit_index = whole + j - (j > 0 && shared_begin % k_tiles != 0 ? 1 : 0);
         w.piece = w.k_begin > 0 ? Piece::Tail : w.k_tiles < k_tiles ? Piece::Head : Piece::Whole;
@@ -173,7 +176,7 @@ __device__ __forceinline__ void hopper_load_box(unsigned dst, const TmaDescripto
 // then loads A and B into it by TMA, completing on the stage's full barrier.
 template <class Tr>
 __device__ __forceinline__ void hopper_produce(unsigned stages_base, unsigned full, unsigned empty,
-                                               const TileOrder<Tr::kClusterM, Tr::kClusterN>& order, int rank,
+                                               const TileOrder<Tr::kClusterM, Tr::kClusterN, Tr::kStreamK>& order, int rank,
                                                const TmaDescriptor* tma_a, const TmaDescriptor* tma_b) {
     constexpr int BM = Tr::kBM, BN = Tr::kBN;
     PipelineState<Tr::kStages> stage{0, 0};
@@ -224,7 +227,7 @@ __device__ __forceinline__ void hopper_produce(unsigned stages_base, unsigned fu
 template <class Tr>
 __device__ __forceinline__ void hopper_load_tile_inputs(const TmaDescriptor* maps, unsigned buffers, unsigned full,
                                                         unsigned empty,
-                                                        const TileOrder<Tr::kClusterM, Tr::kClusterN>& order,
+                                                        const TileOrder<Tr::kClusterM, Tr::kClusterN, Tr::kStreamK>& order,
                                                         int rank, int n) {
     using In = typename Tr::StagedIn;
     constexpr int BM = Tr::kBM, BN = Tr::kBN;

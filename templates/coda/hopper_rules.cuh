@@ -21,9 +21,13 @@ constexpr int kMaxClusterCtas = 2;       // CTAs of a cluster: along M they shar
 constexpr int kMaxTileMaps = 16;         // tensor maps of staged tile tensors a kernel takes as one parameter
 constexpr int kSmemBudgetBytes = kSm90MaxDynamicSmemBytes;
 
-// Which kernels share the last rounds' work by k-tiles (stream-K, hopper_gemm.cuh's TileOrder): those without a
-// cluster. The host gives them a workspace (src/mainloop/stream_k_workspace.hpp).
-CODA_HOST_DEVICE constexpr bool stream_k(int cluster_m, int cluster_n) { return cluster_m * cluster_n == 1; }
+// Which kernels can share the last rounds' work by k-tiles (stream-K, hopper_gemm.cuh's TileOrder): those without a
+// cluster, except cooperative ones whose consumers hold 128 rows (bm = 256): beside 128 accumulators and a heavy
+// epilogue's registers, stream-K's bookkeeping spilled (ptxas, swiglu_backward). The host gives the others a
+// workspace (src/mainloop/stream_k_workspace.hpp).
+CODA_HOST_DEVICE constexpr bool stream_k(int cluster_m, int cluster_n, int bm, bool pingpong) {
+    return cluster_m * cluster_n == 1 && (pingpong || bm / 2 <= kMinConsumerRows);
+}
 
 // The first rule a config breaks, or Ok. The host turns each into a message; the template asserts Ok.
 enum class Rule { Ok, BN, BM, ConsumerRows, Accumulators, Stages, Cluster, ClusterSplit };

@@ -88,19 +88,27 @@ TEST_CASE("a Hopper config selects the TMA + wgmma mainloop on sm_90a", "[codege
     CHECK(contains(k.source, "// config: hopper bm=128 bn=128 bk=64 stages=6 pingpong cluster=1\n"));
     CHECK(contains(k.source, "#include \"coda/hopper_gemm.cuh\"\n"));
     CHECK(k.kernel_expression == "coda::hopper_gemm<coda::f16, false, true, 128, 128, 6, true, coda_gen::Epilogue>");
-    CHECK(contains(k.source, "using Traits = coda::HopperGemmTraits<coda::f16, false, true, 128, 128, 6, true, 1, "
+    CHECK(contains(k.source, "using Traits = coda::HopperGemmTraits<coda::f16, false, true, 128, 128, 6, true, 1, 1, "
                              "coda_gen::Epilogue>;"));
     // Without a config, sm_90a's GEMMs take the Hopper mainloop's default and other archs the portable one's.
     CHECK(source_of(g, std::nullopt, "sm_90a").kernel_expression == k.kernel_expression);
     CHECK(contains(source_of(g, std::nullopt, "sm_80").kernel_expression, "coda::portable_gemm<"));
 }
 
-TEST_CASE("a Hopper config with cluster=2 selects the entry point with 2-CTA clusters", "[codegen]") {
+TEST_CASE("a Hopper config with a cluster selects the entry point with 2-CTA clusters", "[codegen]") {
     const KernelSource k = source_of(test::out_proj_graph(), HopperConfig{128, 128, 6, Schedule::PingPong, 2}, "sm_90a");
     CHECK(contains(k.source, "// config: hopper bm=128 bn=128 bk=64 stages=6 pingpong cluster=2\n"));
     CHECK(k.kernel_expression ==
-          "coda::hopper_gemm_pair<coda::bf16, true, true, 128, 128, 6, true, coda_gen::Epilogue>");
-    CHECK(contains(k.source, "using Traits = coda::HopperGemmTraits<coda::bf16, true, true, 128, 128, 6, true, 2, "
+          "coda::hopper_gemm_pair<coda::bf16, true, true, 128, 128, 6, true, false, coda_gen::Epilogue>");
+    CHECK(contains(k.source, "using Traits = coda::HopperGemmTraits<coda::bf16, true, true, 128, 128, 6, true, 2, 1, "
+                             "coda_gen::Epilogue>;"));
+    // Pairs along N share A: the same entry point, told so.
+    const KernelSource n = source_of(test::out_proj_graph(), HopperConfig{256, 128, 4, Schedule::Cooperative, 1, 2},
+                                     "sm_90a");
+    CHECK(contains(n.source, "// config: hopper bm=256 bn=128 bk=64 stages=4 cooperative cluster=1 cluster_n=2\n"));
+    CHECK(n.kernel_expression ==
+          "coda::hopper_gemm_pair<coda::bf16, true, true, 256, 128, 4, false, true, coda_gen::Epilogue>");
+    CHECK(contains(n.source, "using Traits = coda::HopperGemmTraits<coda::bf16, true, true, 256, 128, 4, false, 1, 2, "
                              "coda_gen::Epilogue>;"));
 }
 

@@ -238,7 +238,8 @@ TEST_CASE("stream-K: tiles shared by k-tiles between CTAs match the reference, t
         cases.push_back({{g, CompileOptions{}}, 520});
         for (const KernelConfig& config : gemm_configs_under_test()) {
             const HopperConfig* h = config.hopper();
-            if (h != nullptr && hopper_rules::stream_k(h->cluster_m, h->cluster_n))
+            if (h != nullptr &&
+                hopper_rules::stream_k(h->cluster_m, h->cluster_n, h->bm, h->schedule == Schedule::PingPong))
                 cases.push_back({{g, options_for(config)}, 120});
         }
     }

@@ -31,10 +31,13 @@ TEST_CASE("stream-K shares the last rounds only where it measured faster, unless
     CHECK_FALSE(stream_k_shares(128 * 32, 132, 64));
     set_stream_k_override(StreamK::Always);
     CHECK(stream_k_shares(32 * 16, 132, 32));
-    // Only kernels without a cluster have the workspace.
-    CHECK(hopper_rules::stream_k(1, 1));
-    CHECK_FALSE(hopper_rules::stream_k(2, 1));
-    CHECK_FALSE(hopper_rules::stream_k(1, 2));
+    // Only kernels without a cluster take the workspace, and not cooperative ones with 128-row consumers.
+    CHECK(hopper_rules::stream_k(1, 1, 128, true));
+    CHECK(hopper_rules::stream_k(1, 1, 64, true));
+    CHECK(hopper_rules::stream_k(1, 1, 128, false));
+    CHECK_FALSE(hopper_rules::stream_k(1, 1, 256, false));
+    CHECK_FALSE(hopper_rules::stream_k(2, 1, 128, true));
+    CHECK_FALSE(hopper_rules::stream_k(1, 2, 128, true));
 }
 
 }  // namespace

@@ -168,7 +168,7 @@ struct Epilogue {
     }
 };
 
-using Traits = coda::HopperGemmTraits<coda::bf16, true, true, 128, 128, 6, true, 1, coda_gen::Epilogue>;
+using Traits = coda::HopperGemmTraits<coda::bf16, true, true, 128, 128, 6, true, 1, 1, coda_gen::Epilogue>;
 
 }  // namespace coda_gen
 
