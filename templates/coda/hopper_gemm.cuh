@@ -359,7 +359,8 @@ __device__ __forceinline__ void add_partial(const GemmProblem& problem, int slot
 template <class Tr, int kTileMaps>
 __device__ __forceinline__ void hopper_consume(const GemmProblem& problem, const typename Tr::Epilogue::Args& args,
                                                const TileMaps<kTileMaps>& tile_maps, const HopperSmem& smem,
-                                               const TileOrder<Tr::kClusterM, Tr::kClusterN, Tr::kStreamK>& order, int rank,
+                                               const TileOrder<Tr::kClusterM, Tr::kClusterN, Tr::kStreamK>& order,
+                                               int rank,
                                                int warpgroup, bool stage_tiles, bool stage_inputs) {
     using L = typename Tr::Layout;
     using Epilogue = typename Tr::Epilogue;

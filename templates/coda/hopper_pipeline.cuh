@@ -81,13 +81,13 @@ struct WorkItem {
 // tile is beyond M (N): that CTA still runs the mainloop (its partner needs its half of the shared operand) but
 // has no epilogue (valid() is false).
 //
-// Stream-K (CTAs without a cluster, when the problem carries a workspace): when the units do not fill the last
-// round, that round would leave SMs idle. The last round and the one before are then shared out evenly by
-// k-tiles instead: CTA c multiplies k-tiles [c * I / G, (c + 1) * I / G) of those 1-2 rounds' units (I k-tiles in
-// all, G CTAs), at least one unit's worth, so a unit is cut at most once, between two neighbouring CTAs. The CTA
-// holding a unit's first k-tiles (Head, its last item) finishes it with the partial sum of the next CTA (Tail,
-// that CTA's first item): the sum is always taken in that order, so the result is the same bits every run. No CTA
-// waits on one that is waiting: a Tail is published before its CTA does anything else.
+// Stream-K (kernels where hopper_rules::stream_k holds, when the problem carries a workspace): when the units do not
+// fill the last round, that round would leave SMs idle. The last round and the one before are then shared out evenly by
+// k-tiles instead: CTA c multiplies k-tiles [c * I / G, (c + 1) * I / G) of those 1-2 rounds' units (I k-tiles in all,
+// G CTAs), at least one unit's worth, so a unit is cut at most once, between two neighbouring CTAs. The CTA holding a
+// unit's first k-tiles (Head, its last item) finishes it with the partial sum of the next CTA (Tail, that CTA's first
+// item): the sum is always taken in that order, so the result is the same bits every run. No CTA waits on one that is
+// waiting: a Tail is published before its CTA does anything else.
 template <int kClusterM, int kClusterN, bool kStreamK>
 struct TileOrder {
     static_assert(kClusterM == 1 || kClusterN == 1, "coda: a cluster is a row or a column of CTAs");
@@ -176,7 +176,8 @@ __device__ __forceinline__ void hopper_load_box(unsigned dst, const TmaDescripto
 // then loads A and B into it by TMA, completing on the stage's full barrier.
 template <class Tr>
 __device__ __forceinline__ void hopper_produce(unsigned stages_base, unsigned full, unsigned empty,
-                                               const TileOrder<Tr::kClusterM, Tr::kClusterN, Tr::kStreamK>& order, int rank,
+                                               const TileOrder<Tr::kClusterM, Tr::kClusterN, Tr::kStreamK>& order,
+                                               int rank,
                                                const TmaDescriptor* tma_a, const TmaDescriptor* tma_b) {
     constexpr int BM = Tr::kBM, BN = Tr::kBN;
     PipelineState<Tr::kStages> stage{0, 0};
@@ -227,7 +228,8 @@ __device__ __forceinline__ void hopper_produce(unsigned stages_base, unsigned fu
 template <class Tr>
 __device__ __forceinline__ void hopper_load_tile_inputs(const TmaDescriptor* maps, unsigned buffers, unsigned full,
                                                         unsigned empty,
-                                                        const TileOrder<Tr::kClusterM, Tr::kClusterN, Tr::kStreamK>& order,
+                                                        const TileOrder<Tr::kClusterM, Tr::kClusterN, Tr::kStreamK>&
+                                                            order,
                                                         int rank, int n) {
     using In = typename Tr::StagedIn;
     constexpr int BM = Tr::kBM, BN = Tr::kBN;
