@@ -18,7 +18,7 @@ struct FinalizeTraits {
     static constexpr int kSmemBytes = 0;
     // What the kernel reports to the host (coda_kernel_info): no tile, no pipeline.
     __host__ __device__ static constexpr KernelInfo info() {
-        return {kKernelInfoVersion, KernelKind::Finalize, kThreads, kSmemBytes, 0, 0, 1, 1, 0, {}};
+        return KernelInfo(KernelKind::Finalize, kThreads, kSmemBytes, 0, 0, 1, 1, 0, TmaTileInfo{});
     }
 };
 

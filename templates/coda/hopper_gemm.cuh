@@ -205,16 +205,8 @@ struct HopperGemmTraits {
     // What the kernel reports to the host (coda_kernel_info): the tile, the stages left beside the epilogue's shared
     // memory, and how its staged tile tensors travel as tensor maps.
     __host__ __device__ static constexpr KernelInfo info() {
-        return {kKernelInfoVersion,
-                KernelKind::HopperGemm,
-                kThreads,
-                kSmemBytes,
-                BM,
-                BN,
-                CLUSTER_M,
-                CLUSTER_N,
-                kStages,
-                {kTileMaps, kStageInputs ? 1 : 0, kChunkColumns, BM, kOutputMaps, kWgM}};
+        return KernelInfo(KernelKind::HopperGemm, kThreads, kSmemBytes, BM, BN, CLUSTER_M, CLUSTER_N, kStages,
+                          TmaTileInfo{kTileMaps, kStageInputs ? 1 : 0, kChunkColumns, BM, kOutputMaps, kWgM});
     }
 
     static_assert(sizeof(T) == 2, "coda: hopper_gemm takes 16-bit inputs (coda::bf16 or coda::f16)");

@@ -65,10 +65,19 @@ struct TmaTileInfo {
     int output_rows;    // rows of an output box (one consumer warpgroup's)
 };
 
+constexpr int kKernelInfoVersion = 3;
+
 // What a kernel says about itself: `extern "C" __constant__ KernelInfo coda_kernel_info`, read by the host after
 // loading the module and checked against what the host expected of the config. Each template's Traits::info()
-// fills it in order: a field added here is added to every one of them (and kKernelInfoVersion goes up).
+// builds it with the constructor below, which takes every field: a field added here fails to compile in every
+// template until it says what that field is (and kKernelInfoVersion goes up).
 struct KernelInfo {
+    KernelInfo() = default;  // (value-initialized by the host: all zero)
+    CODA_HOST_DEVICE constexpr KernelInfo(KernelKind kernel_, int threads_, int smem_bytes_, int tile_m_, int tile_n_,
+                                          int cluster_m_, int cluster_n_, int stages_, TmaTileInfo tma_)
+        : version(kKernelInfoVersion), kernel(kernel_), threads(threads_), smem_bytes(smem_bytes_), tile_m(tile_m_),
+          tile_n(tile_n_), cluster_m(cluster_m_), cluster_n(cluster_n_), stages(stages_), tma(tma_) {}
+
     int version;     // kKernelInfoVersion of the template the kernel was built from
     KernelKind kernel;
     int threads;     // block size
@@ -80,7 +89,6 @@ struct KernelInfo {
     int stages;      // pipeline stages after fitting the epilogue's shared memory (0 without a pipeline)
     TmaTileInfo tma;
 };
-constexpr int kKernelInfoVersion = 3;
 
 static_assert(sizeof(GemmProblem) == 64 && sizeof(TileProblem) == 8 && sizeof(FinalizeProblem) == 8,
               "coda: the problem structs' layouts are part of every kernel's parameters");

@@ -87,7 +87,7 @@ struct PortableGemmTraits {
     static constexpr int kSmemBytes = kPipelineBytes > kScratchBytes ? kPipelineBytes : kScratchBytes;
     // What the kernel reports to the host (coda_kernel_info).
     __host__ __device__ static constexpr KernelInfo info() {
-        return {kKernelInfoVersion, KernelKind::PortableGemm, kThreads, kSmemBytes, BM, BN, 1, 1, STAGES, {}};
+        return KernelInfo(KernelKind::PortableGemm, kThreads, kSmemBytes, BM, BN, 1, 1, STAGES, TmaTileInfo{});
     }
 
     static_assert(sizeof(T) == 2, "coda: portable_gemm takes 16-bit inputs (coda::bf16 or coda::f16)");

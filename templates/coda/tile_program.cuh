@@ -154,7 +154,7 @@ struct TileProgramTraits {
     static constexpr int kSmemBytes = TileProgramStaging<Epilogue>::kSmemBytes;
     // What the kernel reports to the host (coda_kernel_info): the fixed tile, no pipeline.
     __host__ __device__ static constexpr KernelInfo info() {
-        return {kKernelInfoVersion, KernelKind::TileProgram, kThreads, kSmemBytes, kBM, kBN, 1, 1, 0, {}};
+        return KernelInfo(KernelKind::TileProgram, kThreads, kSmemBytes, kBM, kBN, 1, 1, 0, TmaTileInfo{});
     }
 };
 
