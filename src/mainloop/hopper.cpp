@@ -239,19 +239,19 @@ public:
     // measured. The threshold sits between K / byte = 512 (cooperative) and 768 (ping-pong): a narrow margin, so
     // `coda tune` is worth running for epilogues near it.
     //
-    // A vocabulary-sized N (an LM head's) without such traffic takes cooperative 256 x 128 tiles in pairs along N
-    // that share A: measured with `coda tune` on the identity (docs/PERFORMANCE.md, 2026-12-04), it ran 11.8%
-    // faster than ping-pong 128 x 128 at 8192 x 128256 x 4096 and 8.9% at 16384 x 128256 x 2048, while at
-    // N = 65536 and 32768 ping-pong 128 x 128 stayed within 0.7% of the fastest.
+    // A vocabulary-sized N (an LM head's) gets no rule of its own. Cooperative 256 x 128 in pairs along N was the
+    // default there for N >= 98304 without per-visit traffic, on one `coda tune` call (2026-12-04); measured again
+    // side by side (`coda tune --config`, docs/PERFORMANCE.md, 2026-12-04, third session) it ran the identity within
+    // 3% of ping-pong 128 x 128 either way between calls, and lm_head_ce_stats, whose online log-sum-exp makes its
+    // epilogue long though it has no tile tensors, 20% slower at 8192 x 128256 x 4096 and 36% at 4096 x 128256 x 4096:
+    // a cooperative tile's epilogue stalls both consumers, which ping-pong hides behind the other's mainloop.
     KernelConfig default_config(const Graph& graph, const ProblemShape& shape) const override {
         constexpr double kPingPongKPerByte = 640;  // ping-pong when K >= this x per-visit bytes an element
         constexpr long long kUnknownK = 4096;      // a typical hidden size, for a shape not given
-        constexpr long long kVocabularyN = 98304;  // between the N measured either way
         const long long k = shape.k > 0 ? shape.k : kUnknownK;
         const double per_visit_bytes = epilogue_traffic(graph).per_visit_bytes;
         if (per_visit_bytes * kPingPongKPerByte > static_cast<double>(k))
             return HopperConfig{128, 128, 6, Schedule::Cooperative, 1};
-        if (per_visit_bytes == 0 && shape.n >= kVocabularyN) return HopperConfig{256, 128, 4, Schedule::Cooperative, 1, 2};
         return base_config();
     }
 

@@ -53,6 +53,16 @@ TEST_CASE("coda tune rejects bad arguments and names before it needs a GPU", "[t
     r = run_tune("missing.coda", dir);
     CHECK(r.status == 1);
     CHECK_THAT(r.output, Catch::Contains("cannot read graph file 'missing.coda'"));
+
+    // --config texts are read before anything needs a GPU, and a graph after one stays a graph.
+    r = run_tune("--config 'hopper bm=128 pingpong' --config 'hopper bm=256 cooperativ' out_proj", dir);
+    INFO(r.output);
+    CHECK(r.status == 1);
+    CHECK_THAT(r.output, Catch::Contains("kernel config 'hopper bm=256 cooperativ'") &&
+                             Catch::Contains("'cooperativ' is not a field=value pair"));
+    r = run_tune("--config 'hopper bm=128 pingpong' frobnicate", dir);
+    CHECK(r.status == 1);
+    CHECK_THAT(r.output, Catch::Contains("'frobnicate' is neither a .coda file nor a block name"));
 }
 
 TEST_CASE("coda tune needs a GPU, and with one it records the fastest config", "[tune][tools]") {
@@ -79,4 +89,32 @@ TEST_CASE("coda tune needs a GPU, and with one it records the fastest config", "
         CHECK_THAT(r.output, Catch::Contains("tuning has one candidate"));
         CHECK(db.records().empty());
     }
+}
+
+TEST_CASE("coda tune --config times the given configs side by side and records nothing", "[tune][tools]") {
+    coda::test::TempDir cache("coda-cli-tune");
+    const Run r = run_tune("--m 256 --n 512 --k 128 --iters 3 --config 'hopper bm=128 bn=128 pingpong' "
+                           "--config 'hopper bm=256 bn=128 stages=4 cooperative cluster_n=2' tools/graphs/out_proj.coda",
+                           cache.path().string());
+    INFO(r.output);
+    coda::Driver& driver = coda::Driver::instance();
+    if (!driver.available()) {
+        CHECK(r.status == 1);
+        CHECK_THAT(r.output, Catch::Contains("coda tune needs a GPU"));
+        return;
+    }
+    driver.ensure_context();
+    if (driver.current_device().arch != "sm_90a") {
+        // Hopper configs do not build for another arch: both are reported skipped, and nothing ran.
+        CHECK(r.status == 1);
+        CHECK_THAT(r.output, Catch::Contains("SKIPPED") && Catch::Contains("no candidate ran"));
+        return;
+    }
+    REQUIRE(r.status == 0);
+    CHECK_THAT(r.output, Catch::Contains("timing the 2 given configs; recording nothing") &&
+                             Catch::Contains("hopper bm=128 bn=128 bk=64 stages=6 pingpong cluster=1") &&
+                             Catch::Contains("hopper bm=256 bn=128 bk=64 stages=4 cooperative cluster=1 cluster_n=2") &&
+                             Catch::Contains("<- fastest"));
+    CHECK_THAT(r.output, !Catch::Contains("recorded"));
+    CHECK(coda::TuningDb::load(cache.path() / "tuning.tsv").records().empty());
 }

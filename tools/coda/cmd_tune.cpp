@@ -107,6 +107,7 @@ struct TuneOptions {
     long long m = 0, n = 0, k = 0;
     long long iterations = 50;
     std::vector<std::string> names;
+    std::vector<std::string> configs;  // --config: these instead of the mainloop's candidates, nothing recorded
 };
 
 int tune(const TuneOptions& given) {
@@ -126,6 +127,12 @@ int tune(const TuneOptions& given) {
     if (names.empty())
         throw Error(fmt::format("tune needs at least one block name or .coda file; block names are: {}", block_names()));
 
+    std::vector<NamedConfig> given_configs;  // parsed before anything needs the GPU: a typo fails at once
+    for (const std::string& text : given.configs) {
+        KernelConfig config = KernelConfig::parse(text);
+        given_configs.push_back({config.to_text(), std::move(config)});
+    }
+
     std::vector<Graph> graphs;
     std::set<std::string> seen;
     for (Graph& g : resolve_graphs(names)) {
@@ -144,12 +151,17 @@ int tune(const TuneOptions& given) {
     const Driver::DeviceInfo device = driver.current_device();
     // The kernels are timed on this device, so they are built for its arch whatever CODA_ARCH says.
     const std::string arch = device.arch;
-    const std::vector<NamedConfig> candidates = candidates_for(arch);
-    const bool records = candidates.size() > 1;
+    // Given configs (an A/B of a few, or one the candidates lack) are timed instead of the candidates, and
+    // nothing is recorded: the database holds the fastest of the candidates, which the runtime may pick from.
+    std::vector<NamedConfig> candidates = given_configs;
+    if (candidates.empty()) candidates = candidates_for(arch);
+    const bool records = given.configs.empty() && candidates.size() > 1;
     const std::filesystem::path db_path = tuning_file();
     std::printf("device: %s (%s, %d SMs)\n", device.name.c_str(), arch.c_str(), device.sm_count);
     if (records)
         std::printf("tuning database: %s\n", db_path.string().c_str());
+    else if (!given.configs.empty())
+        std::printf("timing the %zu given configs; recording nothing\n", given.configs.size());
     else
         std::printf("on %s tuning has one candidate, the portable default: timing it, recording nothing (tuned "
                     "configs are used on sm_90a only)\n",
@@ -257,6 +269,12 @@ void add_tune(Commands& commands, CLI::App& coda) {
     tune_command.add_option("--k", options->k, "one shape: K")->type_name("K");
     tune_command.add_option("--iters", options->iterations, "launches of each candidate, in rounds of 5 (default 50)")
         ->type_name("N");
+    tune_command
+        .add_option("--config", options->configs,
+                    "time this tile config instead of the candidates (repeat for several, e.g. an A/B); with it "
+                    "nothing is recorded")
+        ->type_name("TEXT")
+        ->allow_extra_args(false);  // one TEXT per --config, so that graph files after it stay graphs
     tune_command.add_option("graphs", options->names, "block names (from coda::blocks) or .coda files")
         ->type_name("BLOCK|FILE");
 }
