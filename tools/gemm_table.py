@@ -7,18 +7,21 @@ coda/cuBLAS and how many shapes are below 0.9 of cuBLAS.
 Usage: python3 tools/gemm_table.py CODA_CSV TORCH_CSV"""
 import csv
 import math
+import os
 import sys
 
 BELOW = 0.9  # a shape under this fraction of cuBLAS's throughput counts as slow
 
 
 def read_rows(path, name_column, expected):
-    """{(name, m, n, k): row} of a CSV file; a missing column is an error that names the file."""
+    """{(name, m, n, k): row} of a CSV file; a missing column is an error that names the file (and the script that
+    read it: tools/identity_table.py reads its CSVs with this too)."""
     with open(path, newline="") as f:
         reader = csv.DictReader(f)
         missing = [c for c in expected if c not in (reader.fieldnames or [])]
         if missing:
-            sys.exit(f"gemm_table: {path} lacks the column(s) {', '.join(missing)}; "
+            script = os.path.splitext(os.path.basename(sys.argv[0]))[0]
+            sys.exit(f"{script}: {path} lacks the column(s) {', '.join(missing)}; "
                      f"expected a header with {', '.join(expected)}")
         rows = {}
         for row in reader:

@@ -22,6 +22,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gemm_shapes import shape_set  # noqa: E402
+from gemm_table import read_rows  # noqa: E402
 
 HOLD_SKIP_S = 0.2  # the clock is still falling toward its power-limited level at the start of a hold
 TARGET_GEOMEAN = 1.03  # identity / cuBLAS over a shape group
@@ -41,13 +42,7 @@ NCU_METRICS = {
 
 def read_csv(path, name_column, name, expected):
     """{(m, n, k): row} of the rows of a benchmark CSV whose `name_column` is `name`."""
-    with open(path, newline="") as f:
-        reader = csv.DictReader(f)
-        missing = [c for c in expected if c not in (reader.fieldnames or [])]
-        if missing:
-            sys.exit(f"identity_table: {path} lacks the column(s) {', '.join(missing)}; "
-                     f"expected a header with {', '.join(expected)}")
-        return {(int(r["m"]), int(r["n"]), int(r["k"])): r for r in reader if r[name_column] == name}
+    return {key[1:]: row for key, row in read_rows(path, name_column, expected).items() if key[0] == name}
 
 
 def read_holds(lines):

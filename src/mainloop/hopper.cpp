@@ -249,8 +249,7 @@ public:
         constexpr double kPingPongKPerByte = 640;  // ping-pong when K >= this x per-visit bytes an element
         constexpr long long kUnknownK = 4096;      // a typical hidden size, for a shape not given
         const long long k = shape.k > 0 ? shape.k : kUnknownK;
-        const double per_visit_bytes = epilogue_traffic(graph).per_visit_bytes;
-        if (per_visit_bytes * kPingPongKPerByte > static_cast<double>(k))
+        if (epilogue_traffic(graph).per_visit_bytes * kPingPongKPerByte > static_cast<double>(k))
             return HopperConfig{128, 128, 6, Schedule::Cooperative, 1};
         return base_config();
     }
