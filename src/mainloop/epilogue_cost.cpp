@@ -46,4 +46,14 @@ EpilogueTraffic epilogue_traffic(const Graph& graph) {
     return memo.get(graph, measure);
 }
 
+bool stores_accumulator_only(const Graph& graph) {
+    if (graph.domain() != Domain::Gemm || graph.nodes().empty()) return false;
+    for (const Node& n : graph.nodes()) {
+        const bool store_of_accumulator = n.op == Op::Store && n.args.size() == 1 &&
+                                          graph.node(n.args[0]).op == Op::Accumulator;
+        if (n.op != Op::Accumulator && !store_of_accumulator) return false;
+    }
+    return true;
+}
+
 }  // namespace coda

@@ -18,4 +18,8 @@ struct EpilogueTraffic {
 // For a GEMM graph; zero traffic for graphs that do not check (the compile that follows reports them).
 EpilogueTraffic epilogue_traffic(const Graph& graph);
 
+// Whether a GEMM graph's epilogue only stores the accumulator (a plain GEMM: every node is the accumulator or a
+// store of it): the epilogue that costs a cooperative tile least, since its consumers stop for it together.
+bool stores_accumulator_only(const Graph& graph);
+
 }  // namespace coda

@@ -112,13 +112,16 @@ TEST_CASE("coda bench rejects bad arguments before it needs a GPU", "[tools]") {
     const Run d = run("bench block --d 3000", dir);
     CHECK(d.status == 1);
     CHECK_THAT(d.output, Catch::Contains("--d must be 2048 or 4096") && Catch::Contains("3000"));
+    const Run vocab = run("bench block --vocab 32001", dir);
+    CHECK(vocab.status == 1);
+    CHECK_THAT(vocab.output, Catch::Contains("need an even --vocab >= 2") && Catch::Contains("32001"));
     const Run iters = run("bench block --iters 0", dir);
     CHECK(iters.status == 1);
     CHECK_THAT(iters.output, Catch::Contains("need 1 <= --iters"));
     // Without a GPU, bench block gets as far as the GPU check (its graphs built and given shapes) and writes no CSV.
     if (!coda::Driver::instance().available()) {
         const std::string csv = (cache.path() / "block.csv").string();
-        const Run block = run("bench block --d 2048 --csv " + csv, dir);
+        const Run block = run("bench block --d 2048 --vocab 128256 --csv " + csv, dir);
         INFO(block.output);
         CHECK(block.status == 1);
         CHECK_THAT(block.output, Catch::Contains("coda bench block: error: bench block needs a GPU"));

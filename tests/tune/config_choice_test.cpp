@@ -59,7 +59,8 @@ TEST_CASE("choose_config on sm_90a: ping-pong 128x128 at every shape for fragmen
          {ProblemShape{}, ProblemShape{4096, 4096, 4096}, ProblemShape{16384, 4096, 14336}, ProblemShape{4096, 2048, 2048},
           ProblemShape{1024, 4096, 4096}, ProblemShape{1, 4096, 64}}) {
         INFO(shape.m << "x" << shape.n << "x" << shape.k);
-        CHECK(coda::choose_config(gemm_graph(), "sm_90a", shape, {}, nullptr) == kDefault);
+        // (A plain GEMM at K >= 8192 has a rule of its own: the test below.)
+        if (shape.k < 8192) CHECK(coda::choose_config(gemm_graph(), "sm_90a", shape, {}, nullptr) == kDefault);
         CHECK(coda::choose_config(residual, "sm_90a", shape, {"NVIDIA H100 PCIe", 114}, nullptr) == kDefault);
     }
     CHECK(coda::choose_config(coda::blocks::out_proj(), "sm_90a", {4096, 4096, 4096}, {}, nullptr) == kDefault);
@@ -99,7 +100,9 @@ TEST_CASE("Runtime::default_config: portable on sm_80, Hopper on sm_90a", "[tune
     CHECK(rt.default_config(g, "sm_80", {4096, 4096, 4096}) == kPortable);
     CHECK_FALSE(rt.default_config(tile_graph(), "sm_90a").has_value());
     CHECK(rt.default_config(g, "sm_90a") == kDefault);
-    CHECK(rt.default_config(g, "sm_90a", {16384, 16384, 14336}) == kDefault);
+    CHECK(rt.default_config(g, "sm_90a", {16384, 16384, 4096}) == kDefault);
+    CHECK(rt.default_config(g, "sm_90a", {16384, 16384, 14336}) ==
+          KernelConfig(coda::HopperConfig{256, 128, 4, Schedule::Cooperative, 1, 2}));  // a plain GEMM, long K
     CHECK(rt.default_config(g, "sm_90a", {128, 256, 64}) == kDefault);
 }
 
@@ -156,4 +159,44 @@ TEST_CASE("choose_config on sm_90a: a vocabulary-sized N keeps the rules of any 
     // An epilogue with per-visit traffic keeps the rule above.
     CHECK(coda::choose_config(coda::blocks::swiglu_backward(), "sm_90a", {16384, 131072, 2048}, {}, nullptr) ==
           kCooperative);
+}
+
+TEST_CASE("choose_config on sm_90a: a plain GEMM at K >= 8192 takes cooperative 256x128 pairs where measured",
+          "[tune]") {
+    const KernelConfig pairs = coda::HopperConfig{256, 128, 4, Schedule::Cooperative, 1, 2};
+    const coda::Graph plain = gemm_graph();
+    REQUIRE(coda::stores_accumulator_only(plain));
+    for (const ProblemShape& shape : {ProblemShape{4096, 4096, 14336}, ProblemShape{8192, 4096, 11008},
+                                      ProblemShape{16384, 8192, 8192}, ProblemShape{4096, 2048, 65536}}) {
+        INFO(shape.m << "x" << shape.n << "x" << shape.k);
+        CHECK(coda::choose_config(plain, "sm_90a", shape, {}, nullptr) == pairs);
+    }
+    // Below K = 8192, with K unknown (a typical 4096 is assumed), or on a grid narrower than measured: ping-pong.
+    CHECK(coda::choose_config(plain, "sm_90a", {8192, 4096, 8191}, {}, nullptr) == kDefault);
+    CHECK(coda::choose_config(plain, "sm_90a", {}, {}, nullptr) == kDefault);
+    CHECK(coda::choose_config(plain, "sm_90a", {4095, 4096, 14336}, {}, nullptr) == kDefault);
+    CHECK(coda::choose_config(plain, "sm_90a", {8192, 2047, 14336}, {}, nullptr) == kDefault);
+    CHECK(coda::choose_config(plain, "sm_90a", {8192, 128, 14336}, {}, nullptr) == kDefault);
+    // Measured: A and B both K-major (above) or both M/N-major (a weight gradient); not the mixed layouts.
+    coda::Graph wgrad = coda::Graph::gemm("config_choice_wgrad", {coda::DType::BF16, coda::Major::MN, coda::Major::MN});
+    wgrad.store(wgrad.accumulator(), "D", coda::DType::BF16);
+    CHECK(coda::choose_config(wgrad, "sm_90a", {12288, 4096, 16384}, {}, nullptr) == pairs);
+    coda::Graph mixed = coda::Graph::gemm("config_choice_mixed", {coda::DType::BF16, coda::Major::MN, coda::Major::K});
+    mixed.store(mixed.accumulator(), "D", coda::DType::BF16);
+    REQUIRE(coda::stores_accumulator_only(mixed));
+    CHECK(coda::choose_config(mixed, "sm_90a", {4096, 4096, 14336}, {}, nullptr) == kDefault);
+    // An epilogue with any work of its own keeps ping-pong: a cooperative tile's consumers stop for it together.
+    coda::Graph scaled = coda::Graph::gemm("config_choice_scaled");
+    scaled.store(scaled.accumulator() * scaled.scalar("alpha"), "D", coda::DType::BF16);
+    CHECK_FALSE(coda::stores_accumulator_only(scaled));
+    CHECK(coda::choose_config(scaled, "sm_90a", {4096, 4096, 14336}, {}, nullptr) == kDefault);
+    CHECK(coda::choose_config(coda::blocks::out_proj(), "sm_90a", {16384, 4096, 14336}, {}, nullptr) == kDefault);
+    CHECK(coda::choose_config(coda::blocks::lm_head_ce_stats(), "sm_90a", {8192, 128256, 8192}, {}, nullptr) ==
+          kDefault);
+    CHECK_FALSE(coda::stores_accumulator_only(tile_graph()));
+    // Only 16-bit stores were measured: an f32 one is moved by a shared-memory access per visit.
+    coda::Graph f32_store = coda::Graph::gemm("config_choice_f32_store");
+    f32_store.store(f32_store.accumulator(), "D", coda::DType::F32);
+    REQUIRE(coda::stores_accumulator_only(f32_store));
+    CHECK(coda::choose_config(f32_store, "sm_90a", {4096, 4096, 14336}, {}, nullptr) == kDefault);
 }

@@ -29,9 +29,9 @@ struct BlockDims {
     long long d, f, v;
 };
 
-std::optional<BlockDims> dims_of(long long d) {
-    if (d == 2048) return BlockDims{2048, 8192, 32768};
-    if (d == 4096) return BlockDims{4096, 14336, 32768};  // LLaMA-3-8B's d and F
+std::optional<BlockDims> dims_of(long long d, long long vocab) {
+    if (d == 2048) return BlockDims{2048, 8192, vocab};
+    if (d == 4096) return BlockDims{4096, 14336, vocab};  // LLaMA-3-8B's d and F
     return std::nullopt;
 }
 
@@ -108,6 +108,7 @@ double moved_bytes(const Kernel& kernel, long long m, long long n, long long par
 struct BlockOptions {
     std::vector<long long> d;
     long long m = 16384;
+    long long vocab = 32768;  // LLaMA-3's is 128256: its LM head epilogues run 4x longer at the same d
     long long iterations = 50;
     std::string config_text;
     std::string csv_path;
@@ -132,12 +133,15 @@ struct MemoryRow {
 int bench_block(const BlockOptions& given) {
     const long long m = given.m, iterations = given.iterations;
     if (m < 1) throw Error(fmt::format("bench block: need M >= 1, got {}", m));
+    if (given.vocab < 2 || given.vocab % 2 != 0)
+        throw Error(fmt::format("bench block: need an even --vocab >= 2 (epilogues visit column pairs), got {}",
+                                given.vocab));
     if (iterations < 1 || iterations > 100000)
         throw Error(fmt::format("bench block: need 1 <= --iters <= 100000, got {}", iterations));
     std::vector<BlockDims> dims;
     for (long long d : given.d.empty() ? std::vector<long long>{2048, 4096} : given.d) {
-        const auto known = dims_of(d);
-        if (!known) throw Error(fmt::format("bench block: --d must be 2048 or 4096 (the widths it knows F and V for), got {}", d));
+        const auto known = dims_of(d, given.vocab);
+        if (!known) throw Error(fmt::format("bench block: --d must be 2048 or 4096 (the widths it knows F for), got {}", d));
         dims.push_back(*known);
     }
     CompileOptions base;
@@ -288,9 +292,11 @@ void add_bench_block(Commands& commands, CLI::App& bench) {
                                                    "as ratios to the identity GEMM, tile programs and finalizers as "
                                                    "GB/s (GPU)",
                                    [options] { return bench_block(*options); });
-    block.add_option("--d", options->d, "model width: 2048 (F 8192) or 4096 (F 14336), V 32768; repeatable "
-                                        "(default both)")
+    block.add_option("--d", options->d, "model width: 2048 (F 8192) or 4096 (F 14336); repeatable (default both)")
         ->type_name("D");
+    block.add_option("--vocab", options->vocab, "vocabulary V, the LM head's N and the cross-entropy width "
+                                                "(default 32768; LLaMA-3: 128256)")
+        ->type_name("V");
     block.add_option("--m", options->m, "M, tokens (default 16384)")->type_name("M");
     block.add_option("--iters", options->iterations, "launches of each kernel, in rounds of 5 (default 50)")
         ->type_name("N");
