@@ -91,30 +91,42 @@ TEST_CASE("coda tune needs a GPU, and with one it records the fastest config", "
     }
 }
 
-TEST_CASE("coda tune --config times the given configs side by side and records nothing", "[tune][tools]") {
-    coda::test::TempDir cache("coda-cli-tune");
-    const Run r = run_tune("--m 256 --n 512 --k 128 --iters 3 --config 'hopper bm=128 bn=128 pingpong' "
-                           "--config 'hopper bm=256 bn=128 stages=4 cooperative cluster_n=2' tools/graphs/out_proj.coda",
-                           cache.path().string());
-    INFO(r.output);
-    coda::Driver& driver = coda::Driver::instance();
-    if (!driver.available()) {
-        CHECK(r.status == 1);
-        CHECK_THAT(r.output, Catch::Contains("coda tune needs a GPU"));
-        return;
+TEST_CASE("coda tune --config times the given configs, side by side or each alone (--solo), and records nothing",
+          "[tune][tools]") {
+    struct Mode {
+        const char* flag;
+        const char* says;
+    };
+    for (const Mode& mode : {Mode{"", "configs timed side by side in interleaved rounds of 3 launches"},
+                             Mode{"--solo ", "each config timed alone, settled, twice in opposite orders (--solo)"}}) {
+        INFO("mode: '" << mode.flag << "'");
+        coda::test::TempDir cache("coda-cli-tune");
+        const Run r = run_tune(std::string(mode.flag) +
+                                   "--m 256 --n 512 --k 128 --iters 3 --config 'hopper bm=128 bn=128 pingpong' "
+                                   "--config 'hopper bm=256 bn=128 stages=4 cooperative cluster_n=2' "
+                                   "tools/graphs/out_proj.coda",
+                               cache.path().string());
+        INFO(r.output);
+        coda::Driver& driver = coda::Driver::instance();
+        if (!driver.available()) {
+            CHECK(r.status == 1);
+            CHECK_THAT(r.output, Catch::Contains("coda tune needs a GPU"));
+            continue;
+        }
+        driver.ensure_context();
+        if (driver.current_device().arch != "sm_90a") {
+            // Hopper configs do not build for another arch: both are reported skipped, and nothing ran.
+            CHECK(r.status == 1);
+            CHECK_THAT(r.output, Catch::Contains("SKIPPED") && Catch::Contains("no candidate ran"));
+            continue;
+        }
+        REQUIRE(r.status == 0);
+        CHECK_THAT(r.output, Catch::Contains("timing the 2 given configs; recording nothing") &&
+                                 Catch::Contains(mode.says) &&
+                                 Catch::Contains("hopper bm=128 bn=128 bk=64 stages=6 pingpong cluster=1") &&
+                                 Catch::Contains("hopper bm=256 bn=128 bk=64 stages=4 cooperative cluster=1 cluster_n=2") &&
+                                 Catch::Contains("<- fastest"));
+        CHECK_THAT(r.output, !Catch::Contains("recorded"));
+        CHECK(coda::TuningDb::load(cache.path() / "tuning.tsv").records().empty());
     }
-    driver.ensure_context();
-    if (driver.current_device().arch != "sm_90a") {
-        // Hopper configs do not build for another arch: both are reported skipped, and nothing ran.
-        CHECK(r.status == 1);
-        CHECK_THAT(r.output, Catch::Contains("SKIPPED") && Catch::Contains("no candidate ran"));
-        return;
-    }
-    REQUIRE(r.status == 0);
-    CHECK_THAT(r.output, Catch::Contains("timing the 2 given configs; recording nothing") &&
-                             Catch::Contains("hopper bm=128 bn=128 bk=64 stages=6 pingpong cluster=1") &&
-                             Catch::Contains("hopper bm=256 bn=128 bk=64 stages=4 cooperative cluster=1 cluster_n=2") &&
-                             Catch::Contains("<- fastest"));
-    CHECK_THAT(r.output, !Catch::Contains("recorded"));
-    CHECK(coda::TuningDb::load(cache.path() / "tuning.tsv").records().empty());
 }

@@ -70,10 +70,12 @@ struct Timing {
 };
 
 // Times every candidate that launches, in interleaved rounds (kernel_timing.hpp): the GPU's clock drifts with
-// power and temperature over a run, and candidates timed one after another would each see a different GPU.
-// A candidate whose first launch fails is reported and left out of the rounds.
+// power and temperature over a run, and candidates timed one after another would each see a different GPU. With
+// `solo`, each alone instead (solo_ms: settled by itself, twice in opposite orders), so that one that spends less
+// energy gets the clock it would hold at the power limit. A candidate whose first launch fails is reported and left
+// out.
 std::vector<Timing> time_candidates(const std::vector<Kernel>& kernels, const std::vector<std::string>& compile_errors,
-                                    RandomBindings& bindings, int iterations) {
+                                    RandomBindings& bindings, int iterations, bool solo) {
     std::vector<Timing> timings(kernels.size());
     std::vector<Args> args(kernels.size());
     std::vector<TimedLaunch> launches;
@@ -96,6 +98,11 @@ std::vector<Timing> time_candidates(const std::vector<Kernel>& kernels, const st
         timed.push_back(ci);
     }
     if (launches.empty()) return timings;
+    if (solo) {
+        const std::vector<double> ms = solo_ms(launches, iterations);
+        for (std::size_t i = 0; i < timed.size(); ++i) timings[timed[i]].ms = ms[i];
+        return timings;
+    }
     const int per_round = std::min(iterations, kLaunchesPerRound);
     const int rounds = (iterations + per_round - 1) / per_round;
     const Interleaved t = interleaved_ms(launches, rounds, per_round);
@@ -106,6 +113,7 @@ std::vector<Timing> time_candidates(const std::vector<Kernel>& kernels, const st
 struct TuneOptions {
     long long m = 0, n = 0, k = 0;
     long long iterations = 50;
+    bool solo = false;  // --solo: each config timed alone (solo_ms) instead of in interleaved rounds
     std::vector<std::string> names;
     std::vector<std::string> configs;  // --config: these instead of the mainloop's candidates, nothing recorded
 };
@@ -166,6 +174,9 @@ int tune(const TuneOptions& given) {
         std::printf("on %s tuning has one candidate, the portable default: timing it, recording nothing (tuned "
                     "configs are used on sm_90a only)\n",
                     arch.c_str());
+    std::printf(given.solo ? "each config timed alone, settled, twice in opposite orders (--solo)\n"
+                           : "configs timed side by side in interleaved rounds of %d launches\n",
+                static_cast<int>(std::min<long long>(iterations, kLaunchesPerRound)));
     std::fflush(stdout);  // before the progress bar on stderr
 
     // Every kernel first, so that no NVRTC compile runs between timed launches: built on all cores, then loaded
@@ -209,7 +220,7 @@ int tune(const TuneOptions& given) {
             const double flops = 2.0 * double(shape.m) * double(shape.n) * double(shape.k);
             RandomBindings bindings(shape.m, shape.n, shape.k);
             const std::vector<Timing> timings =
-                time_candidates(kernels[gi], compile_errors[gi], bindings, static_cast<int>(iterations));
+                time_candidates(kernels[gi], compile_errors[gi], bindings, static_cast<int>(iterations), given.solo);
             int winner = -1;
             for (std::size_t ci = 0; ci < candidates.size(); ++ci)
                 if (timings[ci].ms >= 0 && (winner < 0 || timings[ci].ms < timings[static_cast<std::size_t>(winner)].ms))
@@ -269,6 +280,10 @@ void add_tune(Commands& commands, CLI::App& coda) {
     tune_command.add_option("--k", options->k, "one shape: K")->type_name("K");
     tune_command.add_option("--iters", options->iterations, "launches of each candidate, in rounds of 5 (default 50)")
         ->type_name("N");
+    tune_command.add_flag("--solo", options->solo,
+                          "time each config alone (settled by itself, twice in opposite orders) instead of in "
+                          "interleaved rounds: at the GPU's power limit, a config that spends less energy shows its "
+                          "clock gain only this way");
     tune_command
         .add_option("--config", options->configs,
                     "time this tile config instead of the candidates (repeat for several, e.g. an A/B); with it "

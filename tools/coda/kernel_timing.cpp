@@ -157,6 +157,22 @@ Interleaved interleaved_ms(const std::vector<TimedLaunch>& launches, int rounds,
     return result;
 }
 
+std::vector<double> solo_ms(const std::vector<TimedLaunch>& launches, int iterations) {
+    if (launches.empty() || iterations < 1) throw InternalError("solo_ms needs kernels and iterations >= 1");
+    const std::size_t n = launches.size();
+    std::vector<double> sum(n, 0.0);
+    for (int pass = 0; pass < 2; ++pass)
+        for (std::size_t j = 0; j < n; ++j) {
+            const std::size_t i = pass == 0 ? j : n - 1 - j;
+            settle({launches[i]}, kSettleMs);
+            set_stream_k_override(launches[i].stream_k);
+            sum[i] += median_ms(*launches[i].kernel, *launches[i].args, 1, iterations);
+            set_stream_k_override(std::nullopt);
+        }
+    for (double& s : sum) s /= 2;
+    return sum;
+}
+
 RandomBindings::RandomBindings(std::int64_t m, std::int64_t n, std::int64_t k, std::uint64_t seed)
     : m_(m), n_(n), k_(k), seed_(seed) {}
 

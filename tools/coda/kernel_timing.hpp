@@ -64,6 +64,12 @@ struct Interleaved {
 };
 Interleaved interleaved_ms(const std::vector<TimedLaunch>& launches, int rounds, int per_round);
 
+// Kernels timed each alone: settled by itself (kSettleMs of its own launches), then the median of `iterations`
+// launches; twice, the second pass in reverse order, and per kernel the mean of its two medians, so that a drift
+// over the run hits every kernel alike. At the power limit, kernels interleaved share one clock, set by the power of
+// their mix: a kernel that spends less energy per launch shows its clock gain only when timed alone.
+std::vector<double> solo_ms(const std::vector<TimedLaunch>& launches, int iterations);
+
 // Random device tensors for every binding of a kernel at M x N x K: for a GEMM graph A and B in the graph's
 // layouts; inputs random (never zeros: zeros run faster than real data), outputs and partials allocated. A tile
 // program binds its M x N tensors (K unused); a finalizer binds vectors of length M and partials of
