@@ -253,10 +253,10 @@ public:
     // GPU then holds a 50-100 MHz higher clock. Measured on an H200 with each config run alone, clocks settled
     // (docs/PERFORMANCE.md, 2026-12-04, fourth session): K-major (`coda bench gemm --shapes all --identity-only
     // --config`) 2.2-4.4% faster than ping-pong in the same call at the five K >= 8192 shapes of the benchmark sets,
-    // mixed at K = 4096 and below (-3.4% to +2.6%); M/N-major at K = 16384 (`coda tune --config`, one config a run,
-    // twice) 2.6-8.7% faster at five weight-gradient shapes. Any epilogue with work of its own ran 9-41% slower on it
-    // than on ping-pong (`coda bench block --config`); and timed in interleaved rounds with another config (`coda
-    // tune`) it loses its clock advantage: 1-8% behind ping-pong there.
+    // mixed at K <= 5632 (-3.4% to +2.8%); M/N-major at K = 16384 (`coda tune --config`, one config a run, twice)
+    // 2.6-8.7% faster at five weight-gradient shapes. Any epilogue with work of its own ran 9-41% slower on it than on
+    // ping-pong (`coda bench block --config`). Timed in interleaved rounds with another config (`coda tune` without
+    // --solo) it loses its clock advantage: 1-8% behind ping-pong there.
     KernelConfig default_config(const Graph& graph, const ProblemShape& shape) const override {
         constexpr double kPingPongKPerByte = 640;  // ping-pong when K >= this x per-visit bytes an element
         constexpr long long kUnknownK = 4096;      // a typical hidden size, for a shape not given
