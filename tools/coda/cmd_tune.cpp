@@ -98,15 +98,10 @@ std::vector<Timing> time_candidates(const std::vector<Kernel>& kernels, const st
         timed.push_back(ci);
     }
     if (launches.empty()) return timings;
-    if (solo) {
-        const std::vector<double> ms = solo_ms(launches, iterations);
-        for (std::size_t i = 0; i < timed.size(); ++i) timings[timed[i]].ms = ms[i];
-        return timings;
-    }
     const int per_round = std::min(iterations, kLaunchesPerRound);
     const int rounds = (iterations + per_round - 1) / per_round;
-    const Interleaved t = interleaved_ms(launches, rounds, per_round);
-    for (std::size_t i = 0; i < timed.size(); ++i) timings[timed[i]].ms = t.ms[i];
+    const std::vector<double> ms = solo ? solo_ms(launches, iterations) : interleaved_ms(launches, rounds, per_round).ms;
+    for (std::size_t i = 0; i < timed.size(); ++i) timings[timed[i]].ms = ms[i];
     return timings;
 }
 
