@@ -246,21 +246,22 @@ public:
     // epilogue long though it has no tile tensors, 20% slower at 8192 x 128256 x 4096 and 36% at 4096 x 128256 x 4096:
     // a cooperative tile's epilogue stalls both consumers, which ping-pong hides behind the other's mainloop.
     //
-    // A plain GEMM (the epilogue only stores the accumulator, in a 16-bit type) with K >= 8192, M >= 4096, N >= 2048
+    // A plain GEMM (the epilogue only stores the accumulator, in a 16-bit type) with K >= 5120, M >= 4096, N >= 2048
     // and both operands K-major (a forward projection) or both M/N-major (a weight gradient, K = tokens) takes
     // cooperative 256 x 128 tiles in pairs along N that share A: the region measured, where the tile grid leaves no
     // pair half empty. Each operand byte from L2 feeds twice the MMAs of a 128 x 128 tile, and at the power cap the
     // GPU then holds a 50-100 MHz higher clock. Measured on an H200 with each config run alone, clocks settled
-    // (docs/PERFORMANCE.md, 2026-12-04, fourth session): K-major (`coda bench gemm --shapes all --identity-only
-    // --config`) 2.2-4.4% faster than ping-pong in the same call at the five K >= 8192 shapes of the benchmark sets,
-    // mixed at K <= 5632 (-3.4% to +2.8%); M/N-major at K = 16384 (`coda tune --config`, one config a run, twice)
-    // 2.6-8.7% faster at five weight-gradient shapes. Any epilogue with work of its own ran 9-41% slower on it than on
-    // ping-pong (`coda bench block --config`). Timed in interleaved rounds with another config (`coda tune` without
-    // --solo) it loses its clock advantage: 1-8% behind ping-pong there.
+    // (docs/PERFORMANCE.md, 2026-12-04, fourth and fifth sessions; `coda bench gemm --identity-only --config`, `coda
+    // tune --solo`): from K = 5120 ahead of ping-pong at 20 of 24 points, both layouts (up to 5.1%), and behind by at
+    // most 0.7% at the other four; at K = 4096 and 2048 -4.4% to +2.3%, no side ahead. M/N-major at K = 16384 (`coda
+    // tune --config`, one config a run, twice) 2.6-8.7% faster at five weight-gradient shapes. Any
+    // epilogue with work of its own ran 9-41% slower on it than on ping-pong (`coda bench block --config`). Timed in
+    // interleaved rounds with another config (`coda tune` without --solo) it loses its clock advantage: 1-8% behind
+    // ping-pong there.
     KernelConfig default_config(const Graph& graph, const ProblemShape& shape) const override {
         constexpr double kPingPongKPerByte = 640;  // ping-pong when K >= this x per-visit bytes an element
         constexpr long long kUnknownK = 4096;      // a typical hidden size, for a shape not given
-        constexpr long long kLongK = 8192;         // plain GEMMs from here on: cooperative 256 x 128 pairs ...
+        constexpr long long kLongK = 5120;         // plain GEMMs from here on: cooperative 256 x 128 pairs ...
         constexpr long long kPairsMinM = 4096;     // ... on a grid of tiles this large at least
         constexpr long long kPairsMinN = 2048;
         const long long k = shape.k > 0 ? shape.k : kUnknownK;

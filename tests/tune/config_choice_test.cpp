@@ -59,8 +59,8 @@ TEST_CASE("choose_config on sm_90a: ping-pong 128x128 at every shape for fragmen
          {ProblemShape{}, ProblemShape{4096, 4096, 4096}, ProblemShape{16384, 4096, 14336}, ProblemShape{4096, 2048, 2048},
           ProblemShape{1024, 4096, 4096}, ProblemShape{1, 4096, 64}}) {
         INFO(shape.m << "x" << shape.n << "x" << shape.k);
-        // (A plain GEMM at K >= 8192 has a rule of its own: the test below.)
-        if (shape.k < 8192) CHECK(coda::choose_config(gemm_graph(), "sm_90a", shape, {}, nullptr) == kDefault);
+        // (A plain GEMM at K >= 5120 has a rule of its own: the test below.)
+        if (shape.k < 5120) CHECK(coda::choose_config(gemm_graph(), "sm_90a", shape, {}, nullptr) == kDefault);
         CHECK(coda::choose_config(residual, "sm_90a", shape, {"NVIDIA H100 PCIe", 114}, nullptr) == kDefault);
     }
     CHECK(coda::choose_config(coda::blocks::out_proj(), "sm_90a", {4096, 4096, 4096}, {}, nullptr) == kDefault);
@@ -161,18 +161,20 @@ TEST_CASE("choose_config on sm_90a: a vocabulary-sized N keeps the rules of any 
           kCooperative);
 }
 
-TEST_CASE("choose_config on sm_90a: a plain GEMM at K >= 8192 takes cooperative 256x128 pairs where measured",
+TEST_CASE("choose_config on sm_90a: a plain GEMM at K >= 5120 takes cooperative 256x128 pairs where measured",
           "[tune]") {
     const KernelConfig pairs = coda::HopperConfig{256, 128, 4, Schedule::Cooperative, 1, 2};
     const coda::Graph plain = gemm_graph();
     REQUIRE(coda::stores_accumulator_only(plain));
     for (const ProblemShape& shape : {ProblemShape{4096, 4096, 14336}, ProblemShape{8192, 4096, 11008},
-                                      ProblemShape{16384, 8192, 8192}, ProblemShape{4096, 2048, 65536}}) {
+                                      ProblemShape{16384, 8192, 8192}, ProblemShape{4096, 2048, 65536},
+                                      ProblemShape{8192, 2048, 5632}, ProblemShape{4096, 4096, 5120}}) {
         INFO(shape.m << "x" << shape.n << "x" << shape.k);
         CHECK(coda::choose_config(plain, "sm_90a", shape, {}, nullptr) == pairs);
     }
-    // Below K = 8192, with K unknown (a typical 4096 is assumed), or on a grid narrower than measured: ping-pong.
-    CHECK(coda::choose_config(plain, "sm_90a", {8192, 4096, 8191}, {}, nullptr) == kDefault);
+    // Below K = 5120, with K unknown (a typical 4096 is assumed), or on a grid narrower than measured: ping-pong.
+    CHECK(coda::choose_config(plain, "sm_90a", {8192, 4096, 5119}, {}, nullptr) == kDefault);
+    CHECK(coda::choose_config(plain, "sm_90a", {16384, 4096, 4096}, {}, nullptr) == kDefault);
     CHECK(coda::choose_config(plain, "sm_90a", {}, {}, nullptr) == kDefault);
     CHECK(coda::choose_config(plain, "sm_90a", {4095, 4096, 14336}, {}, nullptr) == kDefault);
     CHECK(coda::choose_config(plain, "sm_90a", {8192, 2047, 14336}, {}, nullptr) == kDefault);
