@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <vector>
 
 #include "driver/cuda_driver.hpp"
 #include "support/run_cli.hpp"
@@ -23,46 +24,30 @@ Run run_tune(const std::string& arguments, const std::string& cache_dir) {
 TEST_CASE("coda tune rejects bad arguments and names before it needs a GPU", "[tune][tools]") {
     coda::test::TempDir cache("coda-cli-tune");
     const std::string dir = cache.path().string();
-
-    Run r = run_tune("", dir);
-    INFO(r.output);
-    CHECK(r.status == 1);
-    CHECK_THAT(r.output, Catch::Contains("at least one block name or .coda file") && Catch::Contains("out_proj"));
-
-    r = run_tune("frobnicate", dir);
-    INFO(r.output);
-    CHECK(r.status == 1);
-    CHECK_THAT(r.output, Catch::Contains("'frobnicate' is neither a .coda file nor a block name") &&
-                             Catch::Contains("gate_up_swiglu"));
-
-    r = run_tune("rope_backward tools/graphs/rms_finalize.coda", dir);
-    INFO(r.output);
-    CHECK(r.status == 1);
-    CHECK_THAT(r.output, Catch::Contains("skipping rope_backward") && Catch::Contains("skipping rms_finalize") &&
-                             Catch::Contains("none of the given graphs is a GEMM epilogue"));
-
-    r = run_tune("--m 4096 out_proj", dir);
-    INFO(r.output);
-    CHECK(r.status == 1);
-    CHECK_THAT(r.output, Catch::Contains("--m, --n and --k go together") && Catch::Contains("N=0"));
-
-    r = run_tune("--iters 0 out_proj", dir);
-    CHECK(r.status == 1);
-    CHECK_THAT(r.output, Catch::Contains("--iters"));
-
-    r = run_tune("missing.coda", dir);
-    CHECK(r.status == 1);
-    CHECK_THAT(r.output, Catch::Contains("cannot read graph file 'missing.coda'"));
-
-    // --config texts are read before anything needs a GPU, and a graph after one stays a graph.
-    r = run_tune("--config 'hopper bm=128 pingpong' --config 'hopper bm=256 cooperativ' out_proj", dir);
-    INFO(r.output);
-    CHECK(r.status == 1);
-    CHECK_THAT(r.output, Catch::Contains("kernel config 'hopper bm=256 cooperativ'") &&
-                             Catch::Contains("'cooperativ' is not a field=value pair"));
-    r = run_tune("--config 'hopper bm=128 pingpong' frobnicate", dir);
-    CHECK(r.status == 1);
-    CHECK_THAT(r.output, Catch::Contains("'frobnicate' is neither a .coda file nor a block name"));
+    // Each: the arguments, and what the error must say. All fail with status 1.
+    struct BadRun {
+        const char* arguments;
+        std::vector<const char*> says;
+    };
+    const std::vector<BadRun> cases = {
+        {"", {"at least one block name or .coda file", "out_proj"}},
+        {"frobnicate", {"'frobnicate' is neither a .coda file nor a block name", "gate_up_swiglu"}},
+        {"rope_backward tools/graphs/rms_finalize.coda",
+         {"skipping rope_backward", "skipping rms_finalize", "none of the given graphs is a GEMM epilogue"}},
+        {"--m 4096 out_proj", {"--m, --n and --k go together", "N=0"}},
+        {"--iters 0 out_proj", {"--iters"}},
+        {"missing.coda", {"cannot read graph file 'missing.coda'"}},
+        // --config texts are read before anything needs a GPU, and a graph after one stays a graph.
+        {"--config 'hopper bm=128 pingpong' --config 'hopper bm=256 cooperativ' out_proj",
+         {"kernel config 'hopper bm=256 cooperativ'", "'cooperativ' is not a field=value pair"}},
+        {"--config 'hopper bm=128 pingpong' frobnicate", {"'frobnicate' is neither a .coda file nor a block name"}},
+    };
+    for (const BadRun& c : cases) {
+        const Run r = run_tune(c.arguments, dir);
+        INFO("coda tune " << c.arguments << "\n" << r.output);
+        CHECK(r.status == 1);
+        for (const char* text : c.says) CHECK_THAT(r.output, Catch::Contains(text));
+    }
 }
 
 TEST_CASE("coda tune needs a GPU, and with one it records the fastest config", "[tune][tools]") {
