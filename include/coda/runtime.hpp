@@ -108,8 +108,9 @@ public:
     // which mainloop runs it, as launch() decides) and packs the launch again (tensor maps included). On a
     // coda::Error the launch stays as it was.
     BoundLaunch& rebind(const std::string& name, const void* data);
-    // Gives f32 scalar binding `name` a new value.
+    // Gives f32 scalar binding `name` a new value, or points it at one f32 in device memory (checked as at launch).
     BoundLaunch& rebind(const std::string& name, float value);
+    BoundLaunch& rebind(const std::string& name, const DeviceScalar& value);
     const Kernel& kernel() const;
 
 private:

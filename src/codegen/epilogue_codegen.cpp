@@ -43,9 +43,10 @@ std::string slot_comment(const CheckedGraph& g) {
         if (tensor) what += fmt::format(" {}", to_string(b.kind));
         what += fmt::format(" {}", to_string(b.dtype));
         if (b.kind == Kind::Tile || b.kind == Kind::Col) what += fmt::format(" {}", to_string(b.width));
-        const char* words = b.role == BindingRole::ScalarArg ? "f32 bits in the low word"
-                            : count == 2                     ? "pointer, leading dimension in elements"
-                                                             : "pointer";
+        const char* words = b.role == BindingRole::ScalarArg
+                                ? "f32 bits in the low word, or a device pointer to the f32 with bit 63 set"
+                            : count == 2 ? "pointer, leading dimension in elements"
+                                         : "pointer";
         const std::string slots =
             count == 2 ? fmt::format("slots {}-{}", first, first + 1) : fmt::format("slot {}", first);
         out += fmt::format("//   {:<10} {}: {} ({})\n", slots, b.name, what, words);

@@ -38,8 +38,7 @@ public:
             case Op::RowInput: return row_input();
             case Op::ColInput: return col_input();
             case Op::Scalar:
-                return line(fmt::format("float {}[1] = {{__uint_as_float(static_cast<unsigned int>({}))}};", name(),
-                                        word(0)));
+                return line(fmt::format("float {}[1] = {{coda::scalar_from_slot({})}};", name(), word(0)));
             case Op::Const: return line(fmt::format("float {}[1] = {{{}}};", name(), float_literal(node_.value)));
             case Op::RowIndex:
                 return line(fmt::format("int {}[1] = {{{}}};", name(), cx_.site == Site::Visit ? "c.m" : "l"));

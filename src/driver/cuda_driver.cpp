@@ -230,6 +230,17 @@ void Driver::memset8_async(CUdeviceptr dst, unsigned char value, std::size_t byt
 
 void Driver::synchronize() { check(ready().cuCtxSynchronize(), "cuCtxSynchronize"); }
 
+bool Driver::is_capturing(CUstream stream) {
+    CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+    check(ready().cuStreamIsCapturing(stream, &status), "cuStreamIsCapturing");
+    return status != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
+CUstreamCaptureMode Driver::exchange_capture_mode(CUstreamCaptureMode mode) {
+    check(ready().cuThreadExchangeStreamCaptureMode(&mode), "cuThreadExchangeStreamCaptureMode");
+    return mode;
+}
+
 CUevent Driver::event_create() {
     CUevent event = nullptr;
     check(ready().cuEventCreate(&event, CU_EVENT_DEFAULT), "cuEventCreate");

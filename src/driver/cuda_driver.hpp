@@ -60,6 +60,9 @@ public:
     void memset8(CUdeviceptr dst, unsigned char value, std::size_t bytes);
     void memset8_async(CUdeviceptr dst, unsigned char value, std::size_t bytes, CUstream stream);
     void synchronize();  // cuCtxSynchronize
+    bool is_capturing(CUstream stream);  // whether `stream` is being captured into a CUDA graph
+    // Sets the calling thread's stream-capture mode (cuThreadExchangeStreamCaptureMode); returns the one it had.
+    CUstreamCaptureMode exchange_capture_mode(CUstreamCaptureMode mode);
     CUevent event_create();
     void event_record(CUevent event, CUstream stream);
     float event_ms(CUevent start, CUevent stop);

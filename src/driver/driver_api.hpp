@@ -16,7 +16,10 @@ namespace coda {
     X(cuCtxSetCurrent) X(cuCtxGetDevice) X(cuCtxSynchronize) X(cuModuleLoadData) X(cuModuleUnload)          \
     X(cuModuleGetFunction) X(cuModuleGetGlobal) X(cuFuncSetAttribute) X(cuLaunchKernel) X(cuMemAlloc)       \
     X(cuMemFree) X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuMemsetD8) X(cuMemsetD8Async) X(cuEventCreate) X(cuEventRecord)            \
-    X(cuEventElapsedTime) X(cuEventDestroy) X(cuTensorMapEncodeTiled) X(cuOccupancyMaxActiveClusters)
+    X(cuEventElapsedTime) X(cuEventDestroy) X(cuTensorMapEncodeTiled) X(cuOccupancyMaxActiveClusters)       \
+    X(cuStreamIsCapturing) X(cuThreadExchangeStreamCaptureMode) X(cuStreamCreate) X(cuStreamDestroy)         \
+    X(cuStreamSynchronize) X(cuStreamBeginCapture) X(cuStreamEndCapture) X(cuGraphInstantiate)              \
+    X(cuGraphLaunch) X(cuGraphExecDestroy) X(cuGraphDestroy)
 
 struct DriverApi {
 #define CODA_DECLARE_DRIVER_FUNCTION(name) decltype(&::name) name = nullptr;

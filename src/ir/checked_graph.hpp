@@ -59,7 +59,8 @@ struct CheckedGraph {
 bool is_binding(Op op);
 
 // Kernel parameter slots (64-bit words, coda::EpilogueArgs): a tile tensor takes two (pointer, leading
-// dimension in elements), a vector or partials tensor one (pointer), a scalar one (f32 bits in the low word).
+// dimension in elements), a vector or partials tensor one (pointer), a scalar one (f32 bits in the low word,
+// or a device pointer to the f32 tagged with bit 63).
 bool is_tile_tensor(const Binding& b);  // an M x columns(width, N) input, output or accumulate tensor
 int slot_count(const Binding& b);
 int first_slot(const CheckedGraph& g, std::size_t binding_index);

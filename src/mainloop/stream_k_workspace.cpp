@@ -13,9 +13,16 @@ namespace {
 
 constexpr std::size_t kFlagBytes = kStreamKFlags * sizeof(unsigned);
 
+struct StreamBuffer {
+    DeviceBuffer buffer;
+    // Whether the flags were zeroed eagerly in stream order. A memset captured into a CUDA graph zeroes them in each
+    // replay, not now: the next launch outside a capture zeroes them again.
+    bool flags_zeroed = false;
+};
+
 struct Workspaces {
     std::mutex mutex;
-    std::map<std::pair<CUcontext, CUstream>, DeviceBuffer> by_stream;
+    std::map<std::pair<CUcontext, CUstream>, StreamBuffer> by_stream;
     std::vector<DeviceBuffer> outgrown;  // still read by launches queued before they were outgrown
 };
 
@@ -28,6 +35,32 @@ constexpr int kNoOverride = -1;
 std::atomic<int> stream_k_override{kNoOverride};
 
 constexpr long long kMinRounds = 20;  // between the 15 rounds measured slower and the 21 measured faster
+
+// Relaxed stream-capture mode for the calling thread while it lives, when its stream is being captured: cuMemAlloc
+// is prohibited under a global-mode capture (torch.cuda.graph's) and would invalidate it. The allocation is not part
+// of the graph; the flags' memset is, and runs before the kernel in each replay (harmless: flags are zero between
+// launches).
+class RelaxedCaptureScope {
+public:
+    RelaxedCaptureScope(Driver& driver, bool capturing) : driver_(driver), active_(capturing) {
+        if (active_) previous_ = driver.exchange_capture_mode(CU_STREAM_CAPTURE_MODE_RELAXED);
+    }
+    ~RelaxedCaptureScope() {
+        if (!active_) return;
+        try {
+            driver_.exchange_capture_mode(previous_);
+        } catch (...) {
+            // Restoring cannot fail for a mode the driver just returned; a destructor must not throw.
+        }
+    }
+    RelaxedCaptureScope(const RelaxedCaptureScope&) = delete;
+    RelaxedCaptureScope& operator=(const RelaxedCaptureScope&) = delete;
+
+private:
+    Driver& driver_;
+    CUstreamCaptureMode previous_ = CU_STREAM_CAPTURE_MODE_GLOBAL;
+    bool active_ = false;
+};
 
 }  // namespace
 
@@ -49,16 +82,25 @@ StreamKWorkspace stream_k_workspace(CUstream stream, std::size_t partial_bytes) 
     Driver& driver = Driver::instance();
     Workspaces& w = workspaces();
     std::lock_guard<std::mutex> lock(w.mutex);
-    DeviceBuffer& buffer = w.by_stream[{driver.current_context(), stream}];
-    if (buffer.bytes() < kFlagBytes + partial_bytes) {
-        DeviceBuffer grown(kFlagBytes + partial_bytes);
-        driver.memset8_async(grown.ptr(), 0, kFlagBytes, stream);
-        if (buffer.bytes() > 0) w.outgrown.push_back(std::move(buffer));
-        buffer = std::move(grown);
+    StreamBuffer& s = w.by_stream[{driver.current_context(), stream}];
+    const std::size_t bytes = kFlagBytes + partial_bytes;
+    if (s.buffer.bytes() < bytes || !s.flags_zeroed) {
+        const bool capturing = driver.is_capturing(stream);
+        if (s.buffer.bytes() < bytes) {
+            DeviceBuffer grown;
+            {
+                const RelaxedCaptureScope relaxed(driver, capturing);
+                grown = DeviceBuffer(bytes);
+            }
+            if (s.buffer.bytes() > 0) w.outgrown.push_back(std::move(s.buffer));
+            s.buffer = std::move(grown);
+        }
+        driver.memset8_async(s.buffer.ptr(), 0, kFlagBytes, stream);
+        s.flags_zeroed = !capturing;
     }
     StreamKWorkspace out;
-    out.partial_flags = reinterpret_cast<unsigned*>(buffer.ptr());
-    out.partials = reinterpret_cast<float*>(buffer.ptr() + kFlagBytes);
+    out.partial_flags = reinterpret_cast<unsigned*>(s.buffer.ptr());
+    out.partials = reinterpret_cast<float*>(s.buffer.ptr() + kFlagBytes);
     return out;
 }
 

@@ -24,7 +24,9 @@ constexpr int kStreamKFlags = 4096;
 
 // The workspace of the current context's `stream`, with room for `partial_bytes` of partial sums: grown (and its
 // flags zeroed, in stream order) when smaller. A buffer it outgrows stays allocated until the process ends, since
-// earlier launches on the stream may still be reading it.
+// earlier launches on the stream (or CUDA graphs captured from it) may still be reading it. Works while `stream` is
+// being captured into a CUDA graph: the buffer is then allocated in relaxed capture mode and its flags' memset is
+// captured with the launch. Graphs captured from one stream share its buffer, so their replays must not overlap.
 StreamKWorkspace stream_k_workspace(CUstream stream, std::size_t partial_bytes);
 
 // Whether a launch of `tiles` tiles of `k_tiles` k-tiles each on a persistent grid of `ctas` CTAs shares its last

@@ -52,6 +52,23 @@ std::uint64_t float_bits(float value) {
     return bits;
 }
 
+// A device scalar's slot: its pointer tagged with bit 63 (coda::scalar_from_slot in epilogue_contract.cuh), which
+// user-space and UVA addresses never set. `fail` phrases a bad pointer's error.
+constexpr std::uint64_t kDeviceScalarTag = std::uint64_t{1} << 63;
+
+template <class Fail>
+std::uint64_t device_scalar_bits(const DeviceScalar& s, Fail&& fail) {
+    const auto address = reinterpret_cast<std::uintptr_t>(s.data);
+    if (s.data == nullptr) fail("device scalar is a null pointer; bind a pointer to one f32 in device memory");
+    if (address % alignof(float) != 0)
+        fail(fmt::format("device scalar pointer {} is not aligned to 4 bytes (one f32)",
+                         static_cast<const void*>(s.data)));
+    if (address & kDeviceScalarTag)
+        fail(fmt::format("device scalar pointer {} has bit 63 set, which no device address has",
+                         static_cast<const void*>(s.data)));
+    return static_cast<std::uint64_t>(address) | kDeviceScalarTag;
+}
+
 // Operands A and B can be moved in 16-byte vectors (GemmProblem::flags).
 bool vectorizable(const void* data, long long ld) { return reinterpret_cast<std::uintptr_t>(data) % 16 == 0 && ld % 8 == 0; }
 
@@ -78,7 +95,8 @@ public:
             if (it->second.data == nullptr) fail(name, fmt::format("{} is a null pointer", role));
             return it->second;
         }
-        if (args_.scalars().count(name)) fail(name, fmt::format("is the {}, a tensor, but was bound to a scalar", role));
+        if (args_.scalars().count(name) || args_.device_scalars().count(name))
+            fail(name, fmt::format("is the {}, a tensor, but was bound to a scalar", role));
         fail(name, fmt::format("is not bound; bind the {} with Args::bind(\"{}\", tensor)", role, name));
     }
 
@@ -129,10 +147,17 @@ public:
             fail(name, fmt::format("must be a contiguous row-major matrix, got {}", t.describe()));
     }
 
-    float scalar(const std::string& name) const {
+    // The slot word of scalar `name`: a value's f32 bits, or a device scalar's tagged pointer.
+    std::uint64_t scalar_slot(const std::string& name) const {
         auto it = args_.scalars().find(name);
-        if (it != args_.scalars().end()) return it->second;
-        if (args_.tensors().count(name)) fail(name, "is an f32 scalar but was bound to a tensor");
+        if (it != args_.scalars().end()) return float_bits(it->second);
+        auto dev = args_.device_scalars().find(name);
+        if (dev != args_.device_scalars().end())
+            return device_scalar_bits(dev->second, [&](const std::string& what) { fail(name, what); });
+        if (args_.tensors().count(name))
+            fail(name, fmt::format("is an f32 scalar but was bound to a tensor; bind a value with Args::bind(\"{}\", "
+                                   "value) or one f32 in device memory with Args::bind(\"{}\", device_scalar(ptr))",
+                                   name, name));
         fail(name, fmt::format("is not bound; bind the scalar with Args::bind(\"{}\", value)", name));
     }
 
@@ -151,6 +176,7 @@ public:
         };
         for (const auto& [name, t] : args_.tensors()) check(name);
         for (const auto& [name, s] : args_.scalars()) check(name);
+        for (const auto& [name, s] : args_.device_scalars()) check(name);
     }
 
     const CheckedGraph& graph() const { return g_; }
@@ -294,7 +320,7 @@ LaunchPlan plan_launch(const CheckedGraph& g, TileShape tile, const Args& args, 
     std::size_t slot = 0;
     for (const Binding& b : g.bindings) {
         if (b.role == BindingRole::ScalarArg) {
-            plan.slots[slot++] = float_bits(c.scalar(b.name));
+            plan.slots[slot++] = c.scalar_slot(b.name);
             continue;
         }
         const TensorRef& ref = c.tensor(b.name, tensor_role(b.role));
@@ -393,13 +419,30 @@ void rebind_pointer(const CheckedGraph& g, LaunchPlan& plan, const std::string& 
     plan.slots.at(static_cast<std::size_t>(first_slot(g, i))) = reinterpret_cast<std::uintptr_t>(data);
 }
 
-void rebind_scalar(const CheckedGraph& g, LaunchPlan& plan, const std::string& name, float value,
-                   const std::string& kernel_name) {
+namespace {
+
+std::uint64_t& scalar_slot_to_rebind(const CheckedGraph& g, LaunchPlan& plan, const std::string& name,
+                                     const std::string& kernel_name) {
     if (g.graph.domain() == Domain::Gemm && (name == "A" || name == "B"))
         throw Error(fmt::format("kernel '{}': argument '{}': cannot rebind GEMM operand {} to a scalar", kernel_name,
                                 name, name));
     const std::size_t i = binding_to_rebind(g, name, true, kernel_name);
-    plan.slots.at(static_cast<std::size_t>(first_slot(g, i))) = float_bits(value);
+    return plan.slots.at(static_cast<std::size_t>(first_slot(g, i)));
+}
+
+}  // namespace
+
+void rebind_scalar(const CheckedGraph& g, LaunchPlan& plan, const std::string& name, float value,
+                   const std::string& kernel_name) {
+    scalar_slot_to_rebind(g, plan, name, kernel_name) = float_bits(value);
+}
+
+void rebind_scalar(const CheckedGraph& g, LaunchPlan& plan, const std::string& name, const DeviceScalar& value,
+                   const std::string& kernel_name) {
+    std::uint64_t& slot = scalar_slot_to_rebind(g, plan, name, kernel_name);
+    slot = device_scalar_bits(value, [&](const std::string& what) {
+        throw Error(fmt::format("kernel '{}': argument '{}': {}", kernel_name, name, what));
+    });
 }
 
 }  // namespace coda

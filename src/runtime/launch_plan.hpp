@@ -34,8 +34,10 @@ LaunchPlan plan_launch(const CheckedGraph& g, TileShape tile, const Args& args, 
 // or a scalar binding.
 void rebind_pointer(const CheckedGraph& g, LaunchPlan& plan, const std::string& name, const void* data,
                     const std::string& kernel_name);
-// The same for an f32 scalar binding.
+// The same for an f32 scalar binding: a new value, or a device scalar (checked as plan_launch checks one).
 void rebind_scalar(const CheckedGraph& g, LaunchPlan& plan, const std::string& name, float value,
+                   const std::string& kernel_name);
+void rebind_scalar(const CheckedGraph& g, LaunchPlan& plan, const std::string& name, const DeviceScalar& value,
                    const std::string& kernel_name);
 
 // Shape of the partials tensor a reduce_row / reduce_col binding writes for an m x n problem.

@@ -370,6 +370,14 @@ BoundLaunch& BoundLaunch::rebind(const std::string& name, float value) {
     return *this;
 }
 
+BoundLaunch& BoundLaunch::rebind(const std::string& name, const DeviceScalar& value) {
+    const LoadedKernel& k = kernel().loaded();
+    LaunchPlan plan = state_->packed->plan;
+    rebind_scalar(k.checked, plan, name, value, k.report.kernel_name);
+    state_->pack(plan);
+    return *this;
+}
+
 const Graph& Kernel::graph() const { return loaded().checked.graph; }
 const std::optional<KernelConfig>& Kernel::config() const { return loaded().config; }
 const BuildReport& Kernel::report() const { return loaded().report; }

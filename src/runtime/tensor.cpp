@@ -28,14 +28,24 @@ TensorRef vector(const void* data, DType dtype, std::int64_t length) {
 }
 
 Args& Args::bind(const std::string& name, const TensorRef& tensor) {
-    if (scalars_.count(name)) throw Error(fmt::format("argument '{}' is already bound to a scalar", name));
+    if (scalars_.count(name) || device_scalars_.count(name))
+        throw Error(fmt::format("argument '{}' is already bound to a scalar", name));
     tensors_[name] = tensor;
     return *this;
 }
 
+// A scalar name holds one form at a time: binding a value replaces a device scalar and the other way round.
 Args& Args::bind(const std::string& name, float scalar) {
     if (tensors_.count(name)) throw Error(fmt::format("argument '{}' is already bound to a tensor", name));
+    device_scalars_.erase(name);
     scalars_[name] = scalar;
+    return *this;
+}
+
+Args& Args::bind(const std::string& name, const DeviceScalar& scalar) {
+    if (tensors_.count(name)) throw Error(fmt::format("argument '{}' is already bound to a tensor", name));
+    scalars_.erase(name);
+    device_scalars_[name] = scalar;
     return *this;
 }
 

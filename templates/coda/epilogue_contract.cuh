@@ -86,6 +86,16 @@ struct EpilogueArgs {
     unsigned long long slot[kSlots];
 };
 
+// Bit 63 of a scalar slot tags a device pointer to the f32 (user-space and UVA addresses never set it);
+// untagged, the slot holds the f32 bits in its low word. A pointer is read when the kernel runs, so a value
+// computed on the device (a loss gradient) needs no host sync and a captured CUDA graph sees each replay's value.
+constexpr unsigned long long kDeviceScalarTag = 1ull << 63;
+
+__device__ __forceinline__ float scalar_from_slot(unsigned long long slot) {
+    if (slot & kDeviceScalarTag) return *reinterpret_cast<const float*>(slot & ~kDeviceScalarTag);
+    return __uint_as_float(static_cast<unsigned int>(slot));
+}
+
 // Where a visit happens: global row m, global even full column n, and the problem bounds; col_slot and row_slot
 // are the visit's slots (Layout) where a mainloop keeps a few visits' data in registers (the Hopper one's staged
 // visits; others leave them 0).

@@ -191,7 +191,7 @@ TEST_CASE("row x column broadcast, scalars, constants and indices", "[codegen]")
     CHECK_FALSE(contains(src, "in.v0_pos"));
     CHECK(contains(src, "float v2_posf[1] = {static_cast<float>(v0_pos[0])};"));
     CHECK(contains(src, "float v3_angle[1] = {(v2_posf[0] * v1_theta[0])};"));
-    CHECK(contains(src, "float v4_scale[1] = {__uint_as_float(static_cast<unsigned int>(args.slot[2]))};"));
+    CHECK(contains(src, "float v4_scale[1] = {coda::scalar_from_slot(args.slot[2])};"));
     CHECK(contains(src, "float v6_eps[1] = {" + codegen::float_literal(1e-6f) + "};"));
     CHECK(contains(src, "for (int v = 0; v < 4; ++v) v8_col[v] = pair * 4 + v;"));
     CHECK(contains(src, "float v10_lo[2] = {v7_shifted[0], v7_shifted[0]};"));

@@ -136,6 +136,36 @@ def test_cuda_array_interface_tensors():
     assert_close("y_f32", y, (xs * rs[:, None] + 1).cpu().numpy())
 
 
+def test_device_scalars():
+    """A scalar bound to a one-element f32 GPU tensor is read when the kernel runs: the bytes a float gives, and in a
+    captured CUDA graph each replay's value."""
+    g = coda.Graph.tile("scale_shift")
+    x = g.tile_input("x", coda.f32)
+    g.store(x * g.scalar("alpha") + g.scalar("beta"), "y", coda.f32)
+    kernel = coda.compile(g)
+    m, n = 70, 96
+    xs = torch.randn(m, n, device="cuda")
+    by_value, on_device = poisoned(m, n, dtype=torch.float32), poisoned(m, n, dtype=torch.float32)
+    alpha = torch.tensor(1.75, device="cuda")  # 0-d, as a loss gradient is
+    kernel.launch({"x": xs, "alpha": 1.75, "beta": -0.25, "y": by_value})
+    kernel.launch({"x": xs, "alpha": alpha, "beta": torch.full((1,), -0.25, device="cuda"), "y": on_device})
+    torch.cuda.synchronize()
+    assert torch.equal(by_value, on_device)
+
+    captured = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(captured):
+        kernel.launch({"x": xs, "alpha": alpha, "beta": -0.25, "y": on_device})
+    alpha.fill_(-3.0)
+    captured.replay()
+    kernel.launch({"x": xs, "alpha": -3.0, "beta": -0.25, "y": by_value})
+    torch.cuda.synchronize()
+    assert torch.equal(by_value, on_device)
+
+    for wrong in (alpha.bfloat16(), alpha.cpu(), torch.ones(2, device="cuda"), "1.0"):
+        with pytest.raises(coda.Error, match="'alpha' needs a float, or a one-element f32 GPU tensor"):
+            kernel.launch({"x": xs, "alpha": wrong, "beta": -0.25, "y": on_device})
+
+
 def test_launch_errors_are_coda_errors(out_proj):
     m, n, k = 64, 128, 64
     b = out_proj_bindings(out_proj, m, n, k, seed=3)

@@ -234,3 +234,79 @@ TEST_CASE("rebinding a scalar writes its f32 bits, and tensors and scalars do no
     CHECK_THROWS_WITH(rebind_scalar(checked, plan, "A", 1.0f, "scaled"),
                       Catch::Contains("cannot rebind GEMM operand A to a scalar"));
 }
+
+TEST_CASE("a device scalar is passed as its pointer tagged with bit 63, a value as its f32 bits", "[runtime]") {
+    const CheckedGraph g = check_graph(blocks::rms_finalize());
+    const auto plan_with = [&](const Args& scalars) {
+        Args a = scalars;
+        a.bind("x1_sumsq", matrix(fake(0x1000), DType::F32, 4, 100));
+        a.bind("rstd", vector(fake(0x2000), DType::F32, 100));
+        return plan_launch(g, {1, 1}, a, "rms_finalize");
+    };
+    const auto device = [](std::uintptr_t address) { return device_scalar(static_cast<const float*>(fake(address))); };
+    Args scalars;
+    scalars.bind("inv_d", 0.5f).bind("eps", device(0x7f0000001004));
+    LaunchPlan plan = plan_with(scalars);
+    REQUIRE(plan.slots.size() == 4);
+    CHECK(plan.slots[1] == 0x3f000000u);  // 0.5f, high word 0
+    CHECK(plan.slots[2] == (0x7f0000001004ull | (1ull << 63)));
+
+    // Binding a value replaces the device scalar, and the other way round.
+    scalars.bind("eps", 1.0f);
+    CHECK(plan_with(scalars).slots[2] == 0x3f800000u);
+    scalars.bind("inv_d", device(0x3000));
+    CHECK(plan_with(scalars).slots[1] == (0x3000ull | (1ull << 63)));
+
+    const auto error_with = [&](const DeviceScalar& eps) {
+        Args a = scalars;
+        a.bind("eps", eps);
+        try {
+            plan_with(a);
+        } catch (const Error& e) {
+            return std::string(e.what());
+        }
+        return std::string();
+    };
+    CHECK_THAT(error_with(device_scalar(nullptr)),
+               Catch::Contains("kernel 'rms_finalize': argument 'eps'") && Catch::Contains("null pointer"));
+    CHECK_THAT(error_with(device(0x3002)),
+               Catch::Contains("argument 'eps'") && Catch::Contains("not aligned to 4 bytes"));
+
+    CHECK(error_with(device(0x3000)).empty());
+
+    // A tensor bound to a scalar name is still an error, which names the device-scalar form; a tensor name cannot
+    // take a device scalar either.
+    Args with_tensor;
+    with_tensor.bind("eps", vector(fake(0x3000), DType::F32, 1)).bind("inv_d", 0.5f);
+    CHECK_THROWS_WITH(plan_with(with_tensor), Catch::Contains("'eps': is an f32 scalar but was bound to a tensor") &&
+                                                  Catch::Contains("device_scalar(ptr)"));
+    CHECK_THROWS_WITH(Args().bind("rstd", vector(fake(0x2000), DType::F32, 100)).bind("rstd", device(0x3000)),
+                      Catch::Contains("'rstd' is already bound to a tensor"));
+}
+
+TEST_CASE("rebinding a scalar to device memory tags its pointer and checks it", "[runtime]") {
+    Graph g = Graph::gemm("scaled");
+    g.store(g.mul(g.accumulator(), g.scalar("alpha")), "D", DType::BF16);
+    const CheckedGraph checked = check_graph(g);
+    Args args;
+    args.bind("A", matrix(fake(0x100000), DType::BF16, M, K));
+    args.bind("B", matrix_col_major(fake(0x200000), DType::BF16, K, N));
+    args.bind("D", matrix(fake(0x300000), DType::BF16, M, N)).bind("alpha", 2.0f);
+    LaunchPlan plan = plan_launch(checked, kTile, args, "scaled");
+    const DeviceScalar alpha = device_scalar(static_cast<const float*>(fake(0x400000)));
+    rebind_scalar(checked, plan, "alpha", alpha, "scaled");
+    args.bind("alpha", alpha);
+    CHECK(plan.slots == plan_launch(checked, kTile, args, "scaled").slots);
+    const LaunchPlan before = plan;
+    CHECK_THROWS_WITH(rebind_scalar(checked, plan, "alpha", device_scalar(nullptr), "scaled"),
+                      Catch::Contains("kernel 'scaled': argument 'alpha'") && Catch::Contains("null pointer"));
+    CHECK_THROWS_WITH(rebind_scalar(checked, plan, "alpha", device_scalar(static_cast<const float*>(fake(0x400001))),
+                                    "scaled"),
+                      Catch::Contains("not aligned to 4 bytes"));
+    CHECK_THROWS_WITH(rebind_scalar(checked, plan, "D", alpha, "scaled"),
+                      Catch::Contains("cannot rebind the output tensor to a scalar"));
+    CHECK(plan.slots == before.slots);
+    rebind_scalar(checked, plan, "alpha", 2.0f, "scaled");
+    args.bind("alpha", 2.0f);
+    CHECK(plan.slots == plan_launch(checked, kTile, args, "scaled").slots);
+}

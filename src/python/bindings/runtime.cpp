@@ -130,12 +130,13 @@ void bind_kernel(nb::module_& m) {
             "launch",
             [](const Kernel& k, nb::handle bindings, nb::handle stream) {
                 CUstream_st* s = stream_of(stream);
-                LaunchArgs launch = launch_args(bindings);
+                LaunchArgs launch = launch_args(bindings, true, &k.graph());
                 nb::gil_scoped_release release;
                 k.launch(launch.args, s);
             },
             "bindings"_a, "stream"_a = nb::none(),
-            "Launches on `stream` with tensors (DLPack or __cuda_array_interface__) and floats bound by name.");
+            "Launches on `stream` with tensors (DLPack or __cuda_array_interface__) and floats bound by name; a "
+            "scalar also binds to a one-element f32 GPU tensor, read by the kernel when it runs.");
 }
 
 void bind_build(nb::module_& m) {

@@ -140,10 +140,14 @@ std::vector<std::int64_t> integers(const nb::object& tuple) {
 // The types are looked up once torch has been imported by someone else; until then nothing here is a torch tensor.
 class TorchTensors {
 public:
+    // Whether `object` is a torch tensor (never before torch has been imported).
+    bool is_tensor(nb::handle object) {
+        return (ready_ || load()) && PyObject_TypeCheck(object.ptr(), tensor_type_);
+    }
+
     // The tensor's TensorRef, or nullopt when `object` is not a torch tensor.
     std::optional<TensorRef> read(const std::string& name, nb::handle object, bool device_only) {
-        if (!ready_ && !load()) return std::nullopt;
-        if (!PyObject_TypeCheck(object.ptr(), tensor_type_)) return std::nullopt;
+        if (!is_tensor(object)) return std::nullopt;
         if (device_only && steal(PyObject_GetAttr(object.ptr(), is_cuda_)).ptr() != Py_True)
             throw Error(fmt::format("launch binding '{}': expected a CUDA tensor, got a torch tensor on {}", name,
                                     text_of(object.attr("device"))));
@@ -160,6 +164,15 @@ public:
         const auto address = static_cast<std::uintptr_t>(PyLong_AsUnsignedLongLong(pointer.ptr()));
         if (PyErr_Occurred()) throw nb::python_error();
         return tensor_ref(name, reinterpret_cast<const void*>(address), *dtype, dims, std::move(steps));
+    }
+
+    // The address of torch tensor `object` when it is one f32 on a CUDA device (any shape of one element).
+    std::optional<const float*> one_f32_on_gpu(nb::handle object) {
+        if (steal(PyObject_GetAttr(object.ptr(), is_cuda_)).ptr() != Py_True) return std::nullopt;
+        if (steal(PyObject_GetAttr(object.ptr(), dtype_)).ptr() != dtypes_[2]) return std::nullopt;
+        if (nb::cast<std::int64_t>(object.attr("numel")()) != 1) return std::nullopt;
+        const nb::object pointer = steal(PyObject_CallMethodNoArgs(object.ptr(), data_ptr_));
+        return reinterpret_cast<const float*>(nb::cast<std::uintptr_t>(pointer));
     }
 
 private:
@@ -204,6 +217,48 @@ std::string python_type(nb::handle object) { return nb::type_name(object.type())
 
 bool is_number(nb::handle value) {
     return (PyFloat_Check(value.ptr()) || PyLong_Check(value.ptr())) && !PyBool_Check(value.ptr());
+}
+
+// Only scalar nodes' names are compared: this runs for every tensor of every launch.
+bool is_scalar_binding(const Graph& graph, const std::string& name) {
+    for (const Node& node : graph.nodes())
+        if (node.op == Op::Scalar && node.name == name) return true;
+    return false;
+}
+
+// A one-element f32 GPU tensor bound to a scalar, as a device scalar the kernel reads when it runs: torch tensors
+// through their attributes, others through DLPack (kept alive in `held`) or __cuda_array_interface__. nullopt for
+// anything else.
+std::optional<DeviceScalar> device_scalar_of(nb::handle value, std::vector<nb::ndarray<>>& held) {
+    if (torch_tensors.is_tensor(value)) {
+        const std::optional<const float*> p = torch_tensors.one_f32_on_gpu(value);
+        return p ? std::optional<DeviceScalar>(device_scalar(*p)) : std::nullopt;
+    }
+    nb::ndarray<> a;
+    if (nb::try_cast(value, a, false)) {
+        const bool gpu =
+            a.device_type() == nb::device::cuda::value || a.device_type() == nb::device::cuda_managed::value;
+        if (!gpu || coda_dtype(a.dtype()) != DType::F32 || a.size() != 1) return std::nullopt;
+        const float* p = static_cast<const float*>(a.data());
+        held.push_back(std::move(a));
+        return device_scalar(p);
+    }
+    if (!nb::hasattr(value, "__dlpack__") && nb::hasattr(value, "__cuda_array_interface__")) {
+        nb::dict cai = nb::cast<nb::dict>(value.attr("__cuda_array_interface__"));
+        std::int64_t count = 1;
+        for (nb::handle e : nb::cast<nb::tuple>(cai["shape"])) count *= nb::cast<std::int64_t>(e);
+        if (nb::cast<std::string>(cai["typestr"]) != "<f4" || count != 1) return std::nullopt;
+        const auto pointer = nb::cast<std::uintptr_t>(nb::cast<nb::tuple>(cai["data"])[0]);
+        return device_scalar(reinterpret_cast<const float*>(pointer));
+    }
+    return std::nullopt;
+}
+
+// What was bound to a scalar instead of a float or a one-element f32 GPU tensor, for the error.
+std::string describe_scalar_value(nb::handle value) {
+    if (!torch_tensors.is_tensor(value)) return python_type(value);
+    return fmt::format("a torch tensor of dtype {}, shape {}, on {}", text_of(value.attr("dtype")),
+                       text_of(value.attr("shape")), text_of(value.attr("device")));
 }
 
 // A host array (numpy, a CPU torch tensor, anything with DLPack or the buffer protocol) as a reference input:
@@ -329,7 +384,7 @@ nb::dict reference(const Graph& graph, nb::dict bindings, long long m, long long
 
 }  // namespace
 
-LaunchArgs launch_args(nb::handle bindings, bool device_only) {
+LaunchArgs launch_args(nb::handle bindings, bool device_only, const Graph* graph) {
     if (!nb::isinstance<nb::dict>(bindings))
         throw nb::type_error(
             fmt::format("bindings: expected a dict of name -> tensor or float, got {}", python_type(bindings)).c_str());
@@ -340,6 +395,15 @@ LaunchArgs launch_args(nb::handle bindings, bool device_only) {
         const std::string name = nb::cast<std::string>(key);
         if (is_number(value)) {
             out.args.bind(name, nb::cast<float>(value));
+            continue;
+        }
+        if (graph != nullptr && is_scalar_binding(*graph, name)) {
+            const std::optional<DeviceScalar> scalar = device_scalar_of(value, out.held);
+            if (!scalar)
+                throw Error(fmt::format("launch binding '{}': scalar '{}' needs a float, or a one-element f32 GPU "
+                                        "tensor, got {}",
+                                        name, name, describe_scalar_value(value)));
+            out.args.bind(name, *scalar);
             continue;
         }
         if (std::optional<TensorRef> t = torch_tensors.read(name, value, device_only)) {
@@ -386,10 +450,14 @@ void bind_tensors(nb::module_& m) {
         "_convert_bindings",
         [](nb::handle bindings, bool device_only, bool describe) -> nb::object {
             const LaunchArgs launch = launch_args(bindings, device_only);
-            if (!describe) return nb::int_(launch.args.tensors().size() + launch.args.scalars().size());
+            if (!describe)
+                return nb::int_(launch.args.tensors().size() + launch.args.scalars().size() +
+                                launch.args.device_scalars().size());
             nb::dict out;
             for (const auto& [name, t] : launch.args.tensors()) out[name.c_str()] = t.describe();
             for (const auto& [name, v] : launch.args.scalars()) out[name.c_str()] = v;
+            for (const auto& [name, d] : launch.args.device_scalars())
+                out[name.c_str()] = fmt::format("device scalar {}", static_cast<const void*>(d.data));
             return out;
         },
         "bindings"_a, "device_only"_a = true, "describe"_a = true);
