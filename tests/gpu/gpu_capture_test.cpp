@@ -2,6 +2,7 @@
 // to bind a value computed on the GPU), and stream-K launches captured on a stream that has no workspace yet.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <optional>
@@ -35,6 +36,15 @@ void write(const DeviceBuffer& buffer, const std::vector<T>& values) {
 void poison(const DeviceBuffer& buffer) {
     Driver::instance().memset8(buffer.ptr(), 0xff, buffer.bytes());
     Driver::instance().synchronize();
+}
+
+// How many elements differ (bitwise), so a failure prints a count rather than millions of values.
+template <class T>
+std::size_t mismatches(const std::vector<T>& a, const std::vector<T>& b) {
+    if (a.size() != b.size()) return std::max(a.size(), b.size());
+    std::size_t count = 0;
+    for (std::size_t i = 0; i < a.size(); ++i) count += std::memcmp(&a[i], &b[i], sizeof(T)) != 0;
+    return count;
 }
 
 const void* at(const DeviceBuffer& buffer) { return reinterpret_cast<const void*>(buffer.ptr()); }
@@ -117,7 +127,7 @@ TEST_CASE("a scalar bound to device memory gives the bytes a host value gives, r
     write(scalar, std::vector<float>{1.75f});
     Args on_device;
     on_device.bind("alpha", device_scalar(f32_at(scalar))).bind("beta", -0.25f);
-    CHECK(run(on_device) == expected);
+    CHECK(mismatches(run(on_device), expected) == 0);
 
     // A bound launch reads the value each time it runs: a new value needs no rebind.
     Args args = on_device;
@@ -128,14 +138,15 @@ TEST_CASE("a scalar bound to device memory gives the bytes a host value gives, r
     Driver::instance().synchronize();
     by_value.bind("alpha", -3.0f);
     const std::vector<float> negated = run(by_value);
-    CHECK(read_back<float>(ys) == negated);
+    CHECK(mismatches(read_back<float>(ys), negated) == 0);
 
     // Rebinding a value to device memory, and back.
     bound.rebind("alpha", 0.5f).rebind("beta", device_scalar(f32_at(scalar)));
     bound.launch();
     Driver::instance().synchronize();
     by_value.bind("alpha", 0.5f).bind("beta", -3.0f);
-    CHECK(read_back<float>(ys) == run(by_value));
+    const std::vector<float> rebound = read_back<float>(ys);
+    CHECK(mismatches(rebound, run(by_value)) == 0);
     CHECK_THROWS_WITH(bound.rebind("beta", device_scalar(nullptr)),
                       Catch::Contains("argument 'beta'") && Catch::Contains("null pointer"));
 }
@@ -179,6 +190,11 @@ TEST_CASE("a stream-K launch captured into a CUDA graph on a fresh stream replay
     k.launch(args, eager.handle);
     eager.synchronize();
     const std::vector<std::uint16_t> expected = read_back<std::uint16_t>(d);
+    // The same bytes again eagerly on that stream: stream-K results do not depend on the run.
+    poison(d);
+    k.launch(args, eager.handle);
+    eager.synchronize();
+    CHECK(mismatches(read_back<std::uint16_t>(d), expected) == 0);
 
     const Stream fresh;
     const CUgraphExec exec = capture(fresh, [&] { k.launch(args, fresh.handle); });
@@ -187,7 +203,7 @@ TEST_CASE("a stream-K launch captured into a CUDA graph on a fresh stream replay
         poison(d);
         driver.check(driver.api().cuGraphLaunch(exec, fresh.handle), "cuGraphLaunch");
         fresh.synchronize();
-        CHECK(read_back<std::uint16_t>(d) == expected);
+        CHECK(mismatches(read_back<std::uint16_t>(d), expected) == 0);
     }
     driver.check(driver.api().cuGraphExecDestroy(exec), "cuGraphExecDestroy");
 
@@ -195,5 +211,5 @@ TEST_CASE("a stream-K launch captured into a CUDA graph on a fresh stream replay
     poison(d);
     k.launch(args, fresh.handle);
     fresh.synchronize();
-    CHECK(read_back<std::uint16_t>(d) == expected);
+    CHECK(mismatches(read_back<std::uint16_t>(d), expected) == 0);
 }
