@@ -3,7 +3,8 @@
 (batch 8 x sequence 2048), bf16: coda.torch against torch eager, torch.compile, Liger kernels and the cuBLAS GEMM
 floor (the layer's 12 GEMMs alone through torch.matmul; with real attention, plus SDPA forward and backward).
 Each with causal SDPA and with the attention-free stand-in v + 0 * (q + k). Then a whole model step (8 layers,
-d = 2048, vocab 32768, AdamW) in tokens/s and peak memory, and whether torch.compile(fullgraph=True) of a small coda
+d = 2048, vocab 32768, AdamW) in tokens/s and peak memory (coda eager, coda under torch.compile, and coda's step
+captured in a CUDA graph and replayed, besides the baselines), and whether torch.compile(fullgraph=True) of a small coda
 model (4 layers, d = 512) compiles and matches. One table on stdout; bench_block.csv and bench_block.md in $OUT (or --out).
 
 Timing: every system runs twice (compiles, autotuning), then all run in turn for 500 ms to settle the GPU clock,
@@ -154,6 +155,15 @@ def floor_fn(layer, attention):
     return run
 
 
+def layer_step(module, x, dy, fwd):
+    """One layer's forward + backward (gradients of `module` and of its input x set to None first) as a function."""
+    def run():
+        module.zero_grad(set_to_none=True)
+        x.grad = None
+        fwd().backward(dy)
+    return run
+
+
 def layer_rows(d, f, heads, attention, rounds, per_round, skip_compile):
     torch.manual_seed(0)
     layer = ct.LlamaDecoderLayer(d, heads, f, eps=EPS, attention=attention, device="cuda")
@@ -166,11 +176,7 @@ def layer_rows(d, f, heads, attention, rounds, per_round, skip_compile):
         h, rstd = torch.ops.coda.rms_stats(x, layer.attn_norm, EPS)
 
     def step(module, fwd):
-        def run():
-            module.zero_grad(set_to_none=True)
-            x.grad = None
-            fwd().backward(dy)
-        return run
+        return layer_step(module, x, dy, fwd)
 
     systems = {"coda": step(layer, lambda: layer(x, h, rstd, next_gamma, pos, SEQ)[0]),
                "torch eager": step(eager_layer, lambda: ref.decoder_layer(eager_layer, x, pos, SEQ))}
@@ -243,22 +249,22 @@ def model_rows(rounds, attention, skip_compile):
         comp = copy.deepcopy(model)
         comp_fn = torch.compile(lambda t, l: ref.model_loss(comp, t, l))
         entries["torch.compile"] = (comp, lambda: comp_fn(tokens, labels))
+        coda_comp = copy.deepcopy(model)
+        coda_comp_fn = torch.compile(coda_comp)  # the whole coda model under torch.compile
+        entries["coda + torch.compile"] = (coda_comp, lambda: coda_comp_fn(tokens, labels))
     try:
         liger = LigerModel(model)
         entries["Liger"] = (liger, lambda: liger(tokens, labels))
     except Exception as e:  # noqa: BLE001
         log(f"Liger model unavailable: {e!r}")
 
-    def stepper(module, fwd):
-        opt = torch.optim.AdamW(module.parameters(), lr=1e-5, fused=True)
-
-        def run():
-            opt.zero_grad(set_to_none=True)
-            fwd().backward()
-            opt.step()
-        return run
-
-    systems = {name: stepper(*entry) for name, entry in entries.items()}
+    systems = {name: adamw_step(*entry) for name, entry in entries.items()}
+    graphed = copy.deepcopy(model)
+    try:
+        systems["coda (CUDA graph)"] = graph_stepper(graphed, lambda: graphed(tokens, labels))
+    except Exception:  # noqa: BLE001
+        log("coda (CUDA graph): capture FAILED")
+        traceback.print_exc()
     log(f"model step ({attention}): compiling and warming {list(systems)}")
     ms = time_systems(systems, rounds, 1, announce="model step")
     mem = {name: peak_gib(fn) for name, fn in systems.items()}
@@ -268,9 +274,42 @@ def model_rows(rounds, attention, skip_compile):
         rows.append({"bench": f"model step {n_layers}x d={d} V={vocab} AdamW", "attention": attention,
                      "system": name, "ms": round(ms[name], 3),
                      "x_floor": round(ms[name] / base, 3) if base else "",
-                     "tokens_per_s": round(M / ms[name] * 1e3), "peak_GiB": round(mem[name], 2),
-                     "note": ""})
+                     "tokens_per_s": round(M / ms[name] * 1e3),
+                     # A replayed graph allocates nothing: its memory was taken from its pool at capture.
+                     "peak_GiB": "" if name == "coda (CUDA graph)" else round(mem[name], 2),
+                     "note": "memory held by the graph since capture" if name == "coda (CUDA graph)" else ""})
     return rows
+
+
+def adamw_step(module, fwd):
+    """One training step of `module` (zero_grad, loss = fwd(), backward, fused AdamW) as a function."""
+    opt = torch.optim.AdamW(module.parameters(), lr=1e-5, fused=True)
+
+    def run():
+        opt.zero_grad(set_to_none=True)
+        fwd().backward()
+        opt.step()
+    return run
+
+
+def graph_stepper(module, fwd):
+    """A whole training step (zero_grad, forward, backward, AdamW) captured once into a CUDA graph and replayed:
+    the launch gaps of a step go, as a training loop using torch.cuda.graph has it."""
+    opt = torch.optim.AdamW(module.parameters(), lr=1e-5, fused=True, capturable=True)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm-up off the capture stream: kernels compiled, buffers allocated
+        for _ in range(2):
+            opt.zero_grad(set_to_none=True)
+            fwd().backward()
+            opt.step()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    opt.zero_grad(set_to_none=True)
+    with torch.cuda.graph(graph):
+        fwd().backward()
+        opt.step()
+    return graph.replay
 
 
 def fullgraph_rows():
@@ -307,6 +346,8 @@ def main():
     p.add_argument("--per-round", type=int, default=3)
     p.add_argument("--skip-compile", action="store_true", help="leave out the torch.compile baselines (faster)")
     p.add_argument("--budget-s", type=float, default=270, help="start no section after this many seconds")
+    p.add_argument("--only", nargs="+", default=[], metavar="TEXT",
+                   help="run only the sections whose name contains one of these (e.g. 'layer d=2048' 'model')")
     args = p.parse_args()
     os.makedirs(args.out, exist_ok=True)
     torch.backends.cuda.matmul.allow_tf32 = True
@@ -318,6 +359,8 @@ def main():
                 for att in ("none", "sdpa") for d, f, h in LAYER_SIZES]
     sections.append(("model step", lambda: model_rows(max(3, args.rounds // 2), "sdpa", args.skip_compile)))
     sections.append(("torch.compile fullgraph", fullgraph_rows))
+    if args.only:
+        sections = [(name, run) for name, run in sections if any(text in name for text in args.only)]
     rows = []
     for name, run in sections:
         if time.perf_counter() - START > args.budget_s:
@@ -347,9 +390,12 @@ def main():
 
 
 def print_rows(rows):
+    def num(value, fmt):  # rows without a timing (the fullgraph check) leave these empty
+        return format(value, fmt) if isinstance(value, (int, float)) else str(value)
     for r in rows:
-        print(f"{r['bench']:<36} {r['attention']:<5} {r['system']:<22} {r['ms']:>9.3f} ms  "
-              f"{str(r['x_floor']):>6}x  {r['tokens_per_s']:>10} tok/s  {r['peak_GiB']:>7.2f} GiB  {r['note']}")
+        print(f"{r['bench']:<36} {r['attention']:<5} {r['system']:<26} {num(r['ms'], '>9.3f')} ms  "
+              f"{str(r['x_floor']):>6}x  {r['tokens_per_s']:>10} tok/s  {num(r['peak_GiB'], '>7.2f')} GiB  "
+              f"{r['note']}")
     sys.stdout.flush()
 
 

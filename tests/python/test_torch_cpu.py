@@ -228,14 +228,14 @@ def test_inductor_compiles_a_deep_model_with_the_ops_as_registered_fallbacks():
     # Inductor left to discover coda's ops formats their inputs' IR into a log line first, which triples with every
     # op (x, h and rstd feed the next one): 3 layers took 200 s. Tracing (the fake kernels) registers them up front.
     from torch._inductor.lowering import lowerings
-    from coda.torch import ops
+    from coda.torch import _register
 
     torch.manual_seed(0)
     # attention="none": Inductor's own CPU SDPA backward mixes float and double.
     model = ct.LlamaModel(vocab=64, d=16, n_layers=4, n_heads=2, ffn=24, attention="none", dtype=torch.float64)
     tokens = torch.randint(0, 64, (2, 6), generator=torch.Generator().manual_seed(3))
     torch.compile(copy.deepcopy(model), backend="aot_eager", fullgraph=True)(tokens, tokens)
-    missing = [name for name in ops._OPS if getattr(torch.ops.coda, name).default not in lowerings]
+    missing = [name for name in _register.OPS if getattr(torch.ops.coda, name).default not in lowerings]
     assert not missing, f"traced, but not registered with Inductor: {missing}"
 
     eager = copy.deepcopy(model)

@@ -89,6 +89,23 @@ def _rmsnorm_backward_bf16(residual: bool):
     return g
 
 
+def _dgamma_finalize():
+    # dgamma from the column partials of the norm backward GEMM (one row per M-tile), in gamma's bf16.
+    g = coda.Graph.finalize("dgamma_finalize")
+    g.store(g.partials("dgamma_partials", coda.ReduceOp.Sum), "dgamma", coda.bf16)
+    return g
+
+
+def _zero_grad():
+    # The attention-free stand-in's Q and K gradient, 0 * values (as eager's v + 0 * (q + k) gives), with its
+    # zero row partials, so that RoPE backward's other blocks share one dz buffer and one partials buffer.
+    g = coda.Graph.tile("zero_grad")
+    zero = g.mul(g.tile_input("values", coda.bf16), g.constant(0.0), name="zero")
+    g.store(zero, "dz", coda.bf16)
+    g.reduce_row(zero, coda.ReduceOp.Sum, "zdz_partials")
+    return g
+
+
 _LOCAL = {
     "rmsnorm_backward_bf16": lambda: _rmsnorm_backward_bf16(False),
     "rmsnorm_backward_residual": lambda: _rmsnorm_backward_bf16(True),
@@ -97,6 +114,8 @@ _LOCAL = {
     "wgrad_accumulate": _wgrad_accumulate,
     "rms_entry": _rms_entry,
     "rope_backward_from_output": _rope_backward_from_output,
+    "dgamma_finalize": _dgamma_finalize,
+    "zero_grad": _zero_grad,
 }
 
 # Tests set this: every output a launch writes (not accumulate sinks) is filled with NaN first.
@@ -135,6 +154,8 @@ def kernel(name: str, m: int, n: int, k: int = 0):
 
 
 def _host(value):
+    if isinstance(value, torch.Tensor) and value.dim() == 0:  # a scalar bound from a tensor (on the GPU: read there)
+        return float(value)
     if isinstance(value, torch.Tensor):
         t = value.detach()
         if t.dtype == torch.int32:
@@ -182,3 +203,12 @@ def _accumulate_sinks(name: str) -> tuple[str, ...]:
 
 def row_tiles(n: int, bn: int = 128) -> int:
     return math.ceil(n / bn)
+
+
+def partials_rows(name: str, partials: str, m: int, n: int, device, k: int = 0) -> int:
+    """Rows of the partials `partials` of graph `name` on an m x n (x k) problem (its N-tiles for row partials, its
+    M-tiles for column partials): the kernel's tile on the GPU, the reference's (128 x 128) on the CPU."""
+    if device.type == "cuda":
+        return kernel(name, m, n, k).partials_shape(partials, m, n)[0]
+    role = next(b.role for b in coda.bindings(graph(name)) if b.name == partials)
+    return row_tiles(m if role == "column partials" else n)

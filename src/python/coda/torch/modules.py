@@ -8,8 +8,8 @@ import torch
 import torch.nn as nn
 from torch import Tensor
 
-from coda.torch import ops  # noqa: F401  (registers torch.ops.coda.*)
-from coda.torch.reference import attend, rope_theta
+from coda.torch import ops, ops_lm_head  # noqa: F401  (registers torch.ops.coda.*)
+from coda.torch.reference import rope_theta
 
 
 def _grad_buffer(p: nn.Parameter, enabled: bool):
@@ -26,8 +26,8 @@ def _grad_buffer(p: nn.Parameter, enabled: bool):
 
 
 class LlamaDecoderLayer(nn.Module):
-    """A pre-norm LLaMA decoder layer: attention through F.scaled_dot_product_attention (causal), everything
-    else through coda. forward((x, h, rstd), next_gamma, pos, seq_len) -> (x, h, rstd) of the next layer, where
+    """A pre-norm LLaMA decoder layer in two coda ops: attention_block (QKV GEMM with RoPE, causal attention through
+    PyTorch's SDPA kernels, out-projection with the residual add and the next RMSNorm's inputs) and mlp. forward((x, h, rstd), next_gamma, pos, seq_len) -> (x, h, rstd) of the next layer, where
     h = x * next_gamma. Weights: w_qkv [3d x d] (Q, K, V, heads contiguous; RoPE on adjacent column pairs),
     w_o [d x d], w_gate_up [2F x d] (rows 2j = gate_j, 2j+1 = up_j), w_down [d x F].
 
@@ -57,11 +57,9 @@ class LlamaDecoderLayer(nn.Module):
 
     def forward(self, x: Tensor, h: Tensor, rstd: Tensor, next_gamma: Tensor, pos: Tensor, seq_len: int):
         acc = self.fp32_grad_accumulation
-        qkv = torch.ops.coda.qkv_rope(x, h, rstd, self.attn_norm, self.w_qkv, pos, self.theta,
-                                      _grad_buffer(self.w_qkv, acc))
-        a = attend(qkv, self.n_heads, seq_len, self.attention)
-        x1, h1, rstd1 = torch.ops.coda.out_proj(a, self.w_o, x, self.mlp_norm, self.eps,
-                                                _grad_buffer(self.w_o, acc))
+        x1, h1, rstd1, *_ = torch.ops.coda.attention_block(
+            x, h, rstd, self.attn_norm, self.w_qkv, self.w_o, self.mlp_norm, pos, self.theta, self.eps, self.n_heads,
+            seq_len, self.attention, _grad_buffer(self.w_qkv, acc), _grad_buffer(self.w_o, acc))
         x2, h2, rstd2, _ = torch.ops.coda.mlp(x1, h1, rstd1, self.mlp_norm, self.w_gate_up, self.w_down,
                                               next_gamma, self.eps, _grad_buffer(self.w_gate_up, acc),
                                               _grad_buffer(self.w_down, acc))

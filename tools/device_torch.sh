@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# On a GPU machine, with the cp312 wheel from tools/pack_device_python.sh in carry/wheels: installs it into
+# /tmp/site, then runs what is asked, logging to $OUT (default ./device-logs):
+#   tests    the Python GPU tests (coda.torch, bindings) with pytest
+#   profile  tools/profile_block.py (PROFILE_ARGS, default: d = 2048, both attentions, and the model step)
+#   bench    tools/bench_block.py (BENCH_ARGS)
+# Usage: bash tools/device_torch.sh tests profile bench
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${OUT:-device-logs}
+mkdir -p "$out"
+export CODA_CACHE_DIR=${CODA_CACHE_DIR:-$(mktemp -d)} PYTHONUNBUFFERED=1
+python3 -m pip install -q --no-deps --no-index --target /tmp/site carry/wheels/*.whl || exit 1
+export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+status=0
+for what in "$@"; do
+  case $what in
+    tests)
+      echo "== Python GPU tests"
+      (cd /tmp && python3 -m pytest "$OLDPWD/tests/python/test_torch_gpu.py" "$OLDPWD/tests/python/test_gpu.py" -q \
+        -p no:cacheprovider -rs -s) > "$out/pytest_gpu.log" 2>&1 || status=1
+      grep -E "passed|failed|PASSED|FAILED|Error" "$out/pytest_gpu.log" | tail -n 30 ;;
+    profile)
+      echo "== tools/profile_block.py ${PROFILE_ARGS:---d 2048 --model}"
+      # shellcheck disable=SC2086
+      python3 tools/profile_block.py --out "$out" ${PROFILE_ARGS:---d 2048 --model} > "$out/profile.log" 2>&1 || status=1
+      tail -n 5 "$out/profile.log" ;;
+    bench)
+      echo "== tools/bench_block.py ${BENCH_ARGS:-}"
+      # shellcheck disable=SC2086
+      python3 tools/bench_block.py --out "$out" ${BENCH_ARGS:-} 2>&1 | tee "$out/bench.log" | grep -v "^\[" ;;
+    *) echo "device_torch.sh: unknown step '$what' (tests, profile, bench)" >&2; exit 2 ;;
+  esac
+done
+exit $status

@@ -1,0 +1,213 @@
+#!/usr/bin/env python3
+"""Every kernel of a training step, coda.torch and torch.compile side by side, each coda kernel next to its floor.
+
+Profiles one decoder layer's forward + backward (d = 2048 or 4096, M = 16384 tokens, as tools/bench_block.py) and,
+with --model, a whole model step (8 layers, d = 2048, vocab 32768, AdamW), with torch.profiler over --steps steps.
+Kernels are grouped per step:
+- coda's by the graph that launched them (each launch of coda.torch's one entry point, _kernels.run, is labelled),
+  with its floor: the cuBLAS GEMM of the same shape and layouts (torch.matmul, timed here) for GEMM graphs, and
+  the bytes it reads and writes at torch's device-to-device copy bandwidth (measured here) for tile programs and
+  finalizers;
+- everything else (attention, cuBLAS, Triton, PyTorch's own kernels) by kernel name; a GEMM's floor is itself.
+One markdown table per step on stdout and in $OUT/profile_block.md (or --out)."""
+import argparse
+import bisect
+import collections
+import copy
+import os
+import statistics
+
+import torch
+
+import coda.torch as ct
+from coda.torch import _kernels, _steps, ops, ops_lm_head
+from coda.torch import reference as ref
+
+from bench_block import adamw_step, layer_step
+
+BATCH, SEQ, EPS = 8, 2048, 1e-5
+M = BATCH * SEQ
+LAYERS = {2048: (8192, 16), 4096: (14336, 32)}
+
+
+def event_ms(fn, iters=20):
+    fn()
+    times = []
+    for _ in range(iters):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
+class Launches:
+    """Records every coda launch (graph, shape, operand layouts, bytes) and labels it for the profiler."""
+
+    def __init__(self):
+        self.records = []
+        self._run = _kernels.run
+
+    def __enter__(self):
+        def labelled(name, inputs, outputs, m, n, k=0, partials=(), device=None):
+            tensors = [t for t in (*inputs.values(), *outputs.values()) if isinstance(t, torch.Tensor)]
+            a, b = inputs.get("A"), inputs.get("B")
+            self.records.append({
+                "graph": name, "m": m, "n": n, "k": k,
+                "a_mn_major": a is not None and a.stride(0) == 1 and a.shape[1] > 1,
+                "b_n_major": b is not None and b.stride(1) == 1 and b.shape[0] > 1,
+                "bytes": sum(t.numel() * t.element_size() for t in tensors) if not k else 0})
+            with torch.profiler.record_function(f"coda.run#{len(self.records) - 1}"):
+                return self._run(name, inputs, outputs, m, n, k, partials, device)
+        for module in (ops, ops_lm_head, _steps):
+            module.run = labelled
+        return self
+
+    def __exit__(self, *exc):
+        for module in (ops, ops_lm_head, _steps):
+            module.run = self._run
+
+
+class Floors:
+    def __init__(self):
+        big = torch.empty(2 ** 29, dtype=torch.bfloat16, device="cuda").normal_()
+        out = torch.empty_like(big)
+        self.copy_bytes_per_ms = 2 * big.numel() * 2 / event_ms(lambda: out.copy_(big))
+        self._gemm = {}
+
+    def gemm_ms(self, m, n, k, a_mn_major, b_n_major):
+        key = (m, n, k, a_mn_major, b_n_major)
+        if key not in self._gemm:
+            a = torch.randn(k, m, device="cuda", dtype=torch.bfloat16).t() if a_mn_major else \
+                torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+            b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16) if b_n_major else \
+                torch.randn(n, k, device="cuda", dtype=torch.bfloat16).t()
+            self._gemm[key] = event_ms(lambda: torch.matmul(a, b))
+        return self._gemm[key]
+
+
+def profile(step, steps):
+    for _ in range(3):
+        step()
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU,
+                                            torch.profiler.ProfilerActivity.CUDA]) as prof:
+        for _ in range(steps):
+            step()
+        torch.cuda.synchronize()
+    return prof.profiler.function_events
+
+
+def kernel_rows(events, steps, launches, floors):
+    """Rows (label, calls per step, ms per step, floor ms per step) grouped by coda graph or kernel name. coda's
+    launches go through the driver API, so a kernel is matched to the coda.run#i annotation whose span on the
+    GPU's timeline holds it."""
+    gpu = [e for e in events if e.device_type == torch.autograd.DeviceType.CUDA]
+    spans = sorted((e.time_range.start, e.time_range.end, int(e.name[len("coda.run#"):]))
+                   for e in gpu if e.name.startswith("coda.run#"))
+    starts = [s[0] for s in spans]
+    rows = collections.OrderedDict()
+    for kern in gpu:
+        if kern.name.startswith("coda.run#") or kern.name.startswith("ProfilerStep"):
+            continue
+        label, floor = None, None
+        i = bisect.bisect_right(starts, kern.time_range.start) - 1
+        if i >= 0 and kern.time_range.end <= spans[i][1] + 1:
+            rec = launches.records[spans[i][2]]
+            label = f"coda {rec['graph']} {rec['m']}x{rec['n']}" + (f"x{rec['k']}" if rec["k"] else "")
+            floor = (floors.gemm_ms(rec["m"], rec["n"], rec["k"], rec["a_mn_major"], rec["b_n_major"])
+                     if rec["k"] else rec["bytes"] / floors.copy_bytes_per_ms)
+        if label is None:
+            label = kern.name if len(kern.name) < 90 else kern.name[:87] + "..."
+            gemm = "coda::" not in kern.name and any(s in kern.name for s in ("gemm", "nvjet", "xmma", "cutlass"))
+            floor = kern.time_range.elapsed_us() / 1000 if gemm else None
+        row = rows.setdefault(label, [0, 0.0, 0.0, 0])
+        row[0] += 1
+        row[1] += kern.time_range.elapsed_us() / 1000
+        if floor is not None:
+            row[2] += floor
+            row[3] += 1
+    return [(label, c / steps, ms / steps, fl / steps if n else None) for label, (c, ms, fl, n) in rows.items()]
+
+
+def table(title, systems):
+    lines = [f"### {title}", "", "| system | kernel (coda: graph M x N [x K]) | calls | ms | floor ms | / floor |",
+             "|---|---|---|---|---|---|"]
+    for system, rows in systems.items():
+        total = sum(r[2] for r in rows)
+        floored = sum(r[3] for r in rows if r[3] is not None)
+        for label, calls, ms, floor in sorted(rows, key=lambda r: -r[2]):
+            ratio = f"{ms / floor:.2f}" if floor else ""
+            lines.append(f"| {system} | `{label}` | {calls:g} | {ms:.3f} | {'' if floor is None else f'{floor:.3f}'} "
+                         f"| {ratio} |")
+        lines.append(f"| {system} | **total** | | **{total:.3f}** | {floored:.3f} (kernels with a floor) | |")
+    return "\n".join(lines) + "\n"
+
+
+def profile_layer(d, attention, floors, steps):
+    ffn, heads = LAYERS[d]
+    torch.manual_seed(0)
+    layer = ct.LlamaDecoderLayer(d, heads, ffn, eps=EPS, attention=attention, device="cuda")
+    eager = copy.deepcopy(layer)
+    x = torch.randn(M, d, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    dy = torch.randn(M, d, device="cuda", dtype=torch.bfloat16)
+    pos = torch.arange(SEQ, device="cuda", dtype=torch.int32).repeat(BATCH)
+    with torch.no_grad():
+        h, rstd = torch.ops.coda.rms_stats(x, layer.attn_norm, EPS)
+    compiled = torch.compile(lambda x_: ref.decoder_layer(eager, x_, pos, SEQ))
+
+    systems = {}
+    with Launches() as launches:
+        coda_step = layer_step(layer, x, dy, lambda: layer(x, h, rstd, layer.mlp_norm, pos, SEQ)[0])
+        systems["coda"] = kernel_rows(profile(coda_step, steps), steps, launches, floors)
+    systems["torch.compile"] = kernel_rows(profile(layer_step(eager, x, dy, lambda: compiled(x)), steps), steps,
+                                           launches, floors)
+    return table(f"Layer fwd+bwd, d = {d}, F = {ffn}, M = {M}, attention {attention} (ms per step)", systems)
+
+
+def profile_model(floors, steps):
+    vocab, d, n_layers, heads, f = 32768, 2048, 8, 16, 8192
+    torch.manual_seed(0)
+    model = ct.LlamaModel(vocab, d, n_layers, heads, f, eps=EPS, attention="sdpa", device="cuda")
+    twin = copy.deepcopy(model)
+    tokens = torch.randint(0, vocab, (BATCH, SEQ), device="cuda")
+    labels = torch.randint(0, vocab, (BATCH, SEQ), device="cuda")
+    compiled = torch.compile(lambda t, l: ref.model_loss(twin, t, l))
+
+    systems = {}
+    with Launches() as launches:
+        systems["coda"] = kernel_rows(profile(adamw_step(model, lambda: model(tokens, labels)), steps), steps,
+                                      launches, floors)
+    systems["torch.compile"] = kernel_rows(profile(adamw_step(twin, lambda: compiled(tokens, labels)), steps), steps,
+                                           launches, floors)
+    return table(f"Model step, {n_layers} layers, d = {d}, V = {vocab}, AdamW, SDPA (ms per step)", systems)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--d", type=int, nargs="+", default=[2048], choices=sorted(LAYERS))
+    p.add_argument("--attention", nargs="+", default=["none", "sdpa"], choices=["none", "sdpa"])
+    p.add_argument("--model", action="store_true", help="also profile the 8-layer model step")
+    p.add_argument("--steps", type=int, default=3)
+    p.add_argument("--out", default=os.environ.get("OUT", "."))
+    args = p.parse_args()
+    torch.backends.cuda.matmul.allow_tf32 = True
+    floors = Floors()
+    parts = [f"torch copy bandwidth: {floors.copy_bytes_per_ms / 1e6:.0f} GB/s (read + write)\n"]
+    for d in args.d:
+        for attention in args.attention:
+            parts.append(profile_layer(d, attention, floors, args.steps))
+            print(parts[-1], flush=True)
+            torch.cuda.empty_cache()
+    if args.model:
+        parts.append(profile_model(floors, args.steps))
+        print(parts[-1], flush=True)
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "profile_block.md"), "w") as f:
+        f.write("\n".join(parts))
+
+
+if __name__ == "__main__":
+    main()
