@@ -6,6 +6,8 @@ import types
 
 import pytest
 
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+
 torch = pytest.importorskip("torch")
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
