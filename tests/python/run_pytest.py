@@ -1,7 +1,7 @@
 """ctest's entry to the Python tests: pytest over tests/python against the package in BUILD_DIR/python.
 
-Usage: run_pytest.py BUILD_DIR cpu|gpu. Exits 77 (ctest: skipped) when the extension was not built, pytest or
-numpy is missing, or, for the gpu part, there is no usable GPU.
+Usage: run_pytest.py BUILD_DIR cpu|gpu. Exits 77 (ctest: skipped) when the extension was not built or was built
+for another Python, pytest or numpy is missing, or, for the gpu part, there is no usable GPU.
 """
 
 import glob
@@ -25,7 +25,11 @@ def main():
             skip(f"{module} is not installed for {sys.executable} (pip install {module})")
     sys.path.insert(0, package_dir)
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [package_dir, os.environ.get("PYTHONPATH")]))
-    import coda
+    try:
+        import coda
+    except ImportError as e:  # e.g. a build tree carried to a machine whose Python is another version
+        skip(f"the extension in {package_dir} does not import into {sys.executable} "
+             f"(Python {sys.version.split()[0]}): {e}")
     import pytest
 
     if part == "gpu" and not coda.device_available():
