@@ -280,3 +280,39 @@ def test_rmsnorm_backward_variants_match_the_block():
     assert abs(block["dx_residual"] - variant["dx"]).max() < 1e-12
     assert abs(block["dx_residual"] - dx_in - plain["dx"]).max() < 1e-12
     assert abs(plain["dx"]).max() > 0.1
+
+
+def test_a_dry_run_records_every_launch_of_a_step_and_makes_none():
+    from coda.torch import _kernels
+    model = tiny_model()
+    tokens = torch.zeros(3, 8, dtype=torch.long)
+    before = [p.detach().clone() for p in model.parameters()]
+    launches = _kernels.record_launches(lambda: model(tokens, tokens).backward())
+    m, d, f, v = 24, 16, 24, 64
+    expected = {("rms_entry", m, d, 0), ("rms_finalize", m, 0, 0), ("qkv_rope", m, 3 * d, d), ("out_proj", m, d, d),
+                ("gate_up_swiglu", m, 2 * f, d), ("out_proj", m, d, f), ("lm_head_ce", m, v, d),
+                ("ce_finalize", m, 0, 0), ("cross_entropy_backward", m, v, 0), ("dgrad", m, d, d),
+                ("swiglu_backward", m, f, d), ("rmsnorm_backward_residual", m, d, 2 * f),
+                ("rmsnorm_backward_residual", m, d, 3 * d), ("rmsnorm_backward_bf16", m, d, v),
+                ("rope_backward_from_output", m, d, 0), ("rms_backward_finalize", m, 0, 0),
+                ("dgamma_finalize", d, 0, 0), ("wgrad_store", 3 * d, d, m), ("wgrad_store", 2 * f, d, m),
+                ("wgrad_store", d, f, m), ("wgrad_store", d, d, m), ("wgrad_store", v, d, m)}
+    assert launches == expected, f"missing {expected - launches}, unexpected {launches - expected}"
+    assert not _kernels.dry_run()
+    for p, q in zip(model.parameters(), before):
+        assert torch.equal(p, q)
+
+
+def test_warm_compiles_a_steps_kernels_in_parallel_without_a_gpu(tmp_path, monkeypatch):
+    import coda
+    built = []
+    real_warm = coda.warm
+
+    def counting_warm(graph, arch=None, config=None, shape=None):
+        built.append((graph.name, shape))
+        return real_warm(graph, arch=arch, config=config, shape=shape)
+    monkeypatch.setattr(coda, "warm", counting_warm)
+    model = ct.LlamaModel(vocab=64, d=16, n_layers=1, n_heads=2, ffn=24, attention="none", dtype=torch.float64)
+    launches = ct.warm(model, 2, 8, jobs=2, arch="sm_90a")
+    assert len(built) == len(launches) and len(set(name for name, _ in built)) >= 15
+    assert all(p.grad is None for p in model.parameters())

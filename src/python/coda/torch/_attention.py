@@ -9,6 +9,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from coda.torch import _kernels
+
 # torch's SDPBackend numbering, as aten::_fused_sdp_choice returns it.
 _FLASH, _EFFICIENT, _CUDNN = 1, 2, 3
 
@@ -32,6 +34,9 @@ def _backend(q: Tensor, k: Tensor, v: Tensor) -> int:
 def forward(q: Tensor, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """Causal attention. Returns (out [batch, heads, seq, hd], logsumexp, rng seed, rng offset); the last three
     are what backward needs besides q, k, v and out."""
+    if _kernels.dry_run():  # shapes only: SDPA's output laid out token-major, as its kernels write it
+        out = heads(q.new_empty(q.shape[0] * q.shape[2], v.shape[1] * v.shape[3]), q.shape[0], q.shape[2], v.shape[1])
+        return (out, *(q.new_empty(0) for _ in range(3)))
     backend = _backend(q, k, v)
     if backend == 0:
         with torch.no_grad():
@@ -54,6 +59,9 @@ def forward(q: Tensor, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor, Tensor, Te
 def backward(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor, seed: Tensor,
              offset: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     """dq, dk, dv of forward's attention, each [batch, heads, seq, hd], from the same backend."""
+    if _kernels.dry_run():
+        return tuple(heads(t.new_empty(t.shape[0] * t.shape[2], t.shape[1] * t.shape[3]), t.shape[0], t.shape[2],
+                           t.shape[1]) for t in (q, k, v))
     backend = _backend(q, k, v)
     s_q, s_k = q.shape[2], k.shape[2]
     if backend == _FLASH:

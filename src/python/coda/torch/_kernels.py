@@ -3,6 +3,7 @@ on CPU tensors through coda.reference (float64), so the autograd wiring is testa
 from __future__ import annotations
 
 import math
+from typing import Optional
 
 import numpy as np
 import torch
@@ -123,6 +124,7 @@ POISON = False
 
 _graphs: dict[str, "coda.Graph"] = {}
 _kernels: dict[tuple, "coda.Kernel"] = {}
+_recording: Optional[set] = None  # during a dry run (record_launches): (graph, m, n, k) of every launch, none made
 
 
 def graph(name: str):
@@ -169,6 +171,9 @@ def run(name: str, inputs: dict, outputs: dict, m: int, n: int, k: int = 0, part
     are preallocated tensors (accumulate sinks are read and updated in place); `partials` names reduction
     outputs this call allocates. Returns the partials by name (f32 on CUDA, float64 on the CPU)."""
     device = device or next(v.device for v in inputs.values() if isinstance(v, torch.Tensor))
+    if _recording is not None:
+        _recording.add((name, m, n, k))
+        return {p: _placeholder_partials(name, p, m, n, device) for p in partials}
     if device.type == "cuda":
         kern = kernel(name, m, n, k)
         made = {}
@@ -196,6 +201,36 @@ def run(name: str, inputs: dict, outputs: dict, m: int, n: int, k: int = 0, part
     return {p: torch.from_numpy(np.asarray(result[p])) for p in partials}
 
 
+def dry_run() -> bool:
+    """Whether launches are being recorded instead of made (record_launches)."""
+    return _recording is not None
+
+
+def record_launches(step) -> set:
+    """Runs `step` with every coda launch recorded and none made (outputs are left as allocated; PyTorch's own
+    kernels run as usual, attention excepted, which returns unwritten tensors too): the (graph, m, n, k) of each
+    kernel the step needs, for compiling them all before the first real step."""
+    global _recording
+    if _recording is not None:
+        raise RuntimeError("coda.torch: record_launches is already recording")
+    _recording = set()
+    try:
+        step()
+        return _recording
+    finally:
+        _recording = None
+
+
+def _partials_role(name: str, partials: str) -> str:
+    return next(b.role for b in coda.bindings(graph(name)) if b.name == partials)
+
+
+def _placeholder_partials(name: str, partials: str, m: int, n: int, device) -> torch.Tensor:
+    # The reference's partials shape: a dry run's finalizers read nothing, so only the shape has to be plausible.
+    rows = _partials_role(name, partials) == "column partials"
+    return torch.empty(row_tiles(m if rows else n), n if rows else m, dtype=torch.float32, device=device)
+
+
 def _accumulate_sinks(name: str) -> tuple[str, ...]:
     # Which outputs of a graph are read before they are written (accumulate sinks).
     return {"wgrad_accumulate": ("D",), "rmsnorm_backward": ("dx_residual",)}.get(name, ())
@@ -207,8 +242,8 @@ def row_tiles(n: int, bn: int = 128) -> int:
 
 def partials_rows(name: str, partials: str, m: int, n: int, device, k: int = 0) -> int:
     """Rows of the partials `partials` of graph `name` on an m x n (x k) problem (its N-tiles for row partials, its
-    M-tiles for column partials): the kernel's tile on the GPU, the reference's (128 x 128) on the CPU."""
-    if device.type == "cuda":
+    M-tiles for column partials): the kernel's tile on the GPU, the reference's (128 x 128) on the CPU and in a dry
+    run (which compiles nothing)."""
+    if device.type == "cuda" and _recording is None:
         return kernel(name, m, n, k).partials_shape(partials, m, n)[0]
-    role = next(b.role for b in coda.bindings(graph(name)) if b.name == partials)
-    return row_tiles(m if role == "column partials" else n)
+    return row_tiles(m if _partials_role(name, partials) == "column partials" else n)
