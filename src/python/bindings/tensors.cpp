@@ -219,11 +219,14 @@ bool is_number(nb::handle value) {
     return (PyFloat_Check(value.ptr()) || PyLong_Check(value.ptr())) && !PyBool_Check(value.ptr());
 }
 
-// Only scalar nodes' names are compared: this runs for every tensor of every launch.
-bool is_scalar_binding(const Graph& graph, const std::string& name) {
-    for (const Node& node : graph.nodes())
-        if (node.op == Op::Scalar && node.name == name) return true;
-    return false;
+// The names of the graph's scalar nodes: looked up for every binding of a launch that is not a float, so a graph
+// without scalars (most GEMM epilogues) costs one pass over its nodes per launch.
+std::vector<std::string> scalar_names(const Graph* graph) {
+    std::vector<std::string> names;
+    if (graph == nullptr) return names;
+    for (const Node& node : graph->nodes())
+        if (node.op == Op::Scalar) names.push_back(node.name);
+    return names;
 }
 
 // A one-element f32 GPU tensor bound to a scalar, as a device scalar the kernel reads when it runs: torch tensors
@@ -389,6 +392,7 @@ LaunchArgs launch_args(nb::handle bindings, bool device_only, const Graph* graph
         throw nb::type_error(
             fmt::format("bindings: expected a dict of name -> tensor or float, got {}", python_type(bindings)).c_str());
     LaunchArgs out;
+    const std::vector<std::string> scalars = scalar_names(graph);
     for (auto [key, value] : nb::borrow<nb::dict>(bindings)) {
         if (!nb::isinstance<nb::str>(key))
             throw nb::type_error(fmt::format("bindings: names must be str, got {}", python_type(key)).c_str());
@@ -397,7 +401,7 @@ LaunchArgs launch_args(nb::handle bindings, bool device_only, const Graph* graph
             out.args.bind(name, nb::cast<float>(value));
             continue;
         }
-        if (graph != nullptr && is_scalar_binding(*graph, name)) {
+        if (!scalars.empty() && std::find(scalars.begin(), scalars.end(), name) != scalars.end()) {
             const std::optional<DeviceScalar> scalar = device_scalar_of(value, out.held);
             if (!scalar)
                 throw Error(fmt::format("launch binding '{}': scalar '{}' needs a float, or a one-element f32 GPU "
