@@ -249,15 +249,18 @@ def grads_of(module, *tensors):
 def test_layer_step_replays_bitwise_in_a_cuda_graph():
     # At d = 2048, M = 16384 the GEMMs share their last rounds by k-tiles (stream-K) whose workspace is allocated
     # on a stream's first such launch: here, inside the capture. The eager reference and the warm-up run on a side
-    # stream, as torch's docs warm up (a first capture after an eager step on the legacy default stream failed
-    # with cudaErrorStreamCaptureImplicit on the H200: open, docs/PERFORMANCE.md).
+    # stream, as torch's docs warm up, and keep no autograd graph alive: a leaf's AccumulateGrad node remembers the
+    # stream of the forward that made it and lives as long as a graph holds it, so a kept output of an eager step on
+    # the legacy default stream made the capture's backward wait on that stream (cudaErrorStreamCaptureImplicit, seen
+    # on the H200 with the first version of this test).
     _kernels.POISON = False
     layer, x, pos, dy, step = layer_case(d=2048, heads=16, ffn=8192, batch=8, seq=2048)
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
         out = step()
-        expected = [out.clone()] + grads_of(layer, x)
+        expected = [out.detach().clone()] + grads_of(layer, x)
+        del out
         layer.zero_grad(set_to_none=True)
         x.grad = None
         step()
@@ -285,6 +288,7 @@ def test_model_step_replays_bitwise_in_a_cuda_graph():
         loss = model(tokens, labels)
         loss.backward()
         expected = [loss.detach().clone()] + [p.grad.clone() for p in model.parameters()]
+        del loss
         model.zero_grad(set_to_none=True)
         model(tokens, labels).backward()
         model.zero_grad(set_to_none=True)
