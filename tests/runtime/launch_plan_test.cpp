@@ -37,6 +37,21 @@ std::string error_of(const Args& args, const CheckedGraph& g) {
     return "";
 }
 
+// D = alpha * A B, and its bindings with alpha = 2.
+Graph scaled_gemm() {
+    Graph g = Graph::gemm("scaled");
+    g.store(g.mul(g.accumulator(), g.scalar("alpha")), "D", DType::BF16);
+    return g;
+}
+
+Args scaled_gemm_args() {
+    Args args;
+    args.bind("A", matrix(fake(0x100000), DType::BF16, M, K));
+    args.bind("B", matrix_col_major(fake(0x200000), DType::BF16, K, N));
+    args.bind("D", matrix(fake(0x300000), DType::BF16, M, N)).bind("alpha", 2.0f);
+    return args;
+}
+
 }  // namespace
 
 TEST_CASE("a valid launch fills the problem, the slots and the extents", "[runtime]") {
@@ -216,13 +231,8 @@ TEST_CASE("rebinding a pointer matches planning the new arguments, and checks th
 }
 
 TEST_CASE("rebinding a scalar writes its f32 bits, and tensors and scalars do not mix", "[runtime]") {
-    Graph g = Graph::gemm("scaled");
-    g.store(g.mul(g.accumulator(), g.scalar("alpha")), "D", DType::BF16);
-    const CheckedGraph checked = check_graph(g);
-    Args args;
-    args.bind("A", matrix(fake(0x100000), DType::BF16, M, K));
-    args.bind("B", matrix_col_major(fake(0x200000), DType::BF16, K, N));
-    args.bind("D", matrix(fake(0x300000), DType::BF16, M, N)).bind("alpha", 2.0f);
+    const CheckedGraph checked = check_graph(scaled_gemm());
+    Args args = scaled_gemm_args();
     LaunchPlan plan = plan_launch(checked, kTile, args, "scaled");
     rebind_scalar(checked, plan, "alpha", -0.5f, "scaled");
     args.bind("alpha", -0.5f);
@@ -285,13 +295,8 @@ TEST_CASE("a device scalar is passed as its pointer tagged with bit 63, a value 
 }
 
 TEST_CASE("rebinding a scalar to device memory tags its pointer and checks it", "[runtime]") {
-    Graph g = Graph::gemm("scaled");
-    g.store(g.mul(g.accumulator(), g.scalar("alpha")), "D", DType::BF16);
-    const CheckedGraph checked = check_graph(g);
-    Args args;
-    args.bind("A", matrix(fake(0x100000), DType::BF16, M, K));
-    args.bind("B", matrix_col_major(fake(0x200000), DType::BF16, K, N));
-    args.bind("D", matrix(fake(0x300000), DType::BF16, M, N)).bind("alpha", 2.0f);
+    const CheckedGraph checked = check_graph(scaled_gemm());
+    Args args = scaled_gemm_args();
     LaunchPlan plan = plan_launch(checked, kTile, args, "scaled");
     const DeviceScalar alpha = device_scalar(static_cast<const float*>(fake(0x400000)));
     rebind_scalar(checked, plan, "alpha", alpha, "scaled");
