@@ -26,21 +26,29 @@ def rows(t: Tensor) -> Tensor:
     return t.transpose(1, 2).reshape(b * s, h * hd)
 
 
+def _grouped(q: Tensor, k: Tensor) -> bool:
+    # Grouped-query attention: fewer K and V heads than query heads (query head i reads KV head i // group).
+    return k.shape[1] != q.shape[1]
+
+
 def _backend(q: Tensor, k: Tensor, v: Tensor) -> int:
-    # The choice F.scaled_dot_product_attention makes for these inputs (the same in forward and backward).
-    return torch.ops.aten._fused_sdp_choice(q, k, v, is_causal=True) if q.device.type == "cuda" else 0
+    # The choice F.scaled_dot_product_attention makes for these inputs (the same in forward and backward). With
+    # enable_gqa, the fused backends it may choose take K and V unexpanded, as it passes them.
+    if q.device.type != "cuda":
+        return 0
+    return torch.ops.aten._fused_sdp_choice(q, k, v, is_causal=True, enable_gqa=_grouped(q, k))
 
 
 def forward(q: Tensor, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """Causal attention. Returns (out [batch, heads, seq, hd], logsumexp, rng seed, rng offset); the last three
     are what backward needs besides q, k, v and out."""
     if _kernels.dry_run():  # shapes only: SDPA's output laid out token-major, as its kernels write it
-        out = heads(q.new_empty(q.shape[0] * q.shape[2], v.shape[1] * v.shape[3]), q.shape[0], q.shape[2], v.shape[1])
+        out = heads(q.new_empty(q.shape[0] * q.shape[2], q.shape[1] * v.shape[3]), q.shape[0], q.shape[2], q.shape[1])
         return (out, *(q.new_empty(0) for _ in range(3)))
     backend = _backend(q, k, v)
     if backend == 0:
         with torch.no_grad():
-            out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            out = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=_grouped(q, k))
         return (out, *(q.new_empty(0) for _ in range(3)))
     if backend == _FLASH:
         out, lse, _, _, _, _, seed, offset, _ = torch.ops.aten._scaled_dot_product_flash_attention(
@@ -78,7 +86,13 @@ def backward(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Te
 
 def _reference_backward(dout: Tensor, q: Tensor, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     # The CPU path's causal attention backward, written out (a custom op's body runs below autograd):
-    # P = softmax(q k^T / sqrt(hd) + causal mask), dS = P * (dP - rowsum(dP * P)) with dP = dout v^T.
+    # P = softmax(q k^T / sqrt(hd) + causal mask), dS = P * (dP - rowsum(dP * P)) with dP = dout v^T. With grouped
+    # KV heads, K and V are expanded to the query heads and their gradients summed back over each group.
+    group = q.shape[1] // k.shape[1]
+    if group > 1:
+        dq, dk, dv = _reference_backward(dout, q, k.repeat_interleave(group, 1), v.repeat_interleave(group, 1))
+        b, h, s_k, hd = dk.shape
+        return dq, dk.view(b, h // group, group, s_k, hd).sum(2), dv.view(b, h // group, group, s_k, hd).sum(2)
     scale = q.shape[-1] ** -0.5
     s = q @ k.transpose(-1, -2) * scale
     causal = torch.ones(s.shape[-2:], dtype=torch.bool, device=s.device).tril()

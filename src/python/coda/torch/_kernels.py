@@ -11,7 +11,8 @@ import torch
 import coda
 
 # Graphs built here rather than taken from coda.blocks: plain GEMMs for dgrad and wgrad, the embedding entry,
-# and RoPE backward reading the saved rotated output (sum_j z*dz is rotation invariant, so no pre-RoPE z is kept).
+# RoPE backward reading the saved rotated output (sum_j z*dz is rotation invariant, so no pre-RoPE z is kept), and
+# cross-entropy backward with a per-row loss gradient (for ignore_index).
 _DGRAD = coda.GemmSpec(input=coda.bf16, a=coda.Major.K, b=coda.Major.MN)
 _WGRAD = coda.GemmSpec(input=coda.bf16, a=coda.Major.MN, b=coda.Major.MN)
 
@@ -107,6 +108,27 @@ def _zero_grad():
     return g
 
 
+def _cross_entropy_backward_row_scale(gemm: bool):
+    # coda.blocks.cross_entropy_backward (gemm: lm_head_ce_backward, which recomputes the logits as rstd * acc) with
+    # the loss gradient read per row instead of from one scalar: row_scale_i = dloss * valid_i / n_valid is the mean
+    # over the rows not ignored (ops_lm_head's ignore_index), and an ignored row's dlogits is exactly 0. Node for
+    # node the blocks' graphs, in their order, `scale` aside.
+    if gemm:
+        g = coda.Graph.gemm("lm_head_ce_backward_row_scale", coda.GemmSpec())
+        logits = g.mul(g.accumulator(), g.row_input("rstd", coda.f32), name="logit")
+    else:
+        g = coda.Graph.tile("cross_entropy_backward_row_scale")
+        logits = g.tile_input("logits", coda.bf16)
+    lse = g.row_input("lse", coda.f32)
+    p = g.exp(g.sub(logits, lse, name="shifted_logit"), name="probability")
+    onehot = g.eq(g.col_index(), g.row_input("labels", coda.i32), name="onehot")
+    row_scale = g.row_input("row_scale", coda.f32)
+    dlogits = g.mul(g.sub(p, onehot, name="p_minus_onehot"), row_scale, name="dlogits_value")
+    g.store(dlogits, "dlogits", coda.bf16)
+    g.reduce_row(g.mul(logits, dlogits, name="z_dz"), coda.ReduceOp.Sum, "zdz_partials")
+    return g
+
+
 _LOCAL = {
     "rmsnorm_backward_bf16": lambda: _rmsnorm_backward_bf16(False),
     "rmsnorm_backward_residual": lambda: _rmsnorm_backward_bf16(True),
@@ -117,6 +139,8 @@ _LOCAL = {
     "rope_backward_from_output": _rope_backward_from_output,
     "dgamma_finalize": _dgamma_finalize,
     "zero_grad": _zero_grad,
+    "cross_entropy_backward_row_scale": lambda: _cross_entropy_backward_row_scale(False),
+    "lm_head_ce_backward_row_scale": lambda: _cross_entropy_backward_row_scale(True),
 }
 
 # Tests set this: every output a launch writes (not accumulate sinks) is filled with NaN first.

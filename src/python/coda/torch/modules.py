@@ -3,6 +3,7 @@
 The residual stream travels between layers as (x, h, rstd): each down-projection's epilogue writes the new x,
 h = x * gamma of the next RMSNorm and the partials of its statistic, so no layer runs a separate RMSNorm."""
 import math
+from typing import Optional
 
 import torch
 import torch.nn as nn
@@ -27,28 +28,42 @@ def _grad_buffer(p: nn.Parameter, enabled: bool):
 
 class LlamaDecoderLayer(nn.Module):
     """A pre-norm LLaMA decoder layer in two coda ops: attention_block (QKV GEMM with RoPE, causal attention through
-    PyTorch's SDPA kernels, out-projection with the residual add and the next RMSNorm's inputs) and mlp. forward((x, h, rstd), next_gamma, pos, seq_len) -> (x, h, rstd) of the next layer, where
-    h = x * next_gamma. Weights: w_qkv [3d x d] (Q, K, V, heads contiguous; RoPE on adjacent column pairs),
-    w_o [d x d], w_gate_up [2F x d] (rows 2j = gate_j, 2j+1 = up_j), w_down [d x F].
+    PyTorch's SDPA kernels, out-projection with the residual add and the next RMSNorm's inputs) and mlp.
+    forward((x, h, rstd), next_gamma, pos, seq_len) -> (x, h, rstd) of the next layer, where h = x * next_gamma.
+
+    Weights: w_qkv [(n_heads + 2 n_kv_heads) hd x d] (Q, K, V, heads contiguous; RoPE on adjacent column pairs),
+    w_o [d x n_heads hd], w_gate_up [2F x d] (rows 2j = gate_j, 2j+1 = up_j), w_down [d x F]. hd = head_dim, by
+    default d / n_heads. n_kv_heads < n_heads is grouped-query attention (query head i reads KV head
+    i // (n_heads / n_kv_heads)). rope_scaling: LLaMA 3.1's frequency rescaling, in Hugging Face's config form
+    (reference.rope_frequencies).
 
     fp32_grad_accumulation: the weight-gradient GEMMs add into p.main_grad (f32) instead of returning p.grad."""
 
     def __init__(self, d: int, n_heads: int, ffn: int, eps: float = 1e-5, rope_base: float = 10000.0,
                  attention: str = "sdpa", fp32_grad_accumulation: bool = False, device=None,
-                 dtype=torch.bfloat16):
+                 dtype=torch.bfloat16, n_kv_heads: Optional[int] = None, head_dim: Optional[int] = None,
+                 rope_scaling: Optional[dict] = None):
         super().__init__()
-        if d % n_heads or (d // n_heads) % 2:
-            raise ValueError(f"d = {d} must split into {n_heads} heads of even size")
+        n_kv_heads = n_kv_heads or n_heads
+        head_dim = head_dim or (d // n_heads if d % n_heads == 0 else 0)
+        if head_dim <= 0 or head_dim % 2:
+            raise ValueError(f"coda.torch: d = {d} with {n_heads} heads needs an even head_dim (got {head_dim})")
+        if n_heads % n_kv_heads:
+            raise ValueError(f"coda.torch: {n_heads} query heads must be a multiple of n_kv_heads = {n_kv_heads}")
+        if attention == "none" and n_kv_heads != n_heads:
+            raise ValueError("coda.torch: the attention-free stand-in ('none') needs n_kv_heads = n_heads")
         self.d, self.n_heads, self.ffn, self.eps, self.attention = d, n_heads, ffn, eps, attention
+        self.n_kv_heads, self.head_dim = n_kv_heads, head_dim
         self.fp32_grad_accumulation = fp32_grad_accumulation
         kw = dict(device=device, dtype=dtype)
         self.attn_norm = nn.Parameter(torch.ones(d, **kw))
-        self.w_qkv = nn.Parameter(torch.empty(3 * d, d, **kw))
-        self.w_o = nn.Parameter(torch.empty(d, d, **kw))
+        self.w_qkv = nn.Parameter(torch.empty((n_heads + 2 * n_kv_heads) * head_dim, d, **kw))
+        self.w_o = nn.Parameter(torch.empty(d, n_heads * head_dim, **kw))
         self.mlp_norm = nn.Parameter(torch.ones(d, **kw))
         self.w_gate_up = nn.Parameter(torch.empty(2 * ffn, d, **kw))
         self.w_down = nn.Parameter(torch.empty(d, ffn, **kw))
-        self.register_buffer("theta", rope_theta(d, n_heads, rope_base, device), persistent=False)
+        self.register_buffer("theta", rope_theta(d, n_heads, rope_base, device, n_kv_heads, rope_scaling, head_dim),
+                             persistent=False)
         self.reset_parameters()
 
     def reset_parameters(self):
@@ -70,13 +85,14 @@ class LlamaLMHead(nn.Module):
     """Final RMSNorm + LM head + mean cross-entropy, from the last layer's (x, h, rstd); h = x * norm.
 
     store_logits=False keeps no M x V logits: the forward keeps only the loss statistics and the backward
-    recomputes the logits in the LM head GEMM, `chunk` rows at a time."""
+    recomputes the logits in the LM head GEMM, `chunk` rows at a time. ignore_index: rows with that label add
+    nothing to the loss or the gradients, and the mean is over the other rows (F.cross_entropy's ignore_index)."""
 
     def __init__(self, d: int, vocab: int, fp32_grad_accumulation: bool = False, store_logits: bool = True,
-                 chunk: int = 4096, device=None, dtype=torch.bfloat16):
+                 chunk: int = 4096, device=None, dtype=torch.bfloat16, ignore_index: Optional[int] = None):
         super().__init__()
         self.fp32_grad_accumulation = fp32_grad_accumulation
-        self.store_logits, self.chunk = store_logits, chunk
+        self.store_logits, self.chunk, self.ignore_index = store_logits, chunk, ignore_index
         self.norm = nn.Parameter(torch.ones(d, device=device, dtype=dtype))
         self.weight = nn.Parameter(torch.empty(vocab, d, device=device, dtype=dtype))
         nn.init.normal_(self.weight, std=1.0 / math.sqrt(d))
@@ -84,26 +100,43 @@ class LlamaLMHead(nn.Module):
     def forward(self, x: Tensor, h: Tensor, rstd: Tensor, labels: Tensor) -> Tensor:
         labels = labels.to(torch.int32)
         buffer = _grad_buffer(self.weight, self.fp32_grad_accumulation)
+        ignore = {} if self.ignore_index is None else {"ignore_index": self.ignore_index}
         if self.store_logits:
-            return torch.ops.coda.lm_head_ce(x, h, rstd, self.norm, self.weight, labels, buffer)[0]
-        return torch.ops.coda.lm_head_ce_stats(x, h, rstd, self.norm, self.weight, labels, buffer, self.chunk)[0]
+            return torch.ops.coda.lm_head_ce(x, h, rstd, self.norm, self.weight, labels, buffer, **ignore)[0]
+        return torch.ops.coda.lm_head_ce_stats(x, h, rstd, self.norm, self.weight, labels, buffer, self.chunk,
+                                               **ignore)[0]
 
 
 class LlamaModel(nn.Module):
     """Embedding, n_layers LlamaDecoderLayers and the LM head with its loss: forward(tokens, labels) -> mean
     cross-entropy; tokens and labels [batch x seq]. Train it with any torch optimizer. store_logits=False: the
-    LM head keeps no logits (LlamaLMHead)."""
+    LM head keeps no logits (LlamaLMHead).
+
+    n_kv_heads, head_dim, rope_scaling: as LlamaDecoderLayer. tie_embeddings: the LM head reads the embedding's
+    weight; both gradients land in that one parameter (with fp32_grad_accumulation both add into its main_grad,
+    the LM head's in its weight-gradient GEMM). ignore_index: labels to skip (LlamaLMHead). shift_labels: Hugging
+    Face's convention, labels are the input ids: position t is scored against labels[t + 1] and the last position
+    of each sequence is skipped (needs ignore_index)."""
 
     def __init__(self, vocab: int, d: int, n_layers: int, n_heads: int, ffn: int, eps: float = 1e-5,
                  rope_base: float = 10000.0, attention: str = "sdpa", fp32_grad_accumulation: bool = False,
-                 store_logits: bool = True, device=None, dtype=torch.bfloat16):
+                 store_logits: bool = True, device=None, dtype=torch.bfloat16, n_kv_heads: Optional[int] = None,
+                 head_dim: Optional[int] = None, rope_scaling: Optional[dict] = None, tie_embeddings: bool = False,
+                 ignore_index: Optional[int] = None, shift_labels: bool = False):
         super().__init__()
-        self.eps = eps
+        if shift_labels and ignore_index is None:
+            raise ValueError("coda.torch: shift_labels needs an ignore_index for the last position of each sequence")
+        self.eps, self.fp32_grad_accumulation, self.tie_embeddings = eps, fp32_grad_accumulation, tie_embeddings
+        self.ignore_index, self.shift_labels = ignore_index, shift_labels
         self.embed = nn.Embedding(vocab, d, device=device, dtype=dtype)
         self.layers = nn.ModuleList(
-            LlamaDecoderLayer(d, n_heads, ffn, eps, rope_base, attention, fp32_grad_accumulation, device, dtype)
+            LlamaDecoderLayer(d, n_heads, ffn, eps, rope_base, attention, fp32_grad_accumulation, device, dtype,
+                              n_kv_heads, head_dim, rope_scaling)
             for _ in range(n_layers))
-        self.head = LlamaLMHead(d, vocab, fp32_grad_accumulation, store_logits, device=device, dtype=dtype)
+        self.head = LlamaLMHead(d, vocab, fp32_grad_accumulation, store_logits, device=device, dtype=dtype,
+                                ignore_index=ignore_index)
+        if tie_embeddings:
+            self.head.weight = self.embed.weight
         self._positions = {}
 
     @property
@@ -122,12 +155,25 @@ class LlamaModel(nn.Module):
             self._positions[key] = pos
         return pos
 
+    def embedding(self, tokens: Tensor) -> Tensor:
+        """The embedding rows of tokens [batch x seq] as [batch * seq x d]."""
+        weight = self.embed.weight
+        if self.fp32_grad_accumulation:
+            return torch.ops.coda.embedding(weight, tokens.reshape(-1), _grad_buffer(weight, True))
+        return self.embed(tokens).view(tokens.numel(), -1)
+
+    def targets(self, labels: Tensor) -> Tensor:
+        """The label each row of the LM head is scored against, [batch * seq]."""
+        if self.shift_labels:
+            labels = torch.cat((labels[:, 1:], labels.new_full((labels.shape[0], 1), self.ignore_index)), dim=1)
+        return labels.reshape(-1)
+
     def forward(self, tokens: Tensor, labels: Tensor) -> Tensor:
         b, s = tokens.shape
-        x = self.embed(tokens).view(b * s, -1)
+        x = self.embedding(tokens)
         pos = self.positions(b, s, tokens.device)
         h, rstd = torch.ops.coda.rms_stats(x, self.layers[0].attn_norm, self.eps)
         for i, layer in enumerate(self.layers):
             nxt = self.layers[i + 1].attn_norm if i + 1 < len(self.layers) else self.head.norm
             x, h, rstd = layer(x, h, rstd, nxt, pos, s)
-        return self.head(x, h, rstd, labels.reshape(-1))
+        return self.head(x, h, rstd, self.targets(labels))

@@ -56,23 +56,47 @@ rms_stats.register_autograd(_rms_stats_backward, setup_context=_rms_stats_setup)
 # attention_block: the attention half of a decoder layer. qkv = rope(rstd * (h W_qkv^T)); a = causal attention
 # over qkv's Q, K, V blocks (SDPA's kernels; "none": the stand-in a = v); x1 = a W_o^T + x; h1 = x1 * mlp_norm;
 # rstd1. Also returns what its backward reads: qkv, SDPA's output and its logsumexp and RNG state.
+#
+# Grouped-query attention comes from the weights' shapes: w_o [d x n_heads * hd] gives the head size hd, and
+# w_qkv [(n_heads + 2 n_kv_heads) hd x d] the KV heads. SDPA's kernels read K and V unexpanded.
 
-def _qkv_heads(qkv: Tensor, d: int, n_heads: int, seq_len: int) -> list[Tensor]:
+class _Widths:
+    """The column blocks of the fused QKV output: Q [n_heads * hd], K and V [n_kv_heads * hd] each."""
+
+    def __init__(self, w_qkv: Tensor, w_o: Tensor, n_heads: int):
+        self.q = w_o.shape[1]
+        self.head_dim = self.q // n_heads
+        self.kv = (w_qkv.shape[0] - self.q) // 2
+        if self.q % n_heads or self.kv <= 0 or self.kv % self.head_dim or self.q + 2 * self.kv != w_qkv.shape[0]:
+            raise ValueError(f"coda.torch: w_qkv {tuple(w_qkv.shape)} and w_o {tuple(w_o.shape)} do not split into "
+                             f"{n_heads} query heads and whole KV heads of the same size")
+        self.n_heads, self.n_kv_heads = n_heads, self.kv // self.head_dim
+        if n_heads % self.n_kv_heads:
+            raise ValueError(f"coda.torch: {n_heads} query heads do not share {self.n_kv_heads} KV heads evenly")
+
+    def blocks(self) -> list[tuple[int, int]]:
+        """(first column, width) of Q, K and V."""
+        return [(0, self.q), (self.q, self.kv), (self.q + self.kv, self.kv)]
+
+
+def _qkv_heads(qkv: Tensor, widths: _Widths, seq_len: int) -> list[Tensor]:
     batch = qkv.shape[0] // seq_len
-    return [_attention.heads(qkv[:, i * d:(i + 1) * d], batch, seq_len, n_heads) for i in range(3)]
+    return [_attention.heads(qkv[:, c:c + w], batch, seq_len, w // widths.head_dim) for c, w in widths.blocks()]
 
 
-def _attention_input(qkv: Tensor, out: Tensor, d: int, attention: str) -> Tensor:
-    # The out-projection's A: SDPA's output as [M x d], or V read in place for the attention-free stand-in.
-    return qkv[:, 2 * d:] if attention == "none" else _attention.rows(out)
+def _attention_input(qkv: Tensor, out: Tensor, widths: _Widths, attention: str) -> Tensor:
+    # The out-projection's A: SDPA's output as [M x n_heads hd], or V read in place for the attention-free stand-in.
+    return qkv[:, widths.q + widths.kv:] if attention == "none" else _attention.rows(out)
 
 
-def _attention_forward(qkv: Tensor, d: int, n_heads: int, seq_len: int, attention: str):
+def _attention_forward(qkv: Tensor, widths: _Widths, seq_len: int, attention: str):
     if attention == "none":  # four distinct tensors: a custom op's outputs may not alias each other
+        if widths.kv != widths.q:
+            raise ValueError("coda.torch: the attention-free stand-in ('none') needs as many KV heads as query heads")
         return tuple(qkv.new_empty(0) for _ in range(4))
     if attention != "sdpa":
         raise ValueError(f"coda.torch: attention must be 'sdpa' or 'none', got {attention!r}")
-    return _attention.forward(*_qkv_heads(qkv, d, n_heads, seq_len))
+    return _attention.forward(*_qkv_heads(qkv, widths, seq_len))
 
 
 @torch.library.custom_op("coda::attention_block", mutates_args=())
@@ -83,13 +107,15 @@ def attention_block(x: Tensor, h: Tensor, rstd: Tensor, attn_norm: Tensor, w_qkv
                                                                 Tensor, Tensor]:
     m, d = x.shape
     n = w_qkv.shape[0]
+    widths = _Widths(w_qkv, w_o, n_heads)
     qkv = h.new_empty(m, n)
     run("qkv_rope", {"A": h, "B": w_qkv.t(), "rstd": rstd, "pos": pos, "theta": theta}, {"qkv": qkv}, m, n, d)
-    out, lse, seed, offset = _attention_forward(qkv, d, n_heads, seq_len, attention)
+    out, lse, seed, offset = _attention_forward(qkv, widths, seq_len, attention)
     x1 = x.new_empty(m, d)
     h1 = x.new_empty(m, d)
-    parts = run("out_proj", {"A": _attention_input(qkv, out, d, attention), "B": w_o.t(), "residual": x.contiguous(),
-                             "gamma": mlp_norm}, {"x1": x1, "h": h1}, m, d, d, partials=("x1_sumsq",))
+    parts = run("out_proj", {"A": _attention_input(qkv, out, widths, attention), "B": w_o.t(),
+                             "residual": x.contiguous(), "gamma": mlp_norm}, {"x1": x1, "h": h1}, m, d, widths.q,
+                partials=("x1_sumsq",))
     return x1, h1, _steps.rstd(parts["x1_sumsq"], m, d, eps, x), qkv, out, lse, seed, offset
 
 
@@ -99,7 +125,7 @@ def _(x, h, rstd, attn_norm, w_qkv, w_o, mlp_norm, pos, theta, eps, n_heads, seq
     m, d = x.shape
     qkv = h.new_empty(m, w_qkv.shape[0])
     # The attention's own meta kernels give its outputs' exact shapes and strides.
-    out, lse, seed, offset = _attention_forward(qkv, d, n_heads, seq_len, attention)
+    out, lse, seed, offset = _attention_forward(qkv, _Widths(w_qkv, w_o, n_heads), seq_len, attention)
     return (x.new_empty(m, d), x.new_empty(m, d), x.new_empty(m, dtype=acc_dtype(x)), qkv, out, lse, seed, offset)
 
 
@@ -110,16 +136,17 @@ def attention_block_backward(dx1: Tensor, x: Tensor, rstd: Tensor, attn_norm: Te
                              w_qkv_grad: Optional[Tensor],
                              w_o_grad: Optional[Tensor]) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     m, d = x.shape
+    widths = _Widths(w_qkv, w_o, n_heads)
     dx1 = dx1.contiguous()
     da = _steps.dgrad(dx1, w_o)
-    dw_o = _steps.wgrad(dx1, _attention_input(qkv, out, d, attention), w_o_grad)
+    dw_o = _steps.wgrad(dx1, _attention_input(qkv, out, widths, attention), w_o_grad)
     if attention == "none":  # a = v + 0 * (q + k)
-        blocks = [(None, d), (None, d), (da, d)]
+        blocks = [(None, widths.q), (None, widths.kv), (da, widths.kv)]
     else:
-        q, k, v = _qkv_heads(qkv, d, n_heads, seq_len)
+        q, k, v = _qkv_heads(qkv, widths, seq_len)
         grads = _attention.backward(_attention.heads(da, m // seq_len, seq_len, n_heads), q, k, v, out, lse, seed,
                                     offset)
-        blocks = [(_attention.rows(g), d) for g in grads]
+        blocks = [(_attention.rows(g), w) for g, (_, w) in zip(grads, widths.blocks())]
     dz, parts = _steps.rope_backward(blocks, qkv, pos, theta)
     s = _steps.s_factor(parts, m, d, x)
     # x feeds the norm (through h, rstd) and the residual add: dx1 joins the norm's gradient in the epilogue.
@@ -327,3 +354,50 @@ def _mlp_grad(ctx, dx2, dh2, drstd2, dz):
 
 
 mlp.register_autograd(_mlp_grad, setup_context=_mlp_setup)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# embedding with its weight gradient added into an f32 buffer (fp32_grad_accumulation; with tied embeddings the
+# LM head's weight-gradient GEMM accumulates into the same buffer). Without a buffer, nn.Embedding serves.
+
+@torch.library.custom_op("coda::embedding", mutates_args=())
+def embedding(weight: Tensor, tokens: Tensor, w_grad: Optional[Tensor] = None) -> Tensor:
+    return torch.nn.functional.embedding(tokens, weight)
+
+
+@fake(embedding)
+def _(weight, tokens, w_grad=None):
+    return weight.new_empty(tokens.shape[0], weight.shape[1])
+
+
+@torch.library.custom_op("coda::embedding_backward", mutates_args=("w_grad",))
+def embedding_backward(dx: Tensor, tokens: Tensor, weight: Tensor, w_grad: Optional[Tensor]) -> Tensor:
+    if w_grad is None:
+        return torch.ops.aten.embedding_dense_backward(dx, tokens, weight.shape[0], -1, False)
+    # index_put_ with accumulate sorts the indices on CUDA: the same sum in the same order every run.
+    w_grad.index_put_((tokens.long(),), dx.to(w_grad.dtype), accumulate=True)
+    return weight.new_empty(0)
+
+
+@fake(embedding_backward)
+def _(dx, tokens, weight, w_grad):
+    return weight.new_empty(0) if w_grad is not None else torch.empty_like(weight)
+
+
+def _embedding_setup(ctx, inputs, output):
+    weight, tokens, w_grad = inputs
+    ctx.save_for_backward(tokens, weight)
+    # Not saved as a tensor: with tied embeddings the LM head's backward adds into the buffer first, and saved
+    # tensors may not change between forward and backward.
+    ctx.w_grad = w_grad
+
+
+def _embedding_grad(ctx, dx):
+    if dx is None:
+        return None, None, None
+    tokens, weight = ctx.saved_tensors
+    dw = torch.ops.coda.embedding_backward(dx.contiguous(), tokens, weight, ctx.w_grad)
+    return (None if ctx.w_grad is not None else dw), None, None
+
+
+embedding.register_autograd(_embedding_grad, setup_context=_embedding_setup)
