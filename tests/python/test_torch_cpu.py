@@ -316,3 +316,13 @@ def test_warm_compiles_a_steps_kernels_in_parallel_without_a_gpu(tmp_path, monke
     launches = ct.warm(model, 2, 8, jobs=2, arch="sm_90a")
     assert len(built) == len(launches) and len(set(name for name, _ in built)) >= 15
     assert all(p.grad is None for p in model.parameters())
+
+
+@pytest.mark.parametrize("name", sorted(__import__("coda.torch._kernels", fromlist=["_LOCAL"])._LOCAL))
+def test_every_graph_coda_torch_builds_compiles_for_hopper_without_spills(name):
+    # The graphs coda.torch makes itself (coda.blocks' are checked in test_build.py): NVRTC needs no GPU.
+    import coda
+    from coda.torch import _kernels
+    report = coda.warm(_kernels.graph(name), arch="sm_90a")
+    assert report.spill_bytes == 0, f"{name}: {report}"
+    assert 0 < report.registers <= 255

@@ -136,6 +136,19 @@ def test_model_matches_eager(kw):
         assert rel(p.grad, q.grad) <= MODEL_GRAD, f"grad of {name}: {rel(p.grad, q.grad):.3g}"
 
 
+def test_compile_fullgraph_traces_a_llama3_shaped_model():
+    model = tiny(n_kv_heads=2, tie_embeddings=True, rope_scaling=LLAMA3, ignore_index=-100, shift_labels=True)
+    eager = copy.deepcopy(model)
+    tokens, _ = batch()
+    loss = torch.compile(model, backend="aot_eager", fullgraph=True)(tokens, tokens)
+    loss.backward()
+    loss_ref = eager(tokens, tokens)
+    loss_ref.backward()
+    assert torch.equal(loss, loss_ref)
+    for (name, p), q in zip(model.named_parameters(), eager.parameters()):
+        assert torch.equal(p.grad, q.grad), name
+
+
 def test_layer_shapes_and_errors():
     layer = ct.LlamaDecoderLayer(64, 8, 96, n_kv_heads=2, dtype=torch.float64)
     assert tuple(layer.w_qkv.shape) == ((8 + 2 * 2) * 8, 64) and tuple(layer.w_o.shape) == (64, 64)
