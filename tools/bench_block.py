@@ -5,7 +5,8 @@ floor (the layer's 12 GEMMs alone through torch.matmul; with real attention, plu
 Each with causal SDPA and with the attention-free stand-in v + 0 * (q + k). Then a whole model step (8 layers,
 d = 2048, vocab 32768, AdamW) in tokens/s and peak memory (coda eager, coda under torch.compile, and coda's step
 captured in a CUDA graph and replayed, besides the baselines), and whether torch.compile(fullgraph=True) of a small coda
-model (4 layers, d = 512) compiles and matches. One table on stdout; bench_block.csv and bench_block.md in $OUT (or --out).
+model (4 layers, d = 512) compiles and matches. Last, "llama3.2-1b step": a training step of LLaMA-3.2-1B's
+architecture (llama_rows). One table on stdout; bench_block.csv and bench_block.md in $OUT (or --out).
 
 Timing: every system runs twice (compiles, autotuning), then all run in turn for 500 ms to settle the GPU clock,
 then rounds: in each round every system runs `per_round` times between two CUDA events; the median over rounds.
@@ -19,6 +20,7 @@ import statistics
 import sys
 import time
 import traceback
+import types
 
 import torch
 import torch.nn.functional as F
@@ -339,6 +341,138 @@ def fullgraph_rows():
              "note": note}]
 
 
+# --- LLaMA-3.2-1B: the whole training step at its real shape ----------------------------------------------------
+
+# Meta's config.json of Llama-3.2-1B, in Hugging Face's LlamaConfig fields: GQA (32 query, 8 KV heads of 64), the
+# LLaMA 3.1 RoPE rescaling, and the LM head tied to the embedding.
+LLAMA32_1B = dict(
+    vocab_size=128256, hidden_size=2048, intermediate_size=8192, num_hidden_layers=16, num_attention_heads=32,
+    num_key_value_heads=8, head_dim=64, max_position_embeddings=131072, rms_norm_eps=1e-5, rope_theta=500000.0,
+    rope_scaling={"rope_type": "llama3", "factor": 32.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                  "original_max_position_embeddings": 8192},
+    tie_word_embeddings=True, hidden_act="silu", attention_bias=False, mlp_bias=False, attention_dropout=0.0,
+    pretraining_tp=1, initializer_range=0.02)
+LLAMA_SEQ = 8192  # the rescaling's original context; batch 2 of it gives the M = 16384 of the other sections
+
+
+def llama_fields(n_layers=None, **changes):
+    """LLAMA32_1B's fields, with n_layers layers (default its 16) and any other fields changed (the CPU tests' tiny
+    twin)."""
+    fields = {**LLAMA32_1B, "rope_scaling": dict(LLAMA32_1B["rope_scaling"]), **changes}
+    if n_layers is not None:
+        fields["num_hidden_layers"] = n_layers
+    return fields
+
+
+def llama_label(fields, batch, seq):
+    layers = fields["num_hidden_layers"]
+    shrunk = "" if layers == LLAMA32_1B["num_hidden_layers"] else f" (of {LLAMA32_1B['num_hidden_layers']})"
+    return (f"llama3.2-1b step {layers}{shrunk} layers d={fields['hidden_size']} V={fields['vocab_size']} "
+            f"b={batch}x{seq} AdamW")
+
+
+def hf_llama(fields, device, dtype=torch.bfloat16):
+    """Hugging Face's LlamaForCausalLM with these fields (SDPA attention, no KV cache), initialized in `dtype` on
+    `device`; (None, why) when transformers is not importable."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the device has no network: nothing may wait on the Hub
+    try:
+        from transformers import LlamaConfig, LlamaForCausalLM
+    except ImportError as e:
+        return None, f"transformers is not importable ({e})"
+    config = LlamaConfig(**fields, use_cache=False, attn_implementation="sdpa")
+    default = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)  # built in dtype at once: no f32 copy of the weights on the way
+    try:
+        with torch.device(device):
+            return LlamaForCausalLM(config), ""
+    finally:
+        torch.set_default_dtype(default)
+
+
+def llama_models(fields, device, dtype=torch.bfloat16):
+    """(Hugging Face's model or None, why not, coda's model with the same weights). coda's follows Hugging Face's
+    loss (labels are the input ids, scored one position ahead) and keeps no logits: at V = 128256 they would be
+    M x V bf16, 4 GiB at M = 16384. Without transformers coda's model is built from the same fields."""
+    hf, why = hf_llama(fields, device, dtype)
+    source = hf if hf is not None else types.SimpleNamespace(**fields)
+    return hf, why, ct.from_hf(source, device=device, dtype=dtype, store_logits=False)
+
+
+def remember_first_loss(fwd, losses, name):
+    """fwd, which also keeps its first loss (at the starting weights, the same for every system) in losses[name]."""
+    def run():
+        loss = fwd()
+        losses.setdefault(name, loss.detach())
+        return loss
+    return run
+
+
+def llama_rows(rounds, skip_compile, batch, n_layers):
+    """A training step (forward, loss, backward, fused AdamW) of LLaMA-3.2-1B's architecture on batch x 8192
+    tokens: coda eager and replayed as a CUDA graph, torch.compile of the same model in eager PyTorch
+    (reference.model_loss), and torch.compile of Hugging Face's LlamaForCausalLM, all from the same weights."""
+    fields = llama_fields(n_layers)
+    label = llama_label(fields, batch, LLAMA_SEQ)
+    torch.manual_seed(0)
+    hf, why, model = llama_models(fields, "cuda")
+    tokens = torch.randint(0, fields["vocab_size"], (batch, LLAMA_SEQ), device="cuda")
+    start = time.perf_counter()
+    try:
+        ct.warm(model, batch, LLAMA_SEQ)
+        log(f"{label}: coda kernels built in {time.perf_counter() - start:.0f} s")
+    except Exception:  # noqa: BLE001
+        log(f"{label}: coda.torch.warm FAILED (the first step compiles instead)")
+        traceback.print_exc()
+
+    losses = {}
+    entries = {"coda": (model, lambda: model(tokens, tokens))}
+    if not skip_compile:
+        comp = copy.deepcopy(model)
+        comp_fn = torch.compile(lambda t: ref.model_loss(comp, t, t))
+        entries["torch.compile"] = (comp, lambda: comp_fn(tokens))
+        if hf is not None:
+            hf_fn = torch.compile(hf)
+            entries["HF Llama + torch.compile"] = (hf, lambda: hf_fn(input_ids=tokens, labels=tokens).loss)
+    systems = {name: adamw_step(module, remember_first_loss(fwd, losses, name))
+               for name, (module, fwd) in entries.items()}
+    graphed = copy.deepcopy(model)
+    try:
+        systems["coda (CUDA graph)"] = graph_stepper(
+            graphed, remember_first_loss(lambda: graphed(tokens, tokens), losses, "coda (CUDA graph)"))
+    except Exception:  # noqa: BLE001
+        log(f"{label}: coda (CUDA graph) capture FAILED")
+        traceback.print_exc()
+    log(f"{label}: compiling and warming {list(systems)}")
+    ms = time_systems(systems, rounds, 1, announce=label)
+    mem = {name: peak_gib(fn) for name, fn in systems.items()}
+    base, hf_ms = ms.get("torch.compile"), ms.get("HF Llama + torch.compile")
+    tokens_per_step = batch * LLAMA_SEQ
+    rows = []
+    for name in systems:
+        graphed_row = name == "coda (CUDA graph)"
+        note = [f"first loss {losses[name].item():.4f}"] if name in losses else []
+        if hf_ms and not name.startswith("HF"):
+            note.append(f"{ms[name] / hf_ms:.3f}x HF")
+        if name.startswith("coda"):
+            note.append("no logits stored")
+        if graphed_row:
+            note.append("memory held by the graph since capture")
+        rows.append({"bench": label, "attention": "sdpa", "system": name, "ms": round(ms[name], 3),
+                     "x_floor": round(ms[name] / base, 3) if base else "",
+                     "tokens_per_s": round(tokens_per_step / ms[name] * 1e3),
+                     "peak_GiB": "" if graphed_row else round(mem[name], 2), "note": "; ".join(note)})
+    if hf is None:
+        log(f"{label}: HF Llama + torch.compile SKIPPED: {why}")
+        rows.append({"bench": label, "attention": "sdpa", "system": "HF Llama + torch.compile", "ms": "",
+                     "x_floor": "", "tokens_per_s": "", "peak_GiB": "", "note": f"SKIPPED: {why}"})
+    return rows
+
+
+def select_sections(sections, only):
+    """The (name, run) sections whose name contains one of the texts in `only` (all of them when it is empty)."""
+    return [(name, run) for name, run in sections if not only or any(text in name for text in only)]
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", default=os.environ.get("OUT", "."))
@@ -347,7 +481,12 @@ def main():
     p.add_argument("--skip-compile", action="store_true", help="leave out the torch.compile baselines (faster)")
     p.add_argument("--budget-s", type=float, default=270, help="start no section after this many seconds")
     p.add_argument("--only", nargs="+", default=[], metavar="TEXT",
-                   help="run only the sections whose name contains one of these (e.g. 'layer d=2048' 'model')")
+                   help="run only the sections whose name contains one of these (e.g. 'layer d=2048' 'model' "
+                        "'llama3.2-1b step')")
+    p.add_argument("--llama-batch", type=int, default=2,
+                   help="sequences of 8192 tokens in the llama3.2-1b step (default 2: M = 16384, as the others)")
+    p.add_argument("--llama-layers", type=int, default=LLAMA32_1B["num_hidden_layers"],
+                   help="layers of the llama3.2-1b step (default its 16; fewer if memory runs out, said in the row)")
     args = p.parse_args()
     os.makedirs(args.out, exist_ok=True)
     torch.backends.cuda.matmul.allow_tf32 = True
@@ -359,8 +498,9 @@ def main():
                 for att in ("none", "sdpa") for d, f, h in LAYER_SIZES]
     sections.append(("model step", lambda: model_rows(max(3, args.rounds // 2), "sdpa", args.skip_compile)))
     sections.append(("torch.compile fullgraph", fullgraph_rows))
-    if args.only:
-        sections = [(name, run) for name, run in sections if any(text in name for text in args.only)]
+    sections.append(("llama3.2-1b step", lambda: llama_rows(max(3, args.rounds // 2), args.skip_compile,
+                                                            args.llama_batch, args.llama_layers)))
+    sections = select_sections(sections, args.only)
     rows = []
     for name, run in sections:
         if time.perf_counter() - START > args.budget_s:

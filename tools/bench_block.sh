@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Every coda::blocks epilogue at its block shape (`coda bench block`, d = 2048 and 4096, M = 16384) with cuBLAS
+# Every coda::blocks epilogue at its block shape (`coda bench block`, d = 2048 and 4096, M = 16384, V = 32768, and the
+# rows that depend on V again at LLaMA-3's V = 128256 for d = 2048; `--list` prints them) with cuBLAS
 # (torch.matmul at the same shapes and layouts) and torch's copy bandwidth measured in the same run, merged into
 # one markdown table (tools/bench_block_cublas.py). Writes block.csv, torch_block.csv, bench_block.log and
 # block_table.md to $OUT (default ./device-logs) and prints the table.

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # On a GPU machine, with the cp312 wheel from tools/pack_device_python.sh in carry/wheels: installs it into
-# /tmp/site, then runs what is asked, logging to $OUT (default ./device-logs):
+# /tmp/site (with the benchmarks' peers from carry/peers when `pack_device_python.sh --peers` put them there), then
+# runs what is asked, logging to $OUT (default ./device-logs):
 #   tests    the Python GPU tests (coda.torch, bindings) with pytest
 #   profile  tools/profile_block.py (PROFILE_ARGS, default: d = 2048, both attentions, and the model step)
 #   bench    tools/bench_block.py (BENCH_ARGS)
@@ -10,7 +11,11 @@ cd "$(dirname "$0")/.."
 out=${OUT:-device-logs}
 mkdir -p "$out"
 export CODA_CACHE_DIR=${CODA_CACHE_DIR:-$(mktemp -d)} PYTHONUNBUFFERED=1
-python3 -m pip install -q --no-deps --no-index --target /tmp/site carry/wheels/*.whl || exit 1
+# --upgrade: a warm machine keeps /tmp/site between calls, and pip --target skips a package already there.
+python3 -m pip install -q --no-deps --no-index --upgrade --target /tmp/site carry/wheels/*.whl || exit 1
+if compgen -G "carry/peers/*.whl" >/dev/null; then
+  python3 -m pip install -q --no-deps --no-index --upgrade --target /tmp/site carry/peers/*.whl || exit 1
+fi
 export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
 status=0
 for what in "$@"; do

@@ -1,5 +1,6 @@
 """The PyTorch benchmark tools' own logic on the CPU: bench_block's table printing (it once crashed on the rows
-without a timing, after the whole run) and profile_block's matching of kernels to the coda launches that made them."""
+without a timing, after the whole run), its section choice and LLaMA-3.2-1B models (Hugging Face's and coda's from
+the same weights), and profile_block's matching of kernels to the coda launches that made them."""
 import os
 import sys
 import types
@@ -46,3 +47,68 @@ def test_kernels_are_matched_to_the_launch_whose_gpu_span_holds_them():
     assert rows["coda rms_finalize 16384x0"] == (1, 0.08, 4.0)
     assert rows["nvjet_sm90_tst_128x256"] == (1, 0.5, 0.5)  # a cuBLAS GEMM is its own floor
     assert rows["triton_poi_fused_add"] == (1, 0.1, None)
+
+
+def test_only_selects_the_llama_section_by_its_name_and_model_does_not():
+    sections = [(name, None) for name in ("layer d=2048 sdpa", "model step", "torch.compile fullgraph",
+                                          "llama3.2-1b step")]
+    assert [n for n, _ in bench_block.select_sections(sections, ["llama3.2-1b step"])] == ["llama3.2-1b step"]
+    assert [n for n, _ in bench_block.select_sections(sections, ["model"])] == ["model step"]
+    assert [n for n, _ in bench_block.select_sections(sections, ["step"])] == ["model step", "llama3.2-1b step"]
+    assert bench_block.select_sections(sections, []) == sections
+
+
+def test_llama_rows_say_when_they_run_fewer_layers_than_the_model():
+    full = bench_block.llama_label(bench_block.llama_fields(), 2, 8192)
+    assert full.startswith("llama3.2-1b step 16 layers d=2048 V=128256 b=2x8192")
+    shrunk = bench_block.llama_label(bench_block.llama_fields(8), 1, 8192)
+    assert "8 (of 16) layers" in shrunk and "b=1x8192" in shrunk
+    assert bench_block.LLAMA32_1B["num_hidden_layers"] == 16  # llama_fields copies, never changes it
+
+
+def tiny_llama_fields():
+    """LLaMA-3.2-1B's fields at toy widths: GQA, llama3 RoPE scaling and tied embeddings kept."""
+    return bench_block.llama_fields(2, vocab_size=512, hidden_size=128, intermediate_size=256, num_attention_heads=4,
+                                    num_key_value_heads=2, head_dim=32)
+
+
+def test_hf_llama_is_llama32_1b_architecture():
+    pytest.importorskip("transformers")
+    hf, why = bench_block.hf_llama(bench_block.llama_fields(1, vocab_size=512), "meta")
+    assert why == ""
+    c = hf.config
+    assert (c.hidden_size, c.intermediate_size, c.num_attention_heads, c.num_key_value_heads) == (2048, 8192, 32, 8)
+    assert c.tie_word_embeddings and hf.lm_head.weight is hf.model.embed_tokens.weight
+    assert c._attn_implementation == "sdpa" and not c.use_cache
+    rope = dict(getattr(c, "rope_parameters", None) or c.rope_scaling)
+    assert rope["rope_type"] == "llama3" and rope["factor"] == 32.0
+    assert rope["original_max_position_embeddings"] == 8192
+    assert {p.dtype for p in hf.parameters()} == {torch.bfloat16}
+    assert torch.get_default_dtype() == torch.float32  # restored
+
+
+def test_llama_models_compute_the_same_loss_from_the_same_weights():
+    """The rows compare like with like: coda's model (CPU tensors run its reference) has Hugging Face's weights
+    and its loss convention (labels = input ids, one position ahead), and keeps no logits."""
+    pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    hf, _, coda = bench_block.llama_models(tiny_llama_fields(), "cpu", torch.float32)
+    assert not coda.head.store_logits and coda.tie_embeddings
+    tokens = torch.randint(0, 512, (2, 64))
+    expected = hf(input_ids=tokens, labels=tokens).loss.item()
+    assert coda(tokens, tokens).item() == pytest.approx(expected, rel=1e-4)
+    assert bench_block.ref.model_loss(coda, tokens, tokens).item() == pytest.approx(expected, rel=1e-4)
+
+
+def test_llama_models_without_transformers_build_coda_from_the_fields(monkeypatch):
+    monkeypatch.setattr(bench_block, "hf_llama", lambda fields, device, dtype: (None, "no transformers"))
+    hf, why, coda = bench_block.llama_models(tiny_llama_fields(), "cpu", torch.float32)
+    assert hf is None and why == "no transformers"
+    assert coda.layers[0].n_kv_heads == 2 and coda.tie_embeddings and not coda.head.store_logits
+
+
+def test_remember_first_loss_keeps_the_first_only():
+    losses, values = {}, iter([torch.tensor(3.0), torch.tensor(2.0)])
+    fwd = bench_block.remember_first_loss(lambda: next(values), losses, "coda")
+    assert fwd().item() == 3.0 and fwd().item() == 2.0
+    assert losses["coda"].item() == 3.0

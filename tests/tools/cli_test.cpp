@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "cache/kernel_cache.hpp"
 #include "driver/cuda_driver.hpp"
@@ -18,6 +19,15 @@ namespace {
 using Run = coda::test::CliRun;
 
 Run run(const std::string& arguments, const std::string& cache_dir) { return coda::test::run_cli(arguments, cache_dir); }
+
+// The lines of `output` that start with `prefix` and contain `text`.
+std::size_t count_lines(const std::string& output, const std::string& prefix, const std::string& text) {
+    std::istringstream lines(output);
+    std::size_t n = 0;
+    for (std::string line; std::getline(lines, line);)
+        n += line.rfind(prefix, 0) == 0 && line.find(text) != std::string::npos;
+    return n;
+}
 
 }  // namespace
 
@@ -94,6 +104,38 @@ TEST_CASE("a malformed graph file fails with the file, line and node", "[tools]"
     CHECK_THAT(r3.output, Catch::Contains("cannot read graph file"));
 }
 
+TEST_CASE("coda bench block --list runs LLaMA-3's vocabulary at d = 2048 by default, only where V matters",
+          "[tools]") {
+    coda::test::TempDir cache("coda-cli-bench-list");
+    const std::string dir = cache.path().string();
+    const Run plain = run("bench block --list", dir);
+    INFO(plain.output);
+    REQUIRE(plain.status == 0);
+    // The LM head GEMMs, cross-entropy backward and ce_finalize at V = 32768 for both widths, and at 128256 for
+    // d = 2048 only; everything else once per width.
+    for (const std::string graph : {"lm_head_ce ", "lm_head_ce_stats ", "lm_head_ce_backward "}) {
+        CHECK(count_lines(plain.output, graph, " 2048  16384  32768   2048") == 1);
+        CHECK(count_lines(plain.output, graph, " 2048  16384 128256   2048") == 1);
+        CHECK(count_lines(plain.output, graph, " 4096  16384  32768   4096") == 1);
+        CHECK(count_lines(plain.output, graph, "") == 3);
+    }
+    CHECK(count_lines(plain.output, "cross_entropy_backward", "tile      2048  16384 128256") == 1);
+    CHECK(count_lines(plain.output, "cross_entropy_backward", "") == 3);
+    CHECK(count_lines(plain.output, "ce_finalize", "finalize  2048  16384 128256") == 1);
+    CHECK(count_lines(plain.output, "ce_finalize", "") == 3);
+    CHECK(count_lines(plain.output, "gate_up_swiglu", "") == 2);
+    CHECK(count_lines(plain.output, "rms_finalize", "") == 2);
+    CHECK(count_lines(plain.output, "copy", "") == 2);
+
+    // --vocab replaces the default: each V at every --d.
+    const Run given = run("bench block --list --d 4096 --vocab 128256", dir);
+    INFO(given.output);
+    REQUIRE(given.status == 0);
+    CHECK(count_lines(given.output, "lm_head_ce ", " 4096  16384 128256   4096") == 1);
+    CHECK(count_lines(given.output, "", "32768") == 0);
+    CHECK(count_lines(given.output, "", " 2048  16384 ") == 0);
+}
+
 TEST_CASE("coda bench rejects bad arguments before it needs a GPU", "[tools]") {
     coda::test::TempDir cache("coda-cli-bench");
     const std::string dir = cache.path().string();
@@ -115,6 +157,9 @@ TEST_CASE("coda bench rejects bad arguments before it needs a GPU", "[tools]") {
     const Run vocab = run("bench block --vocab 32001", dir);
     CHECK(vocab.status == 1);
     CHECK_THAT(vocab.output, Catch::Contains("need an even --vocab >= 2") && Catch::Contains("32001"));
+    const Run vocabs = run("bench block --vocab 128256 --vocab 7 --list", dir);
+    CHECK(vocabs.status == 1);
+    CHECK_THAT(vocabs.output, Catch::Contains("need an even --vocab >= 2") && Catch::Contains("got 7"));
     const Run iters = run("bench block --iters 0", dir);
     CHECK(iters.status == 1);
     CHECK_THAT(iters.output, Catch::Contains("need 1 <= --iters"));

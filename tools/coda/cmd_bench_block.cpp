@@ -2,11 +2,13 @@
 // is timed next to the identity epilogue of the same GemmSpec and shape (interleaved rounds, each with its default
 // config unless --config pins one); tile programs and finalizers, which have no GEMM, as GB/s of the bytes their
 // bindings must move. tools/bench_block.sh puts cuBLAS (torch.matmul) and torch's copy bandwidth beside them.
+// --list prints the rows without a GPU.
 #include <cstdio>
 #include <fstream>
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -28,6 +30,10 @@ namespace {
 struct BlockDims {
     long long d, f, v;
 };
+
+constexpr long long kBlockVocab = 32768;    // the vocabulary of the block rows (and of earlier sessions' tables)
+constexpr long long kLlama3Vocab = 128256;  // LLaMA-3's: its LM head epilogues run 4x longer at the same d
+constexpr long long kLlama3Width = 2048;    // the d run at kLlama3Vocab by default (LLaMA-3.2-1B's)
 
 std::optional<BlockDims> dims_of(long long d, long long vocab) {
     if (d == 2048) return BlockDims{2048, 8192, vocab};
@@ -108,15 +114,38 @@ double moved_bytes(const Kernel& kernel, long long m, long long n, long long par
 struct BlockOptions {
     std::vector<long long> d;
     long long m = 16384;
-    long long vocab = 32768;  // LLaMA-3's is 128256: its LM head epilogues run 4x longer at the same d
+    std::vector<long long> vocab;  // empty: kBlockVocab at every d, then kLlama3Vocab at kLlama3Width
     long long iterations = 50;
     std::string config_text;
     std::string csv_path;
+    bool list = false;
 };
+
+// The (d, V) pairs to run, in order: every --d with every --vocab. Without --vocab, V = 32768 at every d and then
+// LLaMA-3's V = 128256 at d = 2048 (when 2048 is run), which adds only the rows whose shape depends on V (the LM
+// head epilogues, cross-entropy backward and the finalizers of their partials): block_rows drops a row it already
+// has.
+std::vector<BlockDims> block_shapes(const BlockOptions& given) {
+    const std::vector<long long> widths = given.d.empty() ? std::vector<long long>{2048, 4096} : given.d;
+    const std::vector<long long> vocabs = given.vocab.empty() ? std::vector<long long>{kBlockVocab} : given.vocab;
+    std::vector<BlockDims> dims;
+    for (long long d : widths)
+        for (long long v : vocabs) {
+            const auto known = dims_of(d, v);
+            if (!known)
+                throw Error(
+                    fmt::format("bench block: --d must be 2048 or 4096 (the widths it knows F for), got {}", d));
+            dims.push_back(*known);
+        }
+    if (given.vocab.empty())
+        for (long long d : widths)
+            if (d == kLlama3Width) dims.push_back(*dims_of(d, kLlama3Vocab));
+    return dims;
+}
 
 // One GEMM row of the table: an epilogue graph at one use, and its identity twin.
 struct GemmRow {
-    long long d;
+    long long d, v;
     const Graph* graph;
     GemmUse use;
     Graph identity;
@@ -130,78 +159,114 @@ struct MemoryRow {
     long long partial_tiles = 0;  // finalizers: T of their partials (from the kernel that writes them)
 };
 
-int bench_block(const BlockOptions& given) {
-    const long long m = given.m, iterations = given.iterations;
-    if (m < 1) throw Error(fmt::format("bench block: need M >= 1, got {}", m));
-    if (given.vocab < 2 || given.vocab % 2 != 0)
-        throw Error(fmt::format("bench block: need an even --vocab >= 2 (epilogues visit column pairs), got {}",
-                                given.vocab));
-    if (iterations < 1 || iterations > 100000)
-        throw Error(fmt::format("bench block: need 1 <= --iters <= 100000, got {}", iterations));
-    std::vector<BlockDims> dims;
-    for (long long d : given.d.empty() ? std::vector<long long>{2048, 4096} : given.d) {
-        const auto known = dims_of(d, given.vocab);
-        if (!known) throw Error(fmt::format("bench block: --d must be 2048 or 4096 (the widths it knows F for), got {}", d));
-        dims.push_back(*known);
-    }
-    CompileOptions base;
-    if (!given.config_text.empty()) base.config = KernelConfig::parse(given.config_text);
-    std::unique_ptr<std::ofstream> csv;
-    if (!given.csv_path.empty()) {
-        csv = std::make_unique<std::ofstream>(given.csv_path);
-        if (!*csv) throw Error(fmt::format("bench block: cannot write the --csv file '{}'", given.csv_path));
-        *csv << "kind,epilogue,gemm,d,m,n,k,a_major,b_major,ms,identity_ms,vs_identity,tflops,bytes,gbps,config\n";
-    }
+// A finalizer reads partials that a GEMM epilogue wrote: its rows are M, its T that kernel's tiles along N (known
+// once the kernel is built), found by the partials' binding name.
+struct FinalizerRow {
+    long long d;
+    const Graph* graph;
+    std::size_t producer;  // index into BlockRows::gemm
+    std::string partials;
+};
 
-    // Every row from the graphs themselves (built, so validated, before the GPU is needed), by domain.
-    const std::vector<Graph> block = blocks::llama_block();
-    const Graph copy = copy_graph();
-    std::vector<GemmRow> gemm_rows;
-    std::vector<MemoryRow> memory_rows;
+struct BlockRows {
+    std::vector<GemmRow> gemm;
+    std::vector<MemoryRow> memory;  // tile programs; finalizers join once their producers are built
+    std::vector<FinalizerRow> finalizers;
+};
+
+// Every row from the graphs themselves (built, so validated, before the GPU is needed), by domain, for each
+// (d, V) in turn; a row whose graph, d and shape an earlier pair already gave is left out. A graph the first
+// pair gives no shape for is an error (a new graph must be added to gemm_uses or tile_columns).
+BlockRows block_rows(const std::vector<BlockDims>& dims, const std::vector<Graph>& block, const Graph& copy) {
+    BlockRows rows;
+    std::set<std::string> seen;
+    const auto first = [&](const Graph& g, const std::string& use, long long d, long long n, long long k) {
+        return seen.insert(fmt::format("{} {} {} {} {}", g.name(), use, d, n, k)).second;
+    };
     std::vector<std::string> unknown;
     for (const BlockDims& s : dims) {
+        const bool report = &s == &dims.front();
         for (const Graph& g : block) {
             if (g.domain() != Domain::Gemm) continue;
             const std::vector<GemmUse> uses = gemm_uses(g.name(), s);
-            if (uses.empty() && s.d == dims.front().d) unknown.push_back(g.name());
-            for (const GemmUse& use : uses) gemm_rows.push_back({s.d, &g, use, identity_graph(g.spec())});
+            if (uses.empty() && report) unknown.push_back(g.name());
+            for (const GemmUse& use : uses)
+                if (first(g, use.gemm, s.d, use.n, use.k))
+                    rows.gemm.push_back({s.d, s.v, &g, use, identity_graph(g.spec())});
         }
-        memory_rows.push_back({s.d, &copy, tile_columns("copy", s)});
+        const long long copy_n = tile_columns("copy", s);
+        if (first(copy, "", s.d, copy_n, 0)) rows.memory.push_back({s.d, &copy, copy_n});
         for (const Graph& g : block) {
             if (g.domain() != Domain::Tile) continue;
             const long long n = tile_columns(g.name(), s);
-            if (n == 0 && s.d == dims.front().d) unknown.push_back(g.name());
-            if (n != 0) memory_rows.push_back({s.d, &g, n});
+            if (n == 0 && report) unknown.push_back(g.name());
+            if (n != 0 && first(g, "", s.d, n, 0)) rows.memory.push_back({s.d, &g, n});
         }
-    }
-    // A finalizer reads partials that a GEMM epilogue wrote: its rows are M, its T that kernel's tiles along N
-    // (known once the kernel is built), found by the partials' binding name.
-    struct FinalizerRow {
-        long long d;
-        const Graph* graph;
-        const GemmRow* producer;
-        std::string partials;
-    };
-    std::vector<FinalizerRow> finalizer_rows;
-    for (const BlockDims& s : dims)
         for (const Graph& f : block) {
             if (f.domain() != Domain::Finalize) continue;
             std::optional<FinalizerRow> row;
             for (const Binding& input : check_graph(f).bindings)
-                for (const GemmRow& r : gemm_rows)
-                    for (const Binding& b : check_graph(*r.graph).bindings)
-                        if (!row && input.role == BindingRole::Partials && r.d == s.d &&
-                            b.role == BindingRole::RowPartials && b.name == input.name)
-                            row = FinalizerRow{s.d, &f, &r, b.name};
-            if (row) finalizer_rows.push_back(*row);
-            else if (s.d == dims.front().d) unknown.push_back(f.name());
+                for (std::size_t i = 0; i < rows.gemm.size(); ++i)
+                    for (const Binding& b : check_graph(*rows.gemm[i].graph).bindings)
+                        if (!row && input.role == BindingRole::Partials && rows.gemm[i].d == s.d &&
+                            rows.gemm[i].v == s.v && b.role == BindingRole::RowPartials && b.name == input.name)
+                            row = FinalizerRow{s.d, &f, i, b.name};
+            // At a later V a finalizer whose producer does not depend on V has no new producer row: nothing new.
+            if (row && first(f, "", s.d, rows.gemm[row->producer].use.n, 0)) rows.finalizers.push_back(*row);
+            else if (!row && report) unknown.push_back(f.name());
         }
+    }
     if (!unknown.empty()) {
         std::string names;
         for (const std::string& n : unknown) names += (names.empty() ? "'" : ", '") + n + "'";
         throw Error(fmt::format("bench block: no block shape for {} (add it to gemm_uses or tile_columns in "
                                 "tools/coda/cmd_bench_block.cpp; a finalizer needs a GEMM epilogue that writes its "
                                 "partials)", names));
+    }
+    return rows;
+}
+
+// --list: the rows a run would time, without a GPU (a finalizer's T is known once its producer is built).
+int list_rows(const BlockRows& rows, long long m) {
+    std::printf("%-20s %-14s %5s %6s %6s %6s %3s\n", "epilogue", "gemm", "d", "M", "N", "K", "B");
+    for (const GemmRow& r : rows.gemm)
+        fmt::print("{:<20} {:<14} {:>5} {:>6} {:>6} {:>6} {:>3}\n", r.graph->name(), r.use.gemm, r.d, m, r.use.n,
+                   r.use.k, r.graph->spec().b == Major::K ? "k" : "n");
+    std::printf("\n%-24s %-8s %5s %6s %6s\n", "memory-bound kernel", "kind", "d", "M", "N");
+    for (const MemoryRow& r : rows.memory)
+        fmt::print("{:<24} {:<8} {:>5} {:>6} {:>6}\n", r.graph->name(), "tile", r.d, m, r.n);
+    for (const FinalizerRow& r : rows.finalizers)
+        fmt::print("{:<24} {:<8} {:>5} {:>6} {:>6}\n", r.graph->name(), "finalize", r.d, m,
+                   rows.gemm[r.producer].use.n);
+    std::printf("(%s; finalizers: N is the producing GEMM's)\n",
+                counted(rows.gemm.size() + rows.memory.size() + rows.finalizers.size(), "row").c_str());
+    return 0;
+}
+
+int bench_block(const BlockOptions& given) {
+    const long long m = given.m, iterations = given.iterations;
+    if (m < 1) throw Error(fmt::format("bench block: need M >= 1, got {}", m));
+    for (long long v : given.vocab)
+        if (v < 2 || v % 2 != 0)
+            throw Error(
+                fmt::format("bench block: need an even --vocab >= 2 (epilogues visit column pairs), got {}", v));
+    if (iterations < 1 || iterations > 100000)
+        throw Error(fmt::format("bench block: need 1 <= --iters <= 100000, got {}", iterations));
+    const std::vector<BlockDims> dims = block_shapes(given);
+    CompileOptions base;
+    if (!given.config_text.empty()) base.config = KernelConfig::parse(given.config_text);
+
+    const std::vector<Graph> block = blocks::llama_block();
+    const Graph copy = copy_graph();
+    BlockRows rows = block_rows(dims, block, copy);
+    if (given.list) return list_rows(rows, m);
+    const std::vector<GemmRow>& gemm_rows = rows.gemm;
+    std::vector<MemoryRow>& memory_rows = rows.memory;
+    std::unique_ptr<std::ofstream> csv;
+    if (!given.csv_path.empty()) {
+        csv = std::make_unique<std::ofstream>(given.csv_path);
+        if (!*csv) throw Error(fmt::format("bench block: cannot write the --csv file '{}'", given.csv_path));
+        *csv << "kind,epilogue,gemm,d,m,n,k,a_major,b_major,ms,identity_ms,vs_identity,tflops,bytes,gbps,config\n";
     }
 
     Driver& driver = Driver::instance();
@@ -221,11 +286,12 @@ int bench_block(const BlockOptions& given) {
         jobs.push_back({&r.identity, options_for(r)});
     }
     for (const MemoryRow& r : memory_rows) jobs.push_back({r.graph, {}});
-    for (const FinalizerRow& r : finalizer_rows) jobs.push_back({r.graph, {}});
+    for (const FinalizerRow& r : rows.finalizers) jobs.push_back({r.graph, {}});
     warm_in_parallel(jobs, arch);
-    for (const FinalizerRow& r : finalizer_rows) {
-        const Kernel producer = Runtime::instance().compile(*r.producer->graph, options_for(*r.producer));
-        const long long n = r.producer->use.n;
+    for (const FinalizerRow& r : rows.finalizers) {
+        const GemmRow& producer_row = gemm_rows[r.producer];
+        const Kernel producer = Runtime::instance().compile(*producer_row.graph, options_for(producer_row));
+        const long long n = producer_row.use.n;
         memory_rows.push_back({r.d, r.graph, n, producer.partials_shape(r.partials, m, n)[0]});
     }
 
@@ -294,8 +360,9 @@ void add_bench_block(Commands& commands, CLI::App& bench) {
                                    [options] { return bench_block(*options); });
     block.add_option("--d", options->d, "model width: 2048 (F 8192) or 4096 (F 14336); repeatable (default both)")
         ->type_name("D");
-    block.add_option("--vocab", options->vocab, "vocabulary V, the LM head's N and the cross-entropy width "
-                                                "(default 32768; LLaMA-3: 128256)")
+    block.add_option("--vocab", options->vocab, "vocabulary V, the LM head's N and the cross-entropy width; "
+                                                "repeatable (default 32768 at every d, then LLaMA-3's 128256 at "
+                                                "d = 2048 for the rows that depend on V)")
         ->type_name("V");
     block.add_option("--m", options->m, "M, tokens (default 16384)")->type_name("M");
     block.add_option("--iters", options->iterations, "launches of each kernel, in rounds of 5 (default 50)")
@@ -303,6 +370,7 @@ void add_bench_block(Commands& commands, CLI::App& bench) {
     block.add_option("--config", options->config_text, "pin every GEMM kernel's tile config instead of its default")
         ->type_name("TEXT");
     block.add_option("--csv", options->csv_path, "also write the results to this CSV file")->type_name("FILE");
+    block.add_flag("--list", options->list, "print the rows a run would time and stop (no GPU needed)");
 }
 
 }  // namespace coda::cli

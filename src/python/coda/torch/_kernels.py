@@ -183,10 +183,11 @@ def _host(value):
     if isinstance(value, torch.Tensor) and value.dim() == 0:  # a scalar bound from a tensor (on the GPU: read there)
         return float(value)
     if isinstance(value, torch.Tensor):
+        # Copies: Tensor.numpy() would mark a parameter's own storage non-resizable, and FSDP2 resizes it.
         t = value.detach()
         if t.dtype == torch.int32:
-            return t.contiguous().numpy()
-        return t.to(torch.float64).contiguous().numpy()
+            return t.clone(memory_format=torch.contiguous_format).numpy()
+        return t.to(torch.float64, copy=True, memory_format=torch.contiguous_format).numpy()
     return float(value)
 
 

@@ -9,21 +9,49 @@ import torch
 import torch.nn as nn
 from torch import Tensor
 
+from torch.distributed.fsdp import FSDPModule
+from torch.distributed.tensor import DTensor
+
 from coda.torch import ops, ops_lm_head  # noqa: F401  (registers torch.ops.coda.*)
 from coda.torch.reference import rope_theta
 
 
-def _grad_buffer(p: nn.Parameter, enabled: bool):
+_EAGER_ONLY = ("coda.torch: fp32_grad_accumulation works in eager mode only; under torch.compile build the model with "
+               "fp32_grad_accumulation=False (weight gradients stored in bf16)")
+
+
+@torch.compiler.disable(reason=_EAGER_ONLY)
+def _eager_only():
+    # Run outside Dynamo, so that the error reaches the caller instead of becoming a graph break that quietly runs
+    # the model eagerly.
+    raise RuntimeError(_EAGER_ONLY)
+
+
+def _grad_buffer(p: nn.Parameter, enabled: bool, owner: Optional[nn.Module] = None):
     """The f32 gradient buffer of `p` (p.main_grad) when fused accumulation is on, else None."""
     if not enabled:
         return None
     if torch.compiler.is_compiling():
         # The backward would write into a forward input, which AOTAutograd's joint graph cannot partition.
-        raise RuntimeError("coda.torch: fp32_grad_accumulation works in eager mode only; under torch.compile "
-                           "build the model with fp32_grad_accumulation=False (weight gradients stored in bf16)")
+        _eager_only()
+    if owner is not None and isinstance(owner, FSDPModule):
+        # FSDP2 reduce-scatters p.grad into the sharded parameter; a main_grad beside it would be neither reduced nor
+        # sharded, and the optimizer would see no gradient.
+        raise RuntimeError("coda.torch: fp32_grad_accumulation does not compose with FSDP2 (fully_shard): build the "
+                           "model with fp32_grad_accumulation=False and let FSDP2's MixedPrecisionPolicy("
+                           "reduce_dtype=torch.float32) keep the gradients in f32")
     if getattr(p, "main_grad", None) is None:
         p.main_grad = torch.zeros(p.shape, dtype=torch.float32, device=p.device)
     return p.main_grad
+
+
+def _norm_weight(w: Tensor) -> Tensor:
+    """A norm weight read outside the module that owns it, as the gamma of h = x * gamma in the previous epilogue
+    (no gradient flows there). Detached: an autograd edge into the weight from outside its module would hold its
+    gradient back past FSDP2's reduce-scatter of that module. Under FSDP2 the owner may still be sharded here: its
+    d elements are gathered."""
+    w = w.detach()
+    return w.full_tensor() if isinstance(w, DTensor) else w
 
 
 class LlamaDecoderLayer(nn.Module):
@@ -74,10 +102,10 @@ class LlamaDecoderLayer(nn.Module):
         acc = self.fp32_grad_accumulation
         x1, h1, rstd1, *_ = torch.ops.coda.attention_block(
             x, h, rstd, self.attn_norm, self.w_qkv, self.w_o, self.mlp_norm, pos, self.theta, self.eps, self.n_heads,
-            seq_len, self.attention, _grad_buffer(self.w_qkv, acc), _grad_buffer(self.w_o, acc))
+            seq_len, self.attention, _grad_buffer(self.w_qkv, acc, self), _grad_buffer(self.w_o, acc, self))
         x2, h2, rstd2, _ = torch.ops.coda.mlp(x1, h1, rstd1, self.mlp_norm, self.w_gate_up, self.w_down,
-                                              next_gamma, self.eps, _grad_buffer(self.w_gate_up, acc),
-                                              _grad_buffer(self.w_down, acc))
+                                              next_gamma, self.eps, _grad_buffer(self.w_gate_up, acc, self),
+                                              _grad_buffer(self.w_down, acc, self))
         return x2, h2, rstd2
 
 
@@ -99,7 +127,7 @@ class LlamaLMHead(nn.Module):
 
     def forward(self, x: Tensor, h: Tensor, rstd: Tensor, labels: Tensor) -> Tensor:
         labels = labels.to(torch.int32)
-        buffer = _grad_buffer(self.weight, self.fp32_grad_accumulation)
+        buffer = _grad_buffer(self.weight, self.fp32_grad_accumulation, self)
         ignore = {} if self.ignore_index is None else {"ignore_index": self.ignore_index}
         if self.store_logits:
             return torch.ops.coda.lm_head_ce(x, h, rstd, self.norm, self.weight, labels, buffer, **ignore)[0]
@@ -159,7 +187,7 @@ class LlamaModel(nn.Module):
         """The embedding rows of tokens [batch x seq] as [batch * seq x d]."""
         weight = self.embed.weight
         if self.fp32_grad_accumulation:
-            return torch.ops.coda.embedding(weight, tokens.reshape(-1), _grad_buffer(weight, True))
+            return torch.ops.coda.embedding(weight, tokens.reshape(-1), _grad_buffer(weight, True, self))
         return self.embed(tokens).view(tokens.numel(), -1)
 
     def targets(self, labels: Tensor) -> Tensor:
@@ -172,8 +200,8 @@ class LlamaModel(nn.Module):
         b, s = tokens.shape
         x = self.embedding(tokens)
         pos = self.positions(b, s, tokens.device)
-        h, rstd = torch.ops.coda.rms_stats(x, self.layers[0].attn_norm, self.eps)
+        h, rstd = torch.ops.coda.rms_stats(x, _norm_weight(self.layers[0].attn_norm), self.eps)
         for i, layer in enumerate(self.layers):
             nxt = self.layers[i + 1].attn_norm if i + 1 < len(self.layers) else self.head.norm
-            x, h, rstd = layer(x, h, rstd, nxt, pos, s)
+            x, h, rstd = layer(x, h, rstd, _norm_weight(nxt), pos, s)
         return self.head(x, h, rstd, self.targets(labels))
