@@ -44,12 +44,17 @@ struct HopperConfig {
     Schedule schedule = Schedule::PingPong;
     int cluster_m = 1;
     int cluster_n = 1;
+    // The kernel's tile tensors (tile inputs, stores) move through shared memory by TMA where the epilogue leaves the
+    // room ("staging"), which needs them 16-byte aligned. `direct` builds the variant that reads and writes them in
+    // global memory instead: what a launch whose tile tensors are not aligned runs on (compiled on first need). Text:
+    // the word "direct".
+    bool direct = false;
 
     static constexpr int bk = 64;
 
     bool operator==(const HopperConfig& o) const {
         return bm == o.bm && bn == o.bn && stages == o.stages && schedule == o.schedule && cluster_m == o.cluster_m &&
-               cluster_n == o.cluster_n;
+               cluster_n == o.cluster_n && direct == o.direct;
     }
     bool operator!=(const HopperConfig& o) const { return !(*this == o); }
 };

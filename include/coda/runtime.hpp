@@ -64,7 +64,8 @@ public:
     // kernel's mainloop cannot run (the Hopper mainloop's TMA needs 16-byte aligned A and B with leading dimensions
     // that are multiples of 8) runs on the portable mainloop with the same tile instead, compiled on first need and
     // reported once through the log; unless the kernel was compiled with a config the user gave, where it is a
-    // coda::Error.
+    // coda::Error. A launch whose tile tensors a Hopper kernel cannot stage (not 16-byte aligned) runs on the same
+    // config's direct variant (HopperConfig::direct), compiled on first need, config given or not.
     void launch(const Args& args, CUstream_st* stream = nullptr) const;
     // The same checks (and the same choice of mainloop) once, for launching these arguments again and again: the
     // launch's parameters are packed (the Hopper mainloop's tensor maps encoded) and BoundLaunch::launch is one
@@ -83,7 +84,8 @@ public:
 private:
     friend class Runtime;
     const LoadedKernel& loaded() const;  // throws coda::Error for an empty Kernel
-    static const LoadedKernel* fallback_of(const LoadedKernel& k, const std::string& why);
+    static const LoadedKernel* fallback_of(const LoadedKernel& k, const LaunchPlan& plan, const std::string& why,
+                                           bool pinned);
     friend class BoundLaunch;
     // The kernel that runs a checked launch: this one, or its fallback when its mainloop cannot (see launch()).
     const LoadedKernel& runner(const LaunchPlan& plan) const;

@@ -87,6 +87,20 @@ std::string tma_rule(const char* name, const void* base, long long ld) {
     return "";
 }
 
+// Why TMA cannot read A or B, or "".
+std::string operand_rule(const LaunchPlan& plan) {
+    std::string why = tma_rule("A", plan.gemm.a, plan.gemm.lda);
+    if (why.empty()) why = tma_rule("B", plan.gemm.b, plan.gemm.ldb);
+    return why;
+}
+
+constexpr const char* kUnstageableTiles =
+    "a tile tensor is not 16-byte aligned in base and row pitch, or a stored row ends inside a 16-byte unit; this "
+    "kernel moves its tile tensors through shared memory by TMA, which needs both";
+
+// Whether a kernel stages tile tensors (its self-report, KernelInfo::tma).
+bool stages_tiles(const TmaTileInfo& how) { return how.inputs_by_tma != 0 || how.outputs > 0; }
+
 // Persistent: at most one CTA per SM (the pipeline fills most of shared memory), or as many clusters as fit at once;
 // each CTA walks its tiles (hopper_gemm.cuh's TileOrder). Operands and staged tile tensors go as tensor maps,
 // encoded again only when the problem or the bound tensors change: a training step launches a kernel on the same
@@ -97,8 +111,9 @@ public:
         : module_(module), graph_(graph), max_ctas_(max_ctas), stream_k_(stream_k) {}
 
     std::string unsupported(const LaunchPlan& plan) const override {
-        std::string why = tma_rule("A", plan.gemm.a, plan.gemm.lda);
-        if (why.empty()) why = tma_rule("B", plan.gemm.b, plan.gemm.ldb);
+        std::string why = operand_rule(plan);
+        if (why.empty() && stages_tiles(module_.info.tma) && !tile_tensors_stageable(graph_, plan))
+            why = kUnstageableTiles;
         return why;
     }
 
@@ -197,9 +212,10 @@ public:
     std::string config_to_text(const KernelConfig& config) const override {
         const HopperConfig& c = hopper_of(config, "config_to_text");
         // cluster_n only where it is not 1, so that the texts of configs without it stay as they were.
-        return fmt::format("hopper bm={} bn={} bk={} stages={} {} cluster={}{}", c.bm, c.bn, HopperConfig::bk,
+        return fmt::format("hopper bm={} bn={} bk={} stages={} {} cluster={}{}{}", c.bm, c.bn, HopperConfig::bk,
                            c.stages, c.schedule == Schedule::Cooperative ? "cooperative" : "pingpong", c.cluster_m,
-                           c.cluster_n != 1 ? fmt::format(" cluster_n={}", c.cluster_n) : "");
+                           c.cluster_n != 1 ? fmt::format(" cluster_n={}", c.cluster_n) : "",
+                           c.direct ? " direct" : "");
     }
 
     KernelConfig parse_config(const std::vector<std::string>& words, const std::string& text) const override {
@@ -209,7 +225,8 @@ public:
         known.fields = {{"bm", &c.bm}, {"bn", &c.bn}, {"bk", &bk}, {"stages", &c.stages}, {"cluster", &c.cluster_m},
                         {"cluster_n", &c.cluster_n}};
         known.flags = {{"cooperative", [&c] { c.schedule = Schedule::Cooperative; }},
-                       {"pingpong", [&c] { c.schedule = Schedule::PingPong; }}};
+                       {"pingpong", [&c] { c.schedule = Schedule::PingPong; }},
+                       {"direct", [&c] { c.direct = true; }}};
         const std::string example = config_to_text(HopperConfig{});
         read_config_words(words, known, text, example);
         if (bk != HopperConfig::bk)
@@ -293,6 +310,18 @@ public:
         };
     }
 
+    // For a launch a staging kernel cannot run only because of its tile tensors: the same config's direct variant.
+    // For operands TMA cannot read: the portable mainloop (below).
+    std::optional<KernelConfig> fallback_config(const KernelConfig& config, const LaunchPlan& plan) const override {
+        const HopperConfig& h = hopper_of(config, "fallback_config");
+        if (!h.direct && operand_rule(plan).empty()) {
+            HopperConfig direct = h;
+            direct.direct = true;
+            return direct;
+        }
+        return fallback_config(config);
+    }
+
     // The portable mainloop with the same tile, in 64 x 64 warp tiles (valid for every Hopper tile): it reads
     // operands that TMA cannot (misaligned bases, odd leading dimensions) with 2-byte loads.
     std::optional<KernelConfig> fallback_config(const KernelConfig& config) const override {
@@ -339,13 +368,15 @@ public:
             c.schedule == Schedule::PingPong ? "true" : "false");
         // The cluster's size is the entry point's (__cluster_dims__), so it is not a kernel argument; a pair says
         // which operand it shares.
+        // The direct variant's last template argument; the staging kernel leaves it at its default.
+        const char* direct = c.direct ? ", true" : "";
         const std::string entry = c.cluster_m * c.cluster_n == 1
-                                      ? fmt::format("coda::hopper_gemm<{}, coda_gen::Epilogue>", args)
-                                      : fmt::format("coda::hopper_gemm_pair<{}, {}, coda_gen::Epilogue>", args,
-                                                    c.cluster_n > 1 ? "true" : "false");
+                                      ? fmt::format("coda::hopper_gemm<{}, coda_gen::Epilogue{}>", args, direct)
+                                      : fmt::format("coda::hopper_gemm_pair<{}, {}, coda_gen::Epilogue{}>", args,
+                                                    c.cluster_n > 1 ? "true" : "false", direct);
         return {"coda/hopper_gemm.cuh", entry,
-                fmt::format("coda::HopperGemmTraits<{}, {}, {}, coda_gen::Epilogue>", args, c.cluster_m,
-                            c.cluster_n)};
+                fmt::format("coda::HopperGemmTraits<{}, {}, {}, coda_gen::Epilogue{}>", args, c.cluster_m,
+                            c.cluster_n, direct)};
     }
 
     std::string key_text(const std::optional<KernelConfig>& config) const override {

@@ -53,36 +53,57 @@ CUtensorMapSwizzle swizzle_for(int span) {
 
 }  // namespace
 
-std::vector<CUtensorMap> encode_tile_maps(const CheckedGraph& g, const LaunchPlan& plan, const TmaTileInfo& how) {
-    std::vector<CUtensorMap> maps(static_cast<std::size_t>(std::max(how.maps, 1)), CUtensorMap{});
-    if (!how.inputs_by_tma && how.outputs == 0) return maps;
-    // The tile tensors the kernel's staging covers (tile inputs and stores), with their parameter slots, in graph
-    // order (the generated epilogue's numbering).
-    struct Tile {
-        int node;
-        const Binding* binding;
-        std::uint64_t pointer;
-        std::uint64_t ld;
-    };
-    std::vector<Tile> inputs, outputs;
-    bool aligned = true;
+namespace {
+
+// A tile tensor the kernel's staging covers (a tile input or a store), with its parameter slots' values.
+struct TileTensor {
+    int node;
+    const Binding* binding;
+    std::uint64_t pointer;
+    std::uint64_t ld;
+    bool store;
+};
+
+// The graph's tile inputs and stores as `plan` binds them.
+std::vector<TileTensor> tile_tensors(const CheckedGraph& g, const LaunchPlan& plan) {
+    std::vector<TileTensor> tiles;
     for (std::size_t i = 0; i < g.bindings.size(); ++i) {
         const Binding& b = g.bindings[i];
         if (b.kind != Kind::Tile || b.node < 0) continue;
         const Op op = g.graph.node(b.node).op;
         if (op != Op::TileInput && op != Op::Store) continue;
         const std::size_t slot = static_cast<std::size_t>(first_slot(g, i));
-        const Tile t{b.node, &b, plan.slots.at(slot), plan.slots.at(slot + 1)};
-        aligned = aligned && aligned_16(b, t.pointer, t.ld);
-        // A TMA store writes whole 16-byte units: an output row that ends inside one would clobber its padding.
-        if (op == Op::Store)
-            aligned = aligned && static_cast<std::uint64_t>(plan.gemm.n / 2) *
-                                         static_cast<std::uint64_t>(values_per_pair(b.width) * size_of(b.dtype)) %
-                                         16 ==
-                                     0;
-        (op == Op::TileInput ? inputs : outputs).push_back(t);
+        tiles.push_back({b.node, &b, plan.slots.at(slot), plan.slots.at(slot + 1), op == Op::Store});
     }
-    const auto by_node = [](const Tile& x, const Tile& y) { return x.node < y.node; };
+    return tiles;
+}
+
+bool stageable(const std::vector<TileTensor>& tiles, long long n) {
+    for (const TileTensor& t : tiles) {
+        if (!aligned_16(*t.binding, t.pointer, t.ld)) return false;
+        // A TMA store writes whole 16-byte units: an output row that ends inside one would clobber its padding.
+        const std::uint64_t row_bytes = static_cast<std::uint64_t>(n / 2) *
+                                        static_cast<std::uint64_t>(values_per_pair(t.binding->width) *
+                                                                   size_of(t.binding->dtype));
+        if (t.store && row_bytes % 16 != 0) return false;
+    }
+    return true;
+}
+
+}  // namespace
+
+bool tile_tensors_stageable(const CheckedGraph& g, const LaunchPlan& plan) {
+    return stageable(tile_tensors(g, plan), plan.gemm.n);
+}
+
+std::vector<CUtensorMap> encode_tile_maps(const CheckedGraph& g, const LaunchPlan& plan, const TmaTileInfo& how) {
+    std::vector<CUtensorMap> maps(static_cast<std::size_t>(std::max(how.maps, 1)), CUtensorMap{});
+    if (!how.inputs_by_tma && how.outputs == 0) return maps;
+    // In graph order: the generated epilogue's numbering.
+    const std::vector<TileTensor> tiles = tile_tensors(g, plan);
+    std::vector<TileTensor> inputs, outputs;
+    for (const TileTensor& t : tiles) (t.store ? outputs : inputs).push_back(t);
+    const auto by_node = [](const TileTensor& x, const TileTensor& y) { return x.node < y.node; };
     std::sort(inputs.begin(), inputs.end(), by_node);
     std::sort(outputs.begin(), outputs.end(), by_node);
     const int input_maps = how.inputs_by_tma ? static_cast<int>(inputs.size()) : 0;
@@ -90,9 +111,10 @@ std::vector<CUtensorMap> encode_tile_maps(const CheckedGraph& g, const LaunchPla
         throw InternalError(fmt::format("the kernel takes {} tile maps ({} for outputs); the graph has {} tile inputs "
                                         "and {} tile outputs",
                                         how.maps, how.outputs, inputs.size(), outputs.size()));
-    if (!aligned) return maps;
+    // (A staging kernel never gets such a launch: HopperLauncher::unsupported sends it to the direct variant.)
+    if (!stageable(tiles, plan.gemm.n)) return maps;
     Driver& d = Driver::instance();
-    const auto encode_chunks = [&](CUtensorMap& map, const Tile& t, int rows, const char* what) {
+    const auto encode_chunks = [&](CUtensorMap& map, const TileTensor& t, int rows, const char* what) {
         const Binding& b = *t.binding;
         const int pair_bytes = values_per_pair(b.width) * static_cast<int>(size_of(b.dtype));
         const int chunk_bytes = how.chunk_columns / 2 * pair_bytes;

@@ -31,4 +31,8 @@ TmaOperands encode_tma_operands(const GemmProblem& problem, const GemmSpec& spec
 // tile tensors in global memory (it checks the same rule).
 std::vector<CUtensorMap> encode_tile_maps(const CheckedGraph& g, const LaunchPlan& plan, const TmaTileInfo& how);
 
+// Whether a kernel may stage the tile tensors (tile inputs and stores) `plan` binds: each 16-byte aligned in base
+// and row pitch, and each stored row whole 16-byte units. The kernel's own check (hopper_gemm.cuh) is the same rule.
+bool tile_tensors_stageable(const CheckedGraph& g, const LaunchPlan& plan);
+
 }  // namespace coda

@@ -101,6 +101,12 @@ public:
     // The config of another mainloop whose kernel runs a launch that this one's kernel of `config` cannot
     // (Launcher::unsupported), when the user gave no config: same tile, so that partials keep their shapes.
     virtual std::optional<KernelConfig> fallback_config(const KernelConfig& /*config*/) const { return std::nullopt; }
+    // The config whose kernel runs `plan`, which this one's kernel of `config` cannot: a variant of `config` itself
+    // where only its code is at issue (the Hopper mainloop's direct variant, for tile tensors it cannot stage; taken
+    // even when the user gave the config), else fallback_config(config).
+    virtual std::optional<KernelConfig> fallback_config(const KernelConfig& config, const LaunchPlan& /*plan*/) const {
+        return fallback_config(config);
+    }
 
     // What to do about a kernel of this mainloop that spills registers (ptxas), for the warning that says so.
     virtual std::string spill_advice() const { return {}; }

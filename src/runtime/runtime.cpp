@@ -34,9 +34,10 @@ struct LoadedKernel {
     ModuleHandle module;
     KernelInfo info{};
     std::unique_ptr<Launcher> launcher;
-    // The kernel of the mainloop's fallback config, for launches this one cannot run (compiled on first need).
+    // The kernels of fallback configs (Mainloop::fallback_config), for launches this one cannot run, by config
+    // text (compiled on first need): the Hopper mainloop's direct variant, or another mainloop's kernel.
     mutable std::mutex fallback_mutex;
-    mutable std::shared_ptr<const LoadedKernel> fallback;
+    mutable std::map<std::string, std::shared_ptr<const LoadedKernel>> fallbacks;
 
     TileShape tile() const { return {info.tile_m, info.tile_n}; }
 };
@@ -45,12 +46,14 @@ namespace {
 
 // A config as a tuple of ints, so that the fast path's key can order configs without printing them. One overload
 // per KernelConfig alternative: a new mainloop's config does not compile here until it has one.
-std::array<int, 8> order_of(const PortableConfig& p) { return {1, 1, p.bm, p.bn, p.bk, p.warps_m, p.warps_n, p.stages}; }
-std::array<int, 8> order_of(const HopperConfig& h) {
-    return {1, 2, h.bm, h.bn, h.stages, static_cast<int>(h.schedule), h.cluster_m, h.cluster_n};
+std::array<int, 9> order_of(const PortableConfig& p) {
+    return {1, 1, p.bm, p.bn, p.bk, p.warps_m, p.warps_n, p.stages, 0};
 }
-std::array<int, 8> config_order(const std::optional<KernelConfig>& config) {
-    if (!config) return {0, 0, 0, 0, 0, 0, 0, 0};
+std::array<int, 9> order_of(const HopperConfig& h) {
+    return {1, 2, h.bm, h.bn, h.stages, static_cast<int>(h.schedule), h.cluster_m, h.cluster_n, h.direct ? 1 : 0};
+}
+std::array<int, 9> config_order(const std::optional<KernelConfig>& config) {
+    if (!config) return {0, 0, 0, 0, 0, 0, 0, 0, 0};
     return std::visit([](const auto& c) { return order_of(c); }, config->alternatives());
 }
 
@@ -63,7 +66,7 @@ struct FastKey {
     const void* storage;
     std::size_t nodes;
     std::string arch;
-    std::array<int, 8> config;
+    std::array<int, 9> config;
     CUcontext context;
     bool operator<(const FastKey& o) const {
         return std::tie(storage, nodes, arch, config, context) < std::tie(o.storage, o.nodes, o.arch, o.config, o.context);
@@ -242,22 +245,34 @@ const LoadedKernel& Kernel::loaded() const {
     return *impl_;
 }
 
-// The kernel of the mainloop's fallback config for `k`'s graph, compiled (or found in the cache) on first need.
-const LoadedKernel* Kernel::fallback_of(const LoadedKernel& k, const std::string& why) {
+// The kernel that runs `plan` for `k`, which cannot (`why`): the fallback config's for `k`'s graph, compiled (or
+// found in the cache) on first need. A variant of k's own config (same mainloop) is taken even when the user gave the
+// config (`pinned`); another mainloop's is not.
+const LoadedKernel* Kernel::fallback_of(const LoadedKernel& k, const LaunchPlan& plan, const std::string& why,
+                                        bool pinned) {
+    const std::optional<KernelConfig> config = k.config ? k.mainloop->fallback_config(*k.config, plan) : std::nullopt;
+    if (!config) return nullptr;
+    const bool variant = &mainloop_of(*config) == k.mainloop;
+    if (pinned && !variant) return nullptr;
+    const std::string text = config->to_text();
     std::lock_guard<std::mutex> lock(k.fallback_mutex);
-    if (!k.fallback) {
-        const std::optional<KernelConfig> config = k.config ? k.mainloop->fallback_config(*k.config) : std::nullopt;
-        if (!config) return nullptr;
-        logger("coda.runtime")
-            ->warn("kernel '{}' ({} mainloop): {}; this launch and others like it run on the {} mainloop instead "
-                   "(config '{}'), which is slower; pass a config to CompileOptions to make this an error",
-                   k.report.kernel_name, k.mainloop->name(), why, mainloop_of(*config).name(), config->to_text());
+    std::shared_ptr<const LoadedKernel>& slot = k.fallbacks[text];
+    if (!slot) {
+        if (variant)
+            logger("coda.runtime")
+                ->info("kernel '{}' ({}): {}; this launch and others like it run on config '{}' (compiled now)",
+                       k.report.kernel_name, k.config->to_text(), why, text);
+        else
+            logger("coda.runtime")
+                ->warn("kernel '{}' ({} mainloop): {}; this launch and others like it run on the {} mainloop instead "
+                       "(config '{}'), which is slower; pass a config to CompileOptions to make this an error",
+                       k.report.kernel_name, k.mainloop->name(), why, mainloop_of(*config).name(), text);
         CompileOptions options;
         options.arch = k.arch;
         options.config = config;
-        k.fallback = Runtime::instance().compile(k.checked.graph, options).impl_;
+        slot = Runtime::instance().compile(k.checked.graph, options).impl_;
     }
-    return k.fallback.get();
+    return slot.get();
 }
 
 namespace {
@@ -289,7 +304,7 @@ const LoadedKernel& Kernel::runner(const LaunchPlan& plan) const {
     const LoadedKernel& k = loaded();
     const std::string why = k.launcher->unsupported(plan);
     if (why.empty()) return k;
-    const LoadedKernel* fallback = pinned_ ? nullptr : fallback_of(k, why);
+    const LoadedKernel* fallback = fallback_of(k, plan, why, pinned_);
     const bool could_fall_back = k.config && k.mainloop->fallback_config(*k.config).has_value();
     if (fallback == nullptr)
         throw Error(fmt::format("kernel '{}' ({}): {}{}", k.report.kernel_name, k.mainloop->key_text(k.config), why,

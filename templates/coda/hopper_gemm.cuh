@@ -103,7 +103,7 @@ struct HopperSharedStorage {
 };
 
 template <class T, bool A_K_MAJOR, bool B_K_MAJOR, int BM, int BN, int STAGES, bool PING_PONG, int CLUSTER_M,
-          int CLUSTER_N, class EPILOGUE>
+          int CLUSTER_N, class EPILOGUE, bool DIRECT_TILES = false>
 struct HopperGemmTraits {
     using Element = T;
     using Epilogue = EPILOGUE;
@@ -154,18 +154,23 @@ struct HopperGemmTraits {
     using StagedOut = StagedTileOutputs<Epilogue, kWgM, kHopperChunkSlots>;
     // Swizzled TMA boxes start on swizzle atoms: so do the output buffers (after the input ring).
     static constexpr int kStagedOutPerGroup = (StagedOut::kBytes + kSwizzleAtomBytes - 1) / kSwizzleAtomBytes * kSwizzleAtomBytes;
+    // DIRECT_TILES: no staging; the visits read and write tile tensors in global memory. The host runs this variant
+    // for launches whose tile tensors break the staging rule: a staging kernel carries no direct path, whose second
+    // copy of the visits doubled NVRTC's time.
+    static constexpr bool kDirectTiles = DIRECT_TILES;
     static constexpr bool kStageOutputs =
-        kRoomToStage && Epilogue::kTileOutputs > 0 && Epilogue::kTileOutputs <= kHopperMaxTileMaps &&
+        !DIRECT_TILES && kRoomToStage && Epilogue::kTileOutputs > 0 && Epilogue::kTileOutputs <= kHopperMaxTileMaps &&
         stages_beside(2 * kStagedOutPerGroup) >= kHopperMinStagesOutputs;
     static constexpr int kOneOutputBufferBytes = kStageOutputs ? 2 * kStagedOutPerGroup : 0;  // both consumers
     // The input ring comes first after the stages, so its chunk buffers keep the stages' 1024-byte alignment.
     static constexpr int kInputSlotBytes = (StagedIn::kBytes + kSwizzleAtomBytes - 1) / kSwizzleAtomBytes * kSwizzleAtomBytes;
     static constexpr int kInputRingBytes = kHopperInputSlots * kInputSlotBytes;
     static constexpr bool kStageInputs =
-        kRoomToStage && Epilogue::kTileInputs > 0 &&
+        !DIRECT_TILES && kRoomToStage && Epilogue::kTileInputs > 0 &&
         Epilogue::kTileInputs + (kStageOutputs ? Epilogue::kTileOutputs : 0) <= kHopperMaxTileMaps &&
         stages_beside(kOneOutputBufferBytes + kInputRingBytes) >= kHopperMinStagesInputs;
     static constexpr int kInputBytes = kStageInputs ? kInputRingBytes : 0;
+    static constexpr bool kStagedTiles = kStageInputs || kStageOutputs;  // the visits go through shared memory
     // A second output buffer per consumer lets one chunk's TMA store read a buffer while the visits write the
     // next chunk into the other. Taken only where it costs no pipeline stage.
     static constexpr int kStagesOneBuffer = stages_beside(kInputBytes + kOneOutputBufferBytes);
@@ -352,11 +357,11 @@ template <class Tr, int kTileMaps>
 __device__ __forceinline__ void hopper_consume(const GemmProblem& problem, const typename Tr::Epilogue::Args& args,
                                                const TileMaps<kTileMaps>& tile_maps, const HopperSmem& smem,
                                                const TileOrder<Tr::kClusterM, Tr::kClusterN, Tr::kStreamK>& order,
-                                               int rank,
-                                               int warpgroup, bool stage_tiles, bool stage_inputs) {
+                                               int rank, int warpgroup) {
     using L = typename Tr::Layout;
     using Epilogue = typename Tr::Epilogue;
     constexpr int BM = Tr::kBM, BN = Tr::kBN;
+    constexpr bool stage_inputs = Tr::kStageInputs;
     const int consumer = warpgroup - 1;
     const bool warp_leader = threadIdx.x % 32 == 0;
     const bool warpgroup_leader = threadIdx.x % kWarpgroupThreads == 0;
@@ -374,7 +379,7 @@ __device__ __forceinline__ void hopper_consume(const GemmProblem& problem, const
     // One thread per tile asks L2 for the tile's input chunks ahead of the loader (cooperative: warpgroup 1's).
     const bool prefetcher = warpgroup_leader && (Tr::kPingPong || consumer == 0);
 
-    if (Tr::kStageOutputs && stage_tiles && warpgroup_leader)
+    if (Tr::kStageOutputs && warpgroup_leader)
         for (int i = 0; i < Tr::kOutputMaps; ++i) sm90::prefetch_tma_descriptor(&tile_maps.map[Tr::kInputMaps + i]);
 
     float acc[Tr::kM64][BN / 2];
@@ -389,7 +394,7 @@ __device__ __forceinline__ void hopper_consume(const GemmProblem& problem, const
         // The tile's inputs are asked of L2 kHopperPrefetchLead k-tiles before its epilogue.
         const auto prefetch = [&] {
             // (With staged inputs, tile tensors read at the visit, i.e. accumulates, go without this hint.)
-            if (!stage_inputs) {
+            if constexpr (!Tr::kStageInputs) {
                 hopper_prefetch_epilogue<L, BM, BN, Epilogue>(args, problem, tm, tn);
             } else if (prefetcher && order.valid(tm, tn)) {
                 for (int n0 = tn * BN; n0 < tn * BN + BN && n0 < problem.n; n0 += Tr::kChunkColumns)
@@ -418,8 +423,8 @@ __device__ __forceinline__ void hopper_consume(const GemmProblem& problem, const
         const InputRing ring{smem.staging, smem.input_full, smem.input_empty, w.visit_index * Tr::kChunks};
         typename Epilogue::template State<L> st;
         Epilogue::template begin_tile<L>(st);
-        // Two instantiations of the visits, so that neither carries the other's addressing in registers.
-        if (stage_tiles) {
+        // One instantiation of the visits: a staging kernel's or a direct one's (Tr::kDirectTiles), never both.
+        if constexpr (Tr::kStagedTiles) {
             if (Tr::kPingPong && stage_inputs && local > 0)
                 sm90::mbarrier_wait(smem.visits_done + 8 * (1 - consumer), parity_of_use((local - 1) / 2));
             HopperTiles<typename Pick<Tr::kStageInputs, typename Tr::StagedIn, GlobalTiles>::type,
@@ -470,14 +475,16 @@ __device__ __forceinline__ void hopper_gemm_body(const GemmProblem& problem, con
                                                          (problem.n + Tr::kBN - 1) / Tr::kBN,
                                                          (problem.k + Tr::BK - 1) / Tr::BK,
                                                          problem.partials != nullptr);
-    // Staging needs every tile tensor (input or output, staged or not: the host encodes the maps under the same
-    // rule, hopper_tma.cpp) 16-byte aligned in base and row pitch, and every tile output's logical rows whole 16-byte
-    // units; otherwise every visit goes to global memory.
-    const bool stage_tiles = (Tr::kStageInputs || Tr::kStageOutputs) &&
-                             detail::aligned_16<detail::TileInputTable<Epilogue>>(args) &&
-                             detail::aligned_16<detail::TileOutputTable<Epilogue>>(args) &&
-                             detail::whole_row_units<detail::TileOutputTable<Epilogue>>(problem.n);
-    const bool stage_inputs = Tr::kStageInputs && stage_tiles;
+    // Staging needs every tile tensor (input or output, staged or not) 16-byte aligned in base and row pitch, and
+    // every tile output's logical rows whole 16-byte units. The host runs a staging kernel only on launches that
+    // meet that rule (hopper_tma.cpp, tile_tensors_stageable) and the direct variant on the others; a launch that
+    // slipped through would move whole 16-byte units past its tensors, so it stops here instead.
+    if constexpr (Tr::kStagedTiles) {
+        if (!(detail::aligned_16<detail::TileInputTable<Epilogue>>(args) &&
+              detail::aligned_16<detail::TileOutputTable<Epilogue>>(args) &&
+              detail::whole_row_units<detail::TileOutputTable<Epilogue>>(problem.n)))
+            __trap();
+    }
 
     if (warpgroup == 0) {
         sm90::release_registers<kHopperProducerRegisters>();
@@ -485,7 +492,7 @@ __device__ __forceinline__ void hopper_gemm_body(const GemmProblem& problem, con
             sm90::prefetch_tma_descriptor(&tma_a);
             sm90::prefetch_tma_descriptor(&tma_b);
             hopper_produce<Tr>(smem.stages, smem.full, smem.empty, order, rank, &tma_a, &tma_b);
-        } else if (threadIdx.x == 32 && stage_inputs) {
+        } else if (threadIdx.x == 32 && Tr::kStageInputs) {
             for (int i = 0; i < Tr::kTileMaps; ++i) sm90::prefetch_tma_descriptor(&tile_maps.map[i]);
             hopper_load_tile_inputs<Tr>(tile_maps.map, smem.staging, smem.input_full, smem.input_empty, order, rank,
                                         problem.n);
@@ -499,42 +506,44 @@ __device__ __forceinline__ void hopper_gemm_body(const GemmProblem& problem, con
         return;
     }
     sm90::claim_registers<kHopperConsumerRegisters>();
-    hopper_consume<Tr>(problem, args, tile_maps, smem, order, rank, warpgroup, stage_tiles, stage_inputs);
+    hopper_consume<Tr>(problem, args, tile_maps, smem, order, rank, warpgroup);
     if constexpr (Tr::kCluster > 1) sm90::cluster_sync();
 }
 
 }  // namespace detail
 
-template <class T, bool kAKMajor, bool kBKMajor, int BM, int BN, int STAGES, bool kPingPong, class Epilogue>
-using HopperTraits1 = HopperGemmTraits<T, kAKMajor, kBKMajor, BM, BN, STAGES, kPingPong, 1, 1, Epilogue>;
+template <class T, bool kAKMajor, bool kBKMajor, int BM, int BN, int STAGES, bool kPingPong, class Epilogue,
+          bool kDirectTiles>
+using HopperTraits1 = HopperGemmTraits<T, kAKMajor, kBKMajor, BM, BN, STAGES, kPingPong, 1, 1, Epilogue, kDirectTiles>;
 // A pair along N (kShareA) or along M.
 template <class T, bool kAKMajor, bool kBKMajor, int BM, int BN, int STAGES, bool kPingPong, bool kShareA,
-          class Epilogue>
-using HopperTraits2 =
-    HopperGemmTraits<T, kAKMajor, kBKMajor, BM, BN, STAGES, kPingPong, kShareA ? 1 : 2, kShareA ? 2 : 1, Epilogue>;
+          class Epilogue, bool kDirectTiles>
+using HopperTraits2 = HopperGemmTraits<T, kAKMajor, kBKMajor, BM, BN, STAGES, kPingPong, kShareA ? 1 : 2,
+                                       kShareA ? 2 : 1, Epilogue, kDirectTiles>;
 
-template <class T, bool kAKMajor, bool kBKMajor, int BM, int BN, int STAGES, bool kPingPong, class Epilogue>
-__global__ void __launch_bounds__(HopperTraits1<T, kAKMajor, kBKMajor, BM, BN, STAGES, kPingPong, Epilogue>::kThreads, 1)
+template <class T, bool kAKMajor, bool kBKMajor, int BM, int BN, int STAGES, bool kPingPong, class Epilogue,
+          bool kDirectTiles = false>
+__global__ void __launch_bounds__(HopperTraits1<T, kAKMajor, kBKMajor, BM, BN, STAGES, kPingPong, Epilogue, kDirectTiles>::kThreads, 1)
     hopper_gemm(const GemmProblem problem, const typename Epilogue::Args args,
                 const __grid_constant__ TmaDescriptor tma_a, const __grid_constant__ TmaDescriptor tma_b,
                 const __grid_constant__ TileMaps<
-                    HopperTraits1<T, kAKMajor, kBKMajor, BM, BN, STAGES, kPingPong, Epilogue>::kTileMaps> tile_maps) {
-    detail::hopper_gemm_body<HopperTraits1<T, kAKMajor, kBKMajor, BM, BN, STAGES, kPingPong, Epilogue>>(
+                    HopperTraits1<T, kAKMajor, kBKMajor, BM, BN, STAGES, kPingPong, Epilogue, kDirectTiles>::kTileMaps> tile_maps) {
+    detail::hopper_gemm_body<HopperTraits1<T, kAKMajor, kBKMajor, BM, BN, STAGES, kPingPong, Epilogue, kDirectTiles>>(
         problem, args, tma_a, tma_b, tile_maps);
 }
 
 // Clusters of 2 CTAs that share B (along M) or A (along N, kShareA) by TMA multicast. The grid must be a
 // multiple of 2 (the host sizes it from the clusters that fit at once).
 template <class T, bool kAKMajor, bool kBKMajor, int BM, int BN, int STAGES, bool kPingPong, bool kShareA,
-          class Epilogue>
+          class Epilogue, bool kDirectTiles = false>
 __global__ void __cluster_dims__(2, 1, 1)
-    __launch_bounds__(HopperTraits2<T, kAKMajor, kBKMajor, BM, BN, STAGES, kPingPong, kShareA, Epilogue>::kThreads, 1)
+    __launch_bounds__(HopperTraits2<T, kAKMajor, kBKMajor, BM, BN, STAGES, kPingPong, kShareA, Epilogue, kDirectTiles>::kThreads, 1)
         hopper_gemm_pair(const GemmProblem problem, const typename Epilogue::Args args,
                          const __grid_constant__ TmaDescriptor tma_a, const __grid_constant__ TmaDescriptor tma_b,
                          const __grid_constant__ TileMaps<
-                             HopperTraits2<T, kAKMajor, kBKMajor, BM, BN, STAGES, kPingPong, kShareA, Epilogue>::kTileMaps>
+                             HopperTraits2<T, kAKMajor, kBKMajor, BM, BN, STAGES, kPingPong, kShareA, Epilogue, kDirectTiles>::kTileMaps>
                              tile_maps) {
-    detail::hopper_gemm_body<HopperTraits2<T, kAKMajor, kBKMajor, BM, BN, STAGES, kPingPong, kShareA, Epilogue>>(
+    detail::hopper_gemm_body<HopperTraits2<T, kAKMajor, kBKMajor, BM, BN, STAGES, kPingPong, kShareA, Epilogue, kDirectTiles>>(
         problem, args, tma_a, tma_b, tile_maps);
 }
 

@@ -3,11 +3,15 @@
 #include <catch2/catch.hpp>
 
 #include "codegen/codegen_test_graphs.hpp"
+#include "coda/blocks.hpp"
 #include "coda/error.hpp"
 #include "coda/hopper_rules.cuh"
+#include "ir/check_graph.hpp"
 #include "mainloop/hopper.hpp"
+#include "mainloop/hopper_tma.hpp"
 #include "mainloop/mainloops.hpp"
 #include "mainloop/portable.hpp"
+#include "runtime/launch_plan.hpp"
 
 namespace coda {
 namespace {
@@ -94,6 +98,61 @@ TEST_CASE("the Hopper mainloop is sm_90a's default and falls back to a portable 
         CHECK_NOTHROW(portable_mainloop().validate(g, fallback, "sm_90a"));
     }
     CHECK_FALSE(portable_mainloop().fallback_config(PortableConfig{}));
+}
+
+// out_proj's arguments at M x N x K (N even), every tensor 16-byte aligned unless a test moves one.
+Args out_proj_args(std::int64_t m, std::int64_t n, std::int64_t k) {
+    const auto at = [](std::uintptr_t address) { return reinterpret_cast<const void*>(address); };
+    Args a;
+    a.bind("A", matrix(at(0x100000), DType::BF16, m, k));
+    a.bind("B", matrix_col_major(at(0x200000), DType::BF16, k, n));
+    a.bind("residual", matrix(at(0x300000), DType::BF16, m, n));
+    a.bind("gamma", vector(at(0x400000), DType::BF16, n));
+    a.bind("x1", matrix(at(0x500000), DType::BF16, m, n));
+    a.bind("h", matrix(at(0x600000), DType::BF16, m, n));
+    a.bind("x1_sumsq", matrix(at(0x700000), DType::F32, (n + 127) / 128, m));
+    return a;
+}
+
+TEST_CASE("a staging kernel's launch with unstageable tile tensors goes to its direct variant, bad operands to the "
+          "portable mainloop", "[mainloop]") {
+    const CheckedGraph g = check_graph(blocks::out_proj());
+    const auto plan = [&](const Args& args) { return plan_launch(g, TileShape{128, 128}, args, "out_proj"); };
+    const Mainloop& m = hopper_mainloop();
+    const HopperConfig staged;
+    HopperConfig direct;
+    direct.direct = true;
+
+    const LaunchPlan aligned = plan(out_proj_args(300, 512, 256));
+    CHECK(tile_tensors_stageable(g, aligned));
+    // A tile input's row pitch off the 16-byte grid; a store's base; a stored row ending inside a 16-byte unit
+    // (N = 508: 1016 bytes); each alone makes the launch unstageable.
+    Args pitch = out_proj_args(300, 512, 256);
+    pitch.bind("residual", matrix(reinterpret_cast<const void*>(0x300000), DType::BF16, 300, 512, 516));
+    Args base = out_proj_args(300, 512, 256);
+    base.bind("h", matrix(reinterpret_cast<const void*>(0x600004), DType::BF16, 300, 512));
+    Args row_end = out_proj_args(300, 508, 256);
+    for (const Args& args : {pitch, base, row_end}) {
+        const LaunchPlan p = plan(args);
+        CHECK_FALSE(tile_tensors_stageable(g, p));
+        const std::optional<KernelConfig> fallback = m.fallback_config(staged, p);
+        REQUIRE(fallback);
+        CHECK(*fallback == direct);  // the same config, without staging
+        CHECK(fallback->to_text() == "hopper bm=128 bn=128 bk=64 stages=6 pingpong cluster=1 direct");
+        // The direct variant reads tile tensors where they are; what it cannot run goes to the portable mainloop.
+        CHECK(m.fallback_config(direct, p)->portable() != nullptr);
+    }
+    // Operands TMA cannot read: the portable mainloop, whatever the tile tensors.
+    Args operand = out_proj_args(300, 512, 256);
+    operand.bind("A", matrix(reinterpret_cast<const void*>(0x100000), DType::BF16, 300, 256, 258));
+    const LaunchPlan bad_a = plan(operand);
+    CHECK(tile_tensors_stageable(g, bad_a));
+    CHECK(m.fallback_config(staged, bad_a)->portable() != nullptr);
+    // The direct variant's template arguments say so; the staging kernel's say the other.
+    CHECK_THAT(m.instantiate(blocks::out_proj(), KernelConfig(direct)).kernel,
+               Catch::EndsWith("coda_gen::Epilogue, true>"));
+    CHECK_THAT(m.instantiate(blocks::out_proj(), KernelConfig(staged)).kernel,
+               Catch::EndsWith("coda_gen::Epilogue>"));
 }
 
 }  // namespace

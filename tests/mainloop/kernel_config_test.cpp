@@ -36,6 +36,13 @@ TEST_CASE("portable and every named config survive to_text and parse", "[mainloo
           "hopper bm=64 bn=256 bk=64 stages=5 pingpong cluster=2");
     CHECK(KernelConfig(hopper(256, 128, 4, Schedule::Cooperative, 1, 2)).to_text() ==
           "hopper bm=256 bn=128 bk=64 stages=4 cooperative cluster=1 cluster_n=2");
+    // The direct variant (no staging of tile tensors): a word at the end, a different config and cache key.
+    HopperConfig direct = hopper(128, 128, 6, Schedule::Cooperative);
+    direct.direct = true;
+    CHECK(KernelConfig(direct).to_text() == "hopper bm=128 bn=128 bk=64 stages=6 cooperative cluster=1 direct");
+    CHECK(KernelConfig::parse(KernelConfig(direct).to_text()) == direct);
+    CHECK(KernelConfig::parse("hopper direct cooperative") == direct);
+    CHECK(KernelConfig(direct) != KernelConfig(hopper(128, 128, 6, Schedule::Cooperative)));
 }
 
 TEST_CASE("parse takes fields in any order and fills the rest from the mainloop's default", "[mainloop]") {

@@ -203,4 +203,13 @@ TEST_CASE("every built-in block epilogue compiles for sm_80 and sm_90a without s
         if (g.domain() == Domain::Gemm)
             for (const NamedConfig& named : hopper_mainloop().candidates())
                 require_compiles_without_spills(g, "sm_90a", cache, named.config);
+    // And the direct variant of each one's default config: what launches with unaligned tile tensors run on.
+    for (const Graph& g : blocks::llama_block())
+        if (g.domain() == Domain::Gemm) {
+            const KernelConfig config = hopper_mainloop().default_config(g, ProblemShape{});
+            REQUIRE(config.hopper() != nullptr);
+            HopperConfig direct = *config.hopper();
+            direct.direct = true;
+            require_compiles_without_spills(g, "sm_90a", cache, direct);
+        }
 }
