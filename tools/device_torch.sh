@@ -2,9 +2,10 @@
 # On a GPU machine, with the cp312 wheel from tools/pack_device_python.sh in carry/wheels: installs it into
 # /tmp/site (with the benchmarks' peers from carry/peers when `pack_device_python.sh --peers` put them there), then
 # runs what is asked, logging to $OUT (default ./device-logs):
-#   tests    the Python GPU tests (coda.torch, bindings) with pytest
+#   tests    every Python test marked gpu (coda.torch, its training machinery, the bindings) with pytest
 #   profile  tools/profile_block.py (PROFILE_ARGS, default: d = 2048, both attentions, and the model step)
 #   bench    tools/bench_block.py (BENCH_ARGS)
+# PYTEST_ARGS: more pytest arguments for `tests` (e.g. "-k llama3").
 # Usage: bash tools/device_torch.sh tests profile bench
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -22,8 +23,9 @@ for what in "$@"; do
   case $what in
     tests)
       echo "== Python GPU tests"
-      (cd /tmp && python3 -m pytest "$OLDPWD/tests/python/test_torch_gpu.py" "$OLDPWD/tests/python/test_gpu.py" -q \
-        -p no:cacheprovider -rs -s) > "$out/pytest_gpu.log" 2>&1 || status=1
+      # shellcheck disable=SC2086
+      (cd /tmp && python3 -m pytest "$OLDPWD/tests/python" -m gpu -q -p no:cacheprovider -rs -s \
+        ${PYTEST_ARGS:-}) > "$out/pytest_gpu.log" 2>&1 || status=1
       grep -E "passed|failed|PASSED|FAILED|Error" "$out/pytest_gpu.log" | tail -n 30 ;;
     profile)
       echo "== tools/profile_block.py ${PROFILE_ARGS:---d 2048 --model}"

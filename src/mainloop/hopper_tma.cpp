@@ -64,45 +64,48 @@ struct TileTensor {
     bool store;
 };
 
-// The graph's tile inputs and stores as `plan` binds them.
-std::vector<TileTensor> tile_tensors(const CheckedGraph& g, const LaunchPlan& plan) {
-    std::vector<TileTensor> tiles;
+// Calls visit(TileTensor) for each of the graph's tile inputs and stores as `plan` binds them, in binding order,
+// until it returns false. (No allocation: the launcher asks this on every launch.)
+template <class Visit>
+bool each_tile_tensor(const CheckedGraph& g, const LaunchPlan& plan, Visit&& visit) {
     for (std::size_t i = 0; i < g.bindings.size(); ++i) {
         const Binding& b = g.bindings[i];
         if (b.kind != Kind::Tile || b.node < 0) continue;
         const Op op = g.graph.node(b.node).op;
         if (op != Op::TileInput && op != Op::Store) continue;
         const std::size_t slot = static_cast<std::size_t>(first_slot(g, i));
-        tiles.push_back({b.node, &b, plan.slots.at(slot), plan.slots.at(slot + 1), op == Op::Store});
-    }
-    return tiles;
-}
-
-bool stageable(const std::vector<TileTensor>& tiles, long long n) {
-    for (const TileTensor& t : tiles) {
-        if (!aligned_16(*t.binding, t.pointer, t.ld)) return false;
-        // A TMA store writes whole 16-byte units: an output row that ends inside one would clobber its padding.
-        const std::uint64_t row_bytes = static_cast<std::uint64_t>(n / 2) *
-                                        static_cast<std::uint64_t>(values_per_pair(t.binding->width) *
-                                                                   size_of(t.binding->dtype));
-        if (t.store && row_bytes % 16 != 0) return false;
+        if (!visit(TileTensor{b.node, &b, plan.slots.at(slot), plan.slots.at(slot + 1), op == Op::Store}))
+            return false;
     }
     return true;
+}
+
+bool stageable(const TileTensor& t, long long n) {
+    if (!aligned_16(*t.binding, t.pointer, t.ld)) return false;
+    // A TMA store writes whole 16-byte units: an output row that ends inside one would clobber its padding.
+    const std::uint64_t row_bytes =
+        static_cast<std::uint64_t>(n / 2) *
+        static_cast<std::uint64_t>(values_per_pair(t.binding->width) * size_of(t.binding->dtype));
+    return !t.store || row_bytes % 16 == 0;
 }
 
 }  // namespace
 
 bool tile_tensors_stageable(const CheckedGraph& g, const LaunchPlan& plan) {
-    return stageable(tile_tensors(g, plan), plan.gemm.n);
+    return each_tile_tensor(g, plan, [&](const TileTensor& t) { return stageable(t, plan.gemm.n); });
 }
 
 std::vector<CUtensorMap> encode_tile_maps(const CheckedGraph& g, const LaunchPlan& plan, const TmaTileInfo& how) {
     std::vector<CUtensorMap> maps(static_cast<std::size_t>(std::max(how.maps, 1)), CUtensorMap{});
     if (!how.inputs_by_tma && how.outputs == 0) return maps;
     // In graph order: the generated epilogue's numbering.
-    const std::vector<TileTensor> tiles = tile_tensors(g, plan);
     std::vector<TileTensor> inputs, outputs;
-    for (const TileTensor& t : tiles) (t.store ? outputs : inputs).push_back(t);
+    bool aligned = true;
+    each_tile_tensor(g, plan, [&](const TileTensor& t) {
+        (t.store ? outputs : inputs).push_back(t);
+        aligned = aligned && stageable(t, plan.gemm.n);
+        return true;
+    });
     const auto by_node = [](const TileTensor& x, const TileTensor& y) { return x.node < y.node; };
     std::sort(inputs.begin(), inputs.end(), by_node);
     std::sort(outputs.begin(), outputs.end(), by_node);
@@ -112,7 +115,7 @@ std::vector<CUtensorMap> encode_tile_maps(const CheckedGraph& g, const LaunchPla
                                         "and {} tile outputs",
                                         how.maps, how.outputs, inputs.size(), outputs.size()));
     // (A staging kernel never gets such a launch: HopperLauncher::unsupported sends it to the direct variant.)
-    if (!stageable(tiles, plan.gemm.n)) return maps;
+    if (!aligned) return maps;
     Driver& d = Driver::instance();
     const auto encode_chunks = [&](CUtensorMap& map, const TileTensor& t, int rows, const char* what) {
         const Binding& b = *t.binding;
