@@ -112,3 +112,11 @@ def test_remember_first_loss_keeps_the_first_only():
     fwd = bench_block.remember_first_loss(lambda: next(values), losses, "coda")
     assert fwd().item() == 3.0 and fwd().item() == 2.0
     assert losses["coda"].item() == 3.0
+
+
+def test_layer_sections_measure_grouped_query_layers_with_sdpa_only():
+    sections = bench_block.layer_sections([(2048, 8192, 16, 16), (4096, 14336, 32, 8)])
+    assert [s[0] for s in sections] == ["layer d=2048 none", "layer d=2048 sdpa", "layer d=4096 kv=8 sdpa"]
+    assert sections[-1][1:] == (4096, 14336, 32, 8, "sdpa")
+    assert bench_block.layer_label(4096, 14336, 32, 8) == "layer fwd+bwd d=4096 F=14336 GQA 32/8"
+    assert bench_block.layer_label(2048, 8192, 16, 16) == "layer fwd+bwd d=2048 F=8192"

@@ -13,7 +13,6 @@ import pytest
 sys.dont_write_bytecode = True
 torch = pytest.importorskip("torch")
 
-import torch.nn.functional as F  # noqa: E402
 
 import coda.torch as ct  # noqa: E402
 from coda.torch import _kernels  # noqa: E402
