@@ -146,10 +146,10 @@ def table(title, systems):
     return "\n".join(lines) + "\n"
 
 
-def profile_layer(d, attention, floors, steps):
+def profile_layer(d, attention, floors, steps, kv_heads=None):
     ffn, heads = LAYERS[d]
     torch.manual_seed(0)
-    layer = ct.LlamaDecoderLayer(d, heads, ffn, eps=EPS, attention=attention, device="cuda")
+    layer = ct.LlamaDecoderLayer(d, heads, ffn, eps=EPS, attention=attention, device="cuda", n_kv_heads=kv_heads)
     eager = copy.deepcopy(layer)
     x = torch.randn(M, d, device="cuda", dtype=torch.bfloat16, requires_grad=True)
     dy = torch.randn(M, d, device="cuda", dtype=torch.bfloat16)
@@ -164,7 +164,8 @@ def profile_layer(d, attention, floors, steps):
         systems["coda"] = kernel_rows(profile(coda_step, steps), steps, launches, floors)
     systems["torch.compile"] = kernel_rows(profile(layer_step(eager, x, dy, lambda: compiled(x)), steps), steps,
                                            launches, floors)
-    return table(f"Layer fwd+bwd, d = {d}, F = {ffn}, M = {M}, attention {attention} (ms per step)", systems)
+    gqa = f", {heads} query heads sharing {kv_heads} KV heads" if kv_heads and kv_heads != heads else ""
+    return table(f"Layer fwd+bwd, d = {d}, F = {ffn}, M = {M}, attention {attention}{gqa} (ms per step)", systems)
 
 
 def profile_model(floors, steps):
@@ -189,6 +190,8 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--d", type=int, nargs="+", default=[2048], choices=sorted(LAYERS))
     p.add_argument("--attention", nargs="+", default=["none", "sdpa"], choices=["none", "sdpa"])
+    p.add_argument("--kv-heads", type=int, default=None,
+                   help="grouped-query layers: this many KV heads (LLaMA-3: 8); SDPA only")
     p.add_argument("--model", action="store_true", help="also profile the 8-layer model step")
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("--out", default=os.environ.get("OUT", "."))
@@ -198,7 +201,10 @@ def main():
     parts = [f"torch copy bandwidth: {floors.copy_bytes_per_ms / 1e6:.0f} GB/s (read + write)\n"]
     for d in args.d:
         for attention in args.attention:
-            parts.append(profile_layer(d, attention, floors, args.steps))
+            if args.kv_heads and attention == "none":
+                print("(attention 'none' left out: the attention-free stand-in needs as many KV heads as query heads)")
+                continue
+            parts.append(profile_layer(d, attention, floors, args.steps, args.kv_heads))
             print(parts[-1], flush=True)
             torch.cuda.empty_cache()
     if args.model:
