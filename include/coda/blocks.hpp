@@ -8,6 +8,9 @@
 
 namespace coda::blocks {
 
+// The first layer's RMSNorm inputs from the embedding, as a tile program: h = x * gamma (bf16) and row partials of
+// x^2 (rms_finalize turns them into rstd). Bindings: x [M x d], gamma [d], h [M x d], x1_sumsq (row partials).
+Graph rms_entry();
 // out-proj epilogue: x1 = acc + residual; stores x1 and h = x1 * gamma (bf16); row partials of x1^2.
 // Bindings: A, B, residual [M x d], gamma [d], x1, h, x1_sumsq (row partials).
 Graph out_proj(GemmSpec spec = {});
@@ -31,6 +34,10 @@ Graph lm_head_ce_stats(GemmSpec spec = {});
 // The dgrad / wgrad GEMMs then read dlogits; run it on row chunks to keep that tensor small (README).
 // Bindings: A, B, rstd [M], lse [M], labels (i32) [M], scale, dlogits [M x V], zdz_partials.
 Graph lm_head_ce_backward(GemmSpec spec = {});
+// lm_head_ce_backward with the loss gradient read per row (`row_scale` [M], f32) instead of one scalar: a mean over
+// the rows whose label is not ignored (row_scale = dloss / n_valid there, 0 elsewhere; coda.torch's ignore_index).
+// Bindings: A, B, rstd [M], lse [M], labels (i32) [M], row_scale [M], dlogits [M x V], zdz_partials.
+Graph lm_head_ce_backward_row_scale(GemmSpec spec = {});
 // Cross-entropy finalize: lse = combine(lse_partials); loss = lse - target. Bindings: lse_partials,
 // target_partials, lse [M], loss [M].
 Graph ce_finalize();
@@ -44,15 +51,35 @@ Graph rms_backward_finalize();
 // accumulated into dx_residual (f32); stores o = n * gamma; column partials of do * n (for dgamma).
 // Bindings: A, B, x [M x d], rstd [M], s [M], gamma [d], dx_residual [M x d] (f32, in/out), o, dgamma_partials.
 Graph rmsnorm_backward(GemmSpec spec = {DType::BF16, Major::K, Major::MN});
+// The same with dx stored in bf16 (no f32 buffer to zero before and convert after): what a layer whose input
+// feeds nothing else needs (the LM head's norm). Bindings: A, B, x, rstd, s, gamma, dx [M x d] (bf16), o,
+// dgamma_partials.
+Graph rmsnorm_backward_bf16(GemmSpec spec = {DType::BF16, Major::K, Major::MN});
+// The same adding the residual stream's other gradient: dx = dx_in + rstd * (do * gamma - n * s), stored in bf16,
+// complete when the GEMM ends (where x fed both a norm and a residual add). Bindings: A, B, x, rstd, s, gamma,
+// dx_in [M x d] (bf16), dx [M x d] (bf16), o, dgamma_partials.
+Graph rmsnorm_backward_residual(GemmSpec spec = {DType::BF16, Major::K, Major::MN});
+// dgamma [d] = the sum of an RMSNorm backward's column partials (one row per M-tile; several GEMMs' rows may be
+// stacked), in gamma's bf16. Bindings: dgamma_partials [T x d], dgamma [d].
+Graph dgamma_finalize();
 // RoPE backward as a tile program: rotate the incoming gradient by -pos_i * theta_j; row partials of z * dz.
 // Bindings: dqkv [M x N], z [M x N], pos (i32) [M], theta [N/2], dz [M x N], zdz_partials.
 Graph rope_backward();
+// The same rotation; the row partials from the saved rotated output qkv and the incoming gradient (sum_j z_j dz_j
+// = sum_j qkv_j dqkv_j: each pair turns by an orthogonal matrix), so no pre-RoPE z is kept for the backward.
+// Bindings: dqkv [M x N], qkv [M x N], pos (i32) [M], theta [N/2], dz [M x N], zdz_partials.
+Graph rope_backward_from_output();
 // Cross-entropy backward as a tile program: dlogits = (exp(logits - lse) - onehot(label)) * scale.
 // Bindings: logits [M x V], lse [M], labels (i32) [M], scale, dlogits [M x V], zdz_partials.
 Graph cross_entropy_backward();
+// The same with the loss gradient per row (`row_scale` [M], as lm_head_ce_backward_row_scale).
+// Bindings: logits [M x V], lse [M], labels (i32) [M], row_scale [M], dlogits [M x V], zdz_partials.
+Graph cross_entropy_backward_row_scale();
 
 // Every graph above, in block order (forward, then backward); the LM head comes in both variants: lm_head_ce
-// (logits stored, then cross_entropy_backward) and lm_head_ce_stats (then lm_head_ce_backward).
+// (logits stored, then cross_entropy_backward) and lm_head_ce_stats (then lm_head_ce_backward), each backward also
+// with a per-row loss gradient. coda.torch runs these (the bf16 norm backward variants, RoPE backward from the
+// output); rmsnorm_backward (f32 accumulate) and rope_backward are for C++ users who keep those tensors.
 std::vector<Graph> llama_block();
 
 }  // namespace coda::blocks

@@ -31,6 +31,52 @@ Value rotate_pairs(Graph& g, Value x, Rotation rotation) {
     return g.join(re, ro, "rotated");
 }
 
+// The RMSNorm backward's values in the epilogue of do = dz * W (DESIGN.md section 3): n = x * rstd and
+// dx = rstd * (do * gamma - n * s), named `dx_name`; o = n * gamma stored; column partials of do * n (dgamma).
+struct NormBackward {
+    Value d_out;
+    Value dx;
+    Value normed;
+    Value gamma;
+};
+
+NormBackward norm_backward_values(Graph& g, const std::string& dx_name) {
+    Value d_out = g.accumulator("d_out");
+    Value rstd = g.row_input("rstd", DType::F32);
+    Value x = g.tile_input("x", DType::BF16);
+    Value n = g.mul(x, rstd, "normed");
+    Value gamma = g.col_input("gamma", DType::BF16);
+    Value s = g.row_input("s", DType::F32);
+    Value dn = g.mul(d_out, gamma, "d_normed");
+    Value ns = g.mul(n, s, "normed_s");
+    Value dx = g.mul(rstd, g.sub(dn, ns, "d_centered"), dx_name);
+    return {d_out, dx, n, gamma};
+}
+
+// The outputs every RMSNorm backward variant shares after its dx: o = n * gamma and dgamma's column partials.
+void norm_backward_outputs(Graph& g, const NormBackward& v) {
+    g.store(g.mul(v.normed, v.gamma, "o_value"), "o", DType::BF16);
+    g.reduce_col(g.mul(v.d_out, v.normed, "dgamma_terms"), ReduceOp::Sum, "dgamma_partials");
+}
+
+// Where the cross-entropy backward reads d(loss)/d(row loss): one scalar `scale` (dloss / M, the mean over all
+// rows), or a row vector `row_scale` (dloss / n_valid, and 0 for rows whose label is ignored).
+enum class LossScale { Scalar, PerRow };
+
+// dlogits = (exp(logits - lse) - onehot(label)) * scale, stored; row partials of logits * dlogits (the RMSNorm
+// backward's s, through rms_backward_finalize).
+void cross_entropy_gradient(Graph& g, Value logits, LossScale how) {
+    Value lse = g.row_input("lse", DType::F32);
+    Value p = g.exp(g.sub(logits, lse, "shifted_logit"), "probability");
+    Value column = g.col_index();
+    Value labels = g.row_input("labels", DType::I32);
+    Value onehot = g.eq(column, labels, "onehot");
+    Value scale = how == LossScale::Scalar ? g.scalar("scale") : g.row_input("row_scale", DType::F32);
+    Value dlogits = g.mul(g.sub(p, onehot, "p_minus_onehot"), scale, "dlogits_value");
+    g.store(dlogits, "dlogits", DType::BF16);
+    g.reduce_row(g.mul(logits, dlogits, "z_dz"), ReduceOp::Sum, "zdz_partials");
+}
+
 // z = rstd * acc: the row scale that completes the previous RMSNorm (DESIGN.md section 3).
 Value rms_scaled_accumulator(Graph& g, const std::string& name) {
     Value acc = g.accumulator();
@@ -109,16 +155,13 @@ Graph lm_head_ce_stats(GemmSpec spec) {
 // cross_entropy_backward on logits recomputed by the LM head GEMM (rstd * acc, in fp32) instead of read back.
 Graph lm_head_ce_backward(GemmSpec spec) {
     Graph g = Graph::gemm("lm_head_ce_backward", spec);
-    Value logits = rms_scaled_accumulator(g, "logit");
-    Value lse = g.row_input("lse", DType::F32);
-    Value p = g.exp(g.sub(logits, lse, "shifted_logit"), "probability");
-    Value column = g.col_index();
-    Value labels = g.row_input("labels", DType::I32);
-    Value onehot = g.eq(column, labels, "onehot");
-    Value scale = g.scalar("scale");
-    Value dlogits = g.mul(g.sub(p, onehot, "p_minus_onehot"), scale, "dlogits_value");
-    g.store(dlogits, "dlogits", DType::BF16);
-    g.reduce_row(g.mul(logits, dlogits, "z_dz"), ReduceOp::Sum, "zdz_partials");
+    cross_entropy_gradient(g, rms_scaled_accumulator(g, "logit"), LossScale::Scalar);
+    return g;
+}
+
+Graph lm_head_ce_backward_row_scale(GemmSpec spec) {
+    Graph g = Graph::gemm("lm_head_ce_backward_row_scale", spec);
+    cross_entropy_gradient(g, rms_scaled_accumulator(g, "logit"), LossScale::PerRow);
     return g;
 }
 
@@ -164,19 +207,32 @@ Graph rms_backward_finalize() {
 
 Graph rmsnorm_backward(GemmSpec spec) {
     Graph g = Graph::gemm("rmsnorm_backward", spec);
-    Value d_out = g.accumulator("d_out");
-    Value rstd = g.row_input("rstd", DType::F32);
-    Value x = g.tile_input("x", DType::BF16);
-    Value n = g.mul(x, rstd, "normed");
-    Value gamma = g.col_input("gamma", DType::BF16);
-    Value s = g.row_input("s", DType::F32);
-    // dx = rstd * (d_out * gamma - n * s)
-    Value dn = g.mul(d_out, gamma, "d_normed");
-    Value ns = g.mul(n, s, "normed_s");
-    Value dx = g.mul(rstd, g.sub(dn, ns, "d_centered"), "dx");
-    g.accumulate(dx, "dx_residual", DType::F32);
-    g.store(g.mul(n, gamma, "o_value"), "o", DType::BF16);
-    g.reduce_col(g.mul(d_out, n, "dgamma_terms"), ReduceOp::Sum, "dgamma_partials");
+    const NormBackward v = norm_backward_values(g, "dx");
+    g.accumulate(v.dx, "dx_residual", DType::F32);
+    norm_backward_outputs(g, v);
+    return g;
+}
+
+Graph rmsnorm_backward_bf16(GemmSpec spec) {
+    Graph g = Graph::gemm("rmsnorm_backward_bf16", spec);
+    const NormBackward v = norm_backward_values(g, "dx_norm");
+    g.store(v.dx, "dx", DType::BF16);
+    norm_backward_outputs(g, v);
+    return g;
+}
+
+Graph rmsnorm_backward_residual(GemmSpec spec) {
+    Graph g = Graph::gemm("rmsnorm_backward_residual", spec);
+    const NormBackward v = norm_backward_values(g, "dx_norm");
+    Value dx_in = g.tile_input("dx_in", DType::BF16);
+    g.store(g.add(v.dx, dx_in, "dx_value"), "dx", DType::BF16);
+    norm_backward_outputs(g, v);
+    return g;
+}
+
+Graph dgamma_finalize() {
+    Graph g = Graph::finalize("dgamma_finalize");
+    g.store(g.partials("dgamma_partials", ReduceOp::Sum), "dgamma", DType::BF16);
     return g;
 }
 
@@ -190,26 +246,59 @@ Graph rope_backward() {
     return g;
 }
 
+// Same rotation as rope_backward; the row partials from the saved rotated output instead of the pre-RoPE z:
+// sum_j z_j dz_j = sum_j qkv_j dqkv_j, since each pair is rotated by an orthogonal matrix.
+Graph rope_backward_from_output() {
+    Graph g = Graph::tile("rope_backward_from_output");
+    Value dqkv = g.tile_input("dqkv", DType::BF16);
+    g.store(rotate_pairs(g, dqkv, Rotation::Inverse), "dz", DType::BF16);
+    Value qkv = g.tile_input("qkv", DType::BF16);
+    g.reduce_row(g.mul(qkv, dqkv, "z_dz"), ReduceOp::Sum, "zdz_partials");
+    return g;
+}
+
+Graph rms_entry() {
+    Graph g = Graph::tile("rms_entry");
+    Value x = g.tile_input("x", DType::BF16);
+    Value gamma = g.col_input("gamma", DType::BF16);
+    g.store(g.mul(x, gamma, "h_value"), "h", DType::BF16);
+    g.reduce_row(x, ReduceOp::SumSq, "x1_sumsq");
+    return g;
+}
+
 Graph cross_entropy_backward() {
     Graph g = Graph::tile("cross_entropy_backward");
-    Value logits = g.tile_input("logits", DType::BF16);
-    Value lse = g.row_input("lse", DType::F32);
-    Value p = g.exp(g.sub(logits, lse, "shifted_logit"), "probability");
-    Value column = g.col_index();
-    Value labels = g.row_input("labels", DType::I32);
-    Value onehot = g.eq(column, labels, "onehot");
-    Value scale = g.scalar("scale");
-    Value dlogits = g.mul(g.sub(p, onehot, "p_minus_onehot"), scale, "dlogits_value");
-    g.store(dlogits, "dlogits", DType::BF16);
-    g.reduce_row(g.mul(logits, dlogits, "z_dz"), ReduceOp::Sum, "zdz_partials");
+    cross_entropy_gradient(g, g.tile_input("logits", DType::BF16), LossScale::Scalar);
+    return g;
+}
+
+Graph cross_entropy_backward_row_scale() {
+    Graph g = Graph::tile("cross_entropy_backward_row_scale");
+    cross_entropy_gradient(g, g.tile_input("logits", DType::BF16), LossScale::PerRow);
     return g;
 }
 
 std::vector<Graph> llama_block() {
-    return {out_proj(),          rms_finalize(),           gate_up_swiglu(),        qkv_rope(),
-            lm_head_ce(),        lm_head_ce_stats(),       ce_finalize(),           lm_head_ce_backward(),
-            swiglu_backward(),   rms_backward_finalize(),  rmsnorm_backward(),      rope_backward(),
-            cross_entropy_backward()};
+    return {rms_entry(),
+            out_proj(),
+            rms_finalize(),
+            gate_up_swiglu(),
+            qkv_rope(),
+            lm_head_ce(),
+            lm_head_ce_stats(),
+            ce_finalize(),
+            lm_head_ce_backward(),
+            lm_head_ce_backward_row_scale(),
+            swiglu_backward(),
+            rms_backward_finalize(),
+            rmsnorm_backward(),
+            rmsnorm_backward_bf16(),
+            rmsnorm_backward_residual(),
+            dgamma_finalize(),
+            rope_backward(),
+            rope_backward_from_output(),
+            cross_entropy_backward(),
+            cross_entropy_backward_row_scale()};
 }
 
 }  // namespace coda::blocks

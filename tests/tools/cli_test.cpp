@@ -36,26 +36,26 @@ TEST_CASE("coda warm fills the cache and a second run compiles nothing, and cach
     const Run first = run("warm --arch sm_90a -j 2 tools/graphs/*.coda", cache.path().string());
     INFO(first.output);
     REQUIRE(first.status == 0);
-    CHECK_THAT(first.output, Catch::Contains("13 kernels for sm_90a: 13 compiled, 0 already in the disk cache"));
+    CHECK_THAT(first.output, Catch::Contains("20 kernels for sm_90a: 20 compiled, 0 already in the disk cache"));
 
     const Run second = run("warm --arch sm_90a tools/graphs/*.coda", cache.path().string());
     INFO(second.output);
     REQUIRE(second.status == 0);
-    CHECK_THAT(second.output, Catch::Contains("13 kernels for sm_90a: 0 compiled, 13 already in the disk cache"));
+    CHECK_THAT(second.output, Catch::Contains("20 kernels for sm_90a: 0 compiled, 20 already in the disk cache"));
 
     const Run list = run("cache list", cache.path().string());
     REQUIRE(list.status == 0);
-    CHECK_THAT(list.output, Catch::Contains("13 entries") && Catch::Contains("out_proj"));
+    CHECK_THAT(list.output, Catch::Contains("20 entries") && Catch::Contains("out_proj"));
 
     const Run demo = run("demo --no-run", cache.path().string());
     INFO(demo.output);
     REQUIRE(demo.status == 0);
     CHECK_THAT(demo.output, Catch::Contains("struct Epilogue") && Catch::Contains("disk cache") &&
-                                Catch::Contains("OK: all 13 kernels compiled"));
+                                Catch::Contains("OK: all 20 kernels compiled"));
 
     const Run clear = run("cache clear", cache.path().string());
     REQUIRE(clear.status == 0);
-    CHECK_THAT(clear.output, Catch::Contains("removed 13 entries"));
+    CHECK_THAT(clear.output, Catch::Contains("removed 20 entries"));
     CHECK_THAT(run("cache list", cache.path().string()).output, Catch::Contains("0 entries"));
 }
 
@@ -119,8 +119,18 @@ TEST_CASE("coda bench block --list runs LLaMA-3's vocabulary at d = 2048 by defa
         CHECK(count_lines(plain.output, graph, " 4096  16384  32768   4096") == 1);
         CHECK(count_lines(plain.output, graph, "") == 3);
     }
-    CHECK(count_lines(plain.output, "cross_entropy_backward", "tile      2048  16384 128256") == 1);
-    CHECK(count_lines(plain.output, "cross_entropy_backward", "") == 3);
+    for (const std::string graph : {"cross_entropy_backward ", "cross_entropy_backward_row_scale "}) {
+        CHECK(count_lines(plain.output, graph, "tile      2048  16384 128256") == 1);
+        CHECK(count_lines(plain.output, graph, "") == 3);
+    }
+    // What coda.torch runs: the bf16 norm backward variants at the dgrads they sit on, the LM head's at K = V, and
+    // dgamma's finalizer over the column partials (it folds into d values).
+    CHECK(count_lines(plain.output, "rmsnorm_backward_residual ", "qkv dgrad       2048  16384   2048   6144") == 1);
+    CHECK(count_lines(plain.output, "rmsnorm_backward_residual ", "gate/up dgrad") == 2);
+    CHECK(count_lines(plain.output, "rmsnorm_backward_bf16 ", "lm head dgrad   2048  16384   2048 128256") == 1);
+    CHECK(count_lines(plain.output, "rmsnorm_backward_bf16 ", "") == 3);
+    CHECK(count_lines(plain.output, "dgamma_finalize ", "finalize  4096   4096   4096") == 1);
+    CHECK(count_lines(plain.output, "rope_backward_from_output ", "tile      2048  16384   6144") == 1);
     CHECK(count_lines(plain.output, "ce_finalize", "finalize  2048  16384 128256") == 1);
     CHECK(count_lines(plain.output, "ce_finalize", "") == 3);
     CHECK(count_lines(plain.output, "gate_up_swiglu", "") == 2);

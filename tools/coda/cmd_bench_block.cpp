@@ -58,14 +58,16 @@ std::vector<GemmUse> gemm_uses(const std::string& graph, const BlockDims& s) {
     if (graph == "qkv_rope") return {{"qkv", 3 * s.d, s.d}};
     if (graph.rfind("lm_head", 0) == 0) return {{"lm head", s.v, s.d}};
     if (graph == "swiglu_backward") return {{"down dgrad", s.f, s.d}};
-    if (graph == "rmsnorm_backward") return {{"gate/up dgrad", s.d, 2 * s.f}, {"qkv dgrad", s.d, 3 * s.d}};
+    if (graph == "rmsnorm_backward" || graph == "rmsnorm_backward_residual")
+        return {{"gate/up dgrad", s.d, 2 * s.f}, {"qkv dgrad", s.d, 3 * s.d}};
+    if (graph == "rmsnorm_backward_bf16") return {{"lm head dgrad", s.d, s.v}};  // the final norm's: do = dlogits W
     return {};
 }
 
 // The N of a tile program's M x N index space in the block: RoPE backward runs over the qkv gradient, the
 // cross-entropy backward over the logits. 0: unknown.
 long long tile_columns(const std::string& graph, const BlockDims& s) {
-    if (graph == "copy") return s.d;
+    if (graph == "copy" || graph == "rms_entry") return s.d;
     if (graph.rfind("rope", 0) == 0) return 3 * s.d;
     if (graph.rfind("cross_entropy", 0) == 0) return s.v;
     return 0;
@@ -151,12 +153,14 @@ struct GemmRow {
     Graph identity;
 };
 
-// One memory-bound row: a tile program at M x n, or a finalizer over M rows of partials written by a GEMM at n.
+// One memory-bound row: a tile program at M x n, or a finalizer over the partials a GEMM at n wrote: M rows of them
+// for row partials, n for column partials (dgamma's).
 struct MemoryRow {
     long long d;
     const Graph* graph;
     long long n;
     long long partial_tiles = 0;  // finalizers: T of their partials (from the kernel that writes them)
+    long long rows = 0;           // finalizers: L, the vector they fold into (0: M)
 };
 
 // A finalizer reads partials that a GEMM epilogue wrote: its rows are M, its T that kernel's tiles along N (known
@@ -166,6 +170,7 @@ struct FinalizerRow {
     const Graph* graph;
     std::size_t producer;  // index into BlockRows::gemm
     std::string partials;
+    bool columns = false;  // column partials: one value per column of the producer (L = its N, T = its M-tiles)
 };
 
 struct BlockRows {
@@ -209,8 +214,9 @@ BlockRows block_rows(const std::vector<BlockDims>& dims, const std::vector<Graph
                 for (std::size_t i = 0; i < rows.gemm.size(); ++i)
                     for (const Binding& b : check_graph(*rows.gemm[i].graph).bindings)
                         if (!row && input.role == BindingRole::Partials && rows.gemm[i].d == s.d &&
-                            rows.gemm[i].v == s.v && b.role == BindingRole::RowPartials && b.name == input.name)
-                            row = FinalizerRow{s.d, &f, i, b.name};
+                            rows.gemm[i].v == s.v && b.name == input.name &&
+                            (b.role == BindingRole::RowPartials || b.role == BindingRole::ColPartials))
+                            row = FinalizerRow{s.d, &f, i, b.name, b.role == BindingRole::ColPartials};
             // At a later V a finalizer whose producer does not depend on V has no new producer row: nothing new.
             if (row && first(f, "", s.d, rows.gemm[row->producer].use.n, 0)) rows.finalizers.push_back(*row);
             else if (!row && report) unknown.push_back(f.name());
@@ -228,17 +234,18 @@ BlockRows block_rows(const std::vector<BlockDims>& dims, const std::vector<Graph
 
 // --list: the rows a run would time, without a GPU (a finalizer's T is known once its producer is built).
 int list_rows(const BlockRows& rows, long long m) {
-    std::printf("%-20s %-14s %5s %6s %6s %6s %3s\n", "epilogue", "gemm", "d", "M", "N", "K", "B");
+    std::printf("%-30s %-14s %5s %6s %6s %6s %3s\n", "epilogue", "gemm", "d", "M", "N", "K", "B");
     for (const GemmRow& r : rows.gemm)
-        fmt::print("{:<20} {:<14} {:>5} {:>6} {:>6} {:>6} {:>3}\n", r.graph->name(), r.use.gemm, r.d, m, r.use.n,
+        fmt::print("{:<30} {:<14} {:>5} {:>6} {:>6} {:>6} {:>3}\n", r.graph->name(), r.use.gemm, r.d, m, r.use.n,
                    r.use.k, r.graph->spec().b == Major::K ? "k" : "n");
-    std::printf("\n%-24s %-8s %5s %6s %6s\n", "memory-bound kernel", "kind", "d", "M", "N");
+    std::printf("\n%-33s %-8s %5s %6s %6s\n", "memory-bound kernel", "kind", "d", "M", "N");
     for (const MemoryRow& r : rows.memory)
-        fmt::print("{:<24} {:<8} {:>5} {:>6} {:>6}\n", r.graph->name(), "tile", r.d, m, r.n);
-    for (const FinalizerRow& r : rows.finalizers)
-        fmt::print("{:<24} {:<8} {:>5} {:>6} {:>6}\n", r.graph->name(), "finalize", r.d, m,
-                   rows.gemm[r.producer].use.n);
-    std::printf("(%s; finalizers: N is the producing GEMM's)\n",
+        fmt::print("{:<33} {:<8} {:>5} {:>6} {:>6}\n", r.graph->name(), "tile", r.d, m, r.n);
+    for (const FinalizerRow& r : rows.finalizers) {
+        const long long n = rows.gemm[r.producer].use.n;
+        fmt::print("{:<33} {:<8} {:>5} {:>6} {:>6}\n", r.graph->name(), "finalize", r.d, r.columns ? n : m, n);
+    }
+    std::printf("(%s; finalizers: N is the producing GEMM's, M the length they fold into)\n",
                 counted(rows.gemm.size() + rows.memory.size() + rows.finalizers.size(), "row").c_str());
     return 0;
 }
@@ -292,12 +299,12 @@ int bench_block(const BlockOptions& given) {
         const GemmRow& producer_row = gemm_rows[r.producer];
         const Kernel producer = Runtime::instance().compile(*producer_row.graph, options_for(producer_row));
         const long long n = producer_row.use.n;
-        memory_rows.push_back({r.d, r.graph, n, producer.partials_shape(r.partials, m, n)[0]});
+        memory_rows.push_back({r.d, r.graph, n, producer.partials_shape(r.partials, m, n)[0], r.columns ? n : m});
     }
 
     const int per_round = static_cast<int>(std::min<long long>(iterations, 5));
     const int rounds = static_cast<int>((iterations + per_round - 1) / per_round);
-    std::printf("%-18s %-14s %5s %6s %6s %6s %3s %9s %11s %9s %8s  %s\n", "epilogue", "gemm", "d", "M", "N", "K", "B",
+    std::printf("%-30s %-14s %5s %6s %6s %6s %3s %9s %11s %9s %8s  %s\n", "epilogue", "gemm", "d", "M", "N", "K", "B",
                 "ms", "identity ms", "/identity", "TFLOP/s", "config");
     for (const GemmRow& r : gemm_rows) {
         const CompileOptions options = options_for(r);
@@ -313,7 +320,7 @@ int bench_block(const BlockOptions& given) {
         const GemmSpec& spec = r.graph->spec();
         const std::string config = epilogue.config() ? epilogue.config()->to_text() : "fixed tile";
         const std::string b_major = spec.b == Major::K ? "k" : "n";
-        fmt::print("{:<18} {:<14} {:>5} {:>6} {:>6} {:>6} {:>3} {:>9.4f} {:>11.4f} {:>9.3f} {:>8.1f}  {}\n",
+        fmt::print("{:<30} {:<14} {:>5} {:>6} {:>6} {:>6} {:>3} {:>9.4f} {:>11.4f} {:>9.3f} {:>8.1f}  {}\n",
                    r.graph->name(), r.use.gemm, r.d, m, r.use.n, r.use.k, b_major, t.ms[1], t.ms[0], t.vs_first[1],
                    flops / t.ms[1] / 1e9, config);
         std::fflush(stdout);
@@ -324,21 +331,22 @@ int bench_block(const BlockOptions& given) {
                  << std::flush;
     }
 
-    std::printf("\n%-24s %5s %6s %6s %4s %9s %10s %8s\n", "memory-bound kernel", "d", "M", "N", "T", "ms", "MB moved",
+    std::printf("\n%-33s %5s %6s %6s %4s %9s %10s %8s\n", "memory-bound kernel", "d", "M", "N", "T", "ms", "MB moved",
                 "GB/s");
     for (const MemoryRow& r : memory_rows) {
         const Kernel kernel = Runtime::instance().compile(*r.graph);
-        RandomBindings bindings(m, r.n, 0, 23);
+        const long long rows_of = r.rows > 0 ? r.rows : m;  // a finalizer's L
+        RandomBindings bindings(rows_of, r.n, 0, 23);
         const Args args = bindings.bind(kernel, r.partial_tiles);
         const Interleaved t = interleaved_ms({{&kernel, &args}}, rounds, per_round);
-        const double bytes = moved_bytes(kernel, m, r.n, r.partial_tiles);
+        const double bytes = moved_bytes(kernel, rows_of, r.n, r.partial_tiles);
         const double gbps = bytes / t.ms[0] / 1e6;
         const std::string what = r.graph->domain() == Domain::Finalize ? "finalize" : "tile";
-        fmt::print("{:<24} {:>5} {:>6} {:>6} {:>4} {:>9.4f} {:>10.1f} {:>8.1f}\n", r.graph->name(), r.d, m, r.n,
+        fmt::print("{:<33} {:>5} {:>6} {:>6} {:>4} {:>9.4f} {:>10.1f} {:>8.1f}\n", r.graph->name(), r.d, rows_of, r.n,
                    r.partial_tiles > 0 ? std::to_string(r.partial_tiles) : "-", t.ms[0], bytes / 1e6, gbps);
         std::fflush(stdout);
         if (csv)
-            *csv << fmt::format("{},{},,{},{},{},{},,,{:.5f},,,,{:.0f},{:.1f},{}\n", what, r.graph->name(), r.d, m, r.n,
+            *csv << fmt::format("{},{},,{},{},{},{},,,{:.5f},,,,{:.0f},{:.1f},{}\n", what, r.graph->name(), r.d, rows_of, r.n,
                                 r.partial_tiles, t.ms[0], bytes, gbps, what == "tile" ? "fixed tile" : "")
                  << std::flush;
     }

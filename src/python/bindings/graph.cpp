@@ -227,6 +227,7 @@ void bind_checks_and_text(nb::module_& m) {
 void bind_blocks(nb::module_& m) {
     nb::module_ b = m.def_submodule("blocks", "Ready-made epilogues of a LLaMA-style block (include/coda/blocks.hpp).");
     const GemmSpec backward_spec{DType::BF16, Major::K, Major::MN};
+    b.def("rms_entry", &blocks::rms_entry);
     b.def("out_proj", &blocks::out_proj, "spec"_a = GemmSpec{});
     b.def("rms_finalize", &blocks::rms_finalize);
     b.def("gate_up_swiglu", &blocks::gate_up_swiglu, "spec"_a = GemmSpec{});
@@ -234,12 +235,18 @@ void bind_blocks(nb::module_& m) {
     b.def("lm_head_ce", &blocks::lm_head_ce, "spec"_a = GemmSpec{});
     b.def("lm_head_ce_stats", &blocks::lm_head_ce_stats, "spec"_a = GemmSpec{});
     b.def("lm_head_ce_backward", &blocks::lm_head_ce_backward, "spec"_a = GemmSpec{});
+    b.def("lm_head_ce_backward_row_scale", &blocks::lm_head_ce_backward_row_scale, "spec"_a = GemmSpec{});
     b.def("ce_finalize", &blocks::ce_finalize);
     b.def("swiglu_backward", &blocks::swiglu_backward, "spec"_a = backward_spec);
     b.def("rms_backward_finalize", &blocks::rms_backward_finalize);
     b.def("rmsnorm_backward", &blocks::rmsnorm_backward, "spec"_a = backward_spec);
+    b.def("rmsnorm_backward_bf16", &blocks::rmsnorm_backward_bf16, "spec"_a = backward_spec);
+    b.def("rmsnorm_backward_residual", &blocks::rmsnorm_backward_residual, "spec"_a = backward_spec);
+    b.def("dgamma_finalize", &blocks::dgamma_finalize);
     b.def("rope_backward", &blocks::rope_backward);
+    b.def("rope_backward_from_output", &blocks::rope_backward_from_output);
     b.def("cross_entropy_backward", &blocks::cross_entropy_backward);
+    b.def("cross_entropy_backward_row_scale", &blocks::cross_entropy_backward_row_scale);
     b.def("llama_block", &blocks::llama_block, "Every graph above, forward then backward.");
 }
 

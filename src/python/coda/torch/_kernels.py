@@ -10,9 +10,8 @@ import torch
 
 import coda
 
-# Graphs built here rather than taken from coda.blocks: plain GEMMs for dgrad and wgrad, the embedding entry,
-# RoPE backward reading the saved rotated output (sum_j z*dz is rotation invariant, so no pre-RoPE z is kept), and
-# cross-entropy backward with a per-row loss gradient (for ignore_index).
+# Every epilogue comes from coda.blocks; built here are only the plain GEMMs of dgrad and wgrad (an accumulator stored
+# or accumulated, in the layouts these calls take) and the attention-free stand-in's zero gradient.
 _DGRAD = coda.GemmSpec(input=coda.bf16, a=coda.Major.K, b=coda.Major.MN)
 _WGRAD = coda.GemmSpec(input=coda.bf16, a=coda.Major.MN, b=coda.Major.MN)
 
@@ -36,68 +35,6 @@ def _wgrad_accumulate():
     return g
 
 
-def _rms_entry():
-    # The first layer's RMSNorm inputs from the embedding: h = x * gamma and the row partials of x^2, named as
-    # rms_finalize reads them.
-    g = coda.Graph.tile("rms_entry")
-    x = g.tile_input("x", coda.bf16)
-    gamma = g.col_input("gamma", coda.bf16)
-    g.store(x * gamma, "h", coda.bf16)
-    g.reduce_row(x, coda.ReduceOp.SumSq, "x1_sumsq")
-    return g
-
-
-def _rope_backward_from_output():
-    # Same rotation as coda.blocks.rope_backward (by -pos_i * theta_j); the row partials use the saved rotated
-    # output: sum_j z_j dz_j = sum_j qkv_j dqkv_j since each pair is rotated by an orthogonal matrix.
-    g = coda.Graph.tile("rope_backward_from_output")
-    dqkv = g.tile_input("dqkv", coda.bf16)
-    pos_i32 = g.row_input("pos", coda.i32)
-    pos = g.to_f32(pos_i32, name="position")
-    theta = g.col_input("theta", coda.f32, coda.Width.Half)
-    angle = g.mul(pos, theta, name="angle")
-    c = g.cos(angle, name="cos_angle")
-    s = g.neg(g.sin(angle, name="sin_angle"), name="minus_sin_angle")
-    e = g.even(dqkv, name="x_even")
-    o = g.odd(dqkv, name="x_odd")
-    even = g.sub(g.mul(e, c, name="even_cos"), g.mul(o, s, name="odd_sin"), name="rotated_even")
-    odd = g.add(g.mul(e, s, name="even_sin"), g.mul(o, c, name="odd_cos"), name="rotated_odd")
-    g.store(g.join(even, odd, name="rotated"), "dz", coda.bf16)
-    qkv = g.tile_input("qkv", coda.bf16)
-    g.reduce_row(g.mul(qkv, dqkv, name="z_dz"), coda.ReduceOp.Sum, "zdz_partials")
-    return g
-
-
-def _rmsnorm_backward_bf16(residual: bool):
-    # coda.blocks.rmsnorm_backward with dx stored in bf16 instead of accumulated into an f32 buffer: no buffer to
-    # zero or convert around the GEMM. With `residual`, the residual stream's gradient dx_in (bf16) is added in the
-    # epilogue, so dx = dx_in + rstd * (do * gamma - n * s) leaves the GEMM complete.
-    g = coda.Graph.gemm("rmsnorm_backward_residual" if residual else "rmsnorm_backward_bf16", _DGRAD)
-    d_out = g.accumulator("d_out")
-    rstd = g.row_input("rstd", coda.f32)
-    x = g.tile_input("x", coda.bf16)
-    n = g.mul(x, rstd, name="normed")
-    gamma = g.col_input("gamma", coda.bf16)
-    s = g.row_input("s", coda.f32)
-    dn = g.mul(d_out, gamma, name="d_normed")
-    ns = g.mul(n, s, name="normed_s")
-    dx = g.mul(rstd, g.sub(dn, ns, name="d_centered"), name="dx_norm")
-    if residual:
-        dx_in = g.tile_input("dx_in", coda.bf16)
-        dx = g.add(dx, dx_in, name="dx_value")
-    g.store(dx, "dx", coda.bf16)
-    g.store(g.mul(n, gamma, name="o_value"), "o", coda.bf16)
-    g.reduce_col(g.mul(d_out, n, name="dgamma_terms"), coda.ReduceOp.Sum, "dgamma_partials")
-    return g
-
-
-def _dgamma_finalize():
-    # dgamma from the column partials of the norm backward GEMM (one row per M-tile), in gamma's bf16.
-    g = coda.Graph.finalize("dgamma_finalize")
-    g.store(g.partials("dgamma_partials", coda.ReduceOp.Sum), "dgamma", coda.bf16)
-    return g
-
-
 def _zero_grad():
     # The attention-free stand-in's Q and K gradient, 0 * values (as eager's v + 0 * (q + k) gives), with its
     # zero row partials, so that RoPE backward's other blocks share one dz buffer and one partials buffer.
@@ -108,39 +45,11 @@ def _zero_grad():
     return g
 
 
-def _cross_entropy_backward_row_scale(gemm: bool):
-    # coda.blocks.cross_entropy_backward (gemm: lm_head_ce_backward, which recomputes the logits as rstd * acc) with
-    # the loss gradient read per row instead of from one scalar: row_scale_i = dloss * valid_i / n_valid is the mean
-    # over the rows not ignored (ops_lm_head's ignore_index), and an ignored row's dlogits is exactly 0. Node for
-    # node the blocks' graphs, in their order, `scale` aside.
-    if gemm:
-        g = coda.Graph.gemm("lm_head_ce_backward_row_scale", coda.GemmSpec())
-        logits = g.mul(g.accumulator(), g.row_input("rstd", coda.f32), name="logit")
-    else:
-        g = coda.Graph.tile("cross_entropy_backward_row_scale")
-        logits = g.tile_input("logits", coda.bf16)
-    lse = g.row_input("lse", coda.f32)
-    p = g.exp(g.sub(logits, lse, name="shifted_logit"), name="probability")
-    onehot = g.eq(g.col_index(), g.row_input("labels", coda.i32), name="onehot")
-    row_scale = g.row_input("row_scale", coda.f32)
-    dlogits = g.mul(g.sub(p, onehot, name="p_minus_onehot"), row_scale, name="dlogits_value")
-    g.store(dlogits, "dlogits", coda.bf16)
-    g.reduce_row(g.mul(logits, dlogits, name="z_dz"), coda.ReduceOp.Sum, "zdz_partials")
-    return g
-
-
 _LOCAL = {
-    "rmsnorm_backward_bf16": lambda: _rmsnorm_backward_bf16(False),
-    "rmsnorm_backward_residual": lambda: _rmsnorm_backward_bf16(True),
     "dgrad": _dgrad,
     "wgrad_store": _wgrad_store,
     "wgrad_accumulate": _wgrad_accumulate,
-    "rms_entry": _rms_entry,
-    "rope_backward_from_output": _rope_backward_from_output,
-    "dgamma_finalize": _dgamma_finalize,
     "zero_grad": _zero_grad,
-    "cross_entropy_backward_row_scale": lambda: _cross_entropy_backward_row_scale(False),
-    "lm_head_ce_backward_row_scale": lambda: _cross_entropy_backward_row_scale(True),
 }
 
 # Tests set this: every output a launch writes (not accumulate sinks) is filled with NaN first.
