@@ -74,3 +74,32 @@ TEST_CASE("the LM head without logits: the forward stores nothing of M x V, the 
     CHECK(at("ce_finalize") < at("lm_head_ce_backward"));
     CHECK(at("ce_finalize") < at("cross_entropy_backward"));
 }
+
+TEST_CASE("the variants coda.torch runs bind what blocks.hpp says, and differ from their originals only there",
+          "[blocks]") {
+    using Names = std::vector<std::string>;
+    CHECK(binding_names(blocks::rmsnorm_backward_bf16()) ==
+          Names{"rstd", "x", "gamma", "s", "dx", "o", "dgamma_partials"});
+    CHECK(binding_names(blocks::rmsnorm_backward_residual()) ==
+          Names{"rstd", "x", "gamma", "s", "dx_in", "dx", "o", "dgamma_partials"});
+    CHECK(binding_names(blocks::dgamma_finalize()) == Names{"dgamma_partials", "dgamma"});
+    CHECK(binding_names(blocks::rope_backward_from_output()) ==
+          Names{"dqkv", "pos", "theta", "dz", "qkv", "zdz_partials"});
+    CHECK(binding_names(blocks::rms_entry()) == Names{"x", "gamma", "h", "x1_sumsq"});
+    CHECK(binding_names(blocks::lm_head_ce_backward_row_scale()) ==
+          Names{"rstd", "lse", "labels", "row_scale", "dlogits", "zdz_partials"});
+    CHECK(binding_names(blocks::cross_entropy_backward_row_scale()) ==
+          Names{"logits", "lse", "labels", "row_scale", "dlogits", "zdz_partials"});
+    // The per-row variants are their originals node for node, the scalar `scale` aside.
+    const auto per_row = [](std::string text, const std::string& from, const std::string& to) {
+        text.replace(text.find("graph " + from + " "), from.size() + 7, "graph " + to + " ");
+        text.replace(text.find("%scale = scalar"), 15, "%row_scale = row_input f32");
+        text.replace(text.find(" %scale\n"), 8, " %row_scale\n");
+        return text;
+    };
+    CHECK(to_text(blocks::lm_head_ce_backward_row_scale()) ==
+          per_row(to_text(blocks::lm_head_ce_backward()), "lm_head_ce_backward", "lm_head_ce_backward_row_scale"));
+    CHECK(to_text(blocks::cross_entropy_backward_row_scale()) ==
+          per_row(to_text(blocks::cross_entropy_backward()), "cross_entropy_backward",
+                  "cross_entropy_backward_row_scale"));
+}

@@ -342,12 +342,13 @@ int bench_block(const BlockOptions& given) {
         const double bytes = moved_bytes(kernel, rows_of, r.n, r.partial_tiles);
         const double gbps = bytes / t.ms[0] / 1e6;
         const std::string what = r.graph->domain() == Domain::Finalize ? "finalize" : "tile";
-        fmt::print("{:<33} {:>5} {:>6} {:>6} {:>4} {:>9.4f} {:>10.1f} {:>8.1f}\n", r.graph->name(), r.d, rows_of, r.n,
-                   r.partial_tiles > 0 ? std::to_string(r.partial_tiles) : "-", t.ms[0], bytes / 1e6, gbps);
+        fmt::print("{:<33} {:>5} {:>6} {:>6} {:>4} {:>9.4f} {:>10.1f} {:>8.1f}\n", r.graph->name(), r.d, rows_of,
+                   r.n, r.partial_tiles > 0 ? std::to_string(r.partial_tiles) : "-", t.ms[0], bytes / 1e6, gbps);
         std::fflush(stdout);
         if (csv)
-            *csv << fmt::format("{},{},,{},{},{},{},,,{:.5f},,,,{:.0f},{:.1f},{}\n", what, r.graph->name(), r.d, rows_of, r.n,
-                                r.partial_tiles, t.ms[0], bytes, gbps, what == "tile" ? "fixed tile" : "")
+            *csv << fmt::format("{},{},,{},{},{},{},,,{:.5f},,,,{:.0f},{:.1f},{}\n", what, r.graph->name(), r.d,
+                                rows_of, r.n, r.partial_tiles, t.ms[0], bytes, gbps,
+                                what == "tile" ? "fixed tile" : "")
                  << std::flush;
     }
     std::printf("(medians over %s of %s each; /identity is the median of the rounds' ratios; memory-bound kernels: "
