@@ -26,7 +26,7 @@ run(${CMAKE_COMMAND} -S ${SOURCE} -B ${WORK}/build -DCMAKE_PREFIX_PATH=${WORK}/p
 run(${CMAKE_COMMAND} --build ${WORK}/build)
 expect_no_libcuda(${WORK}/build/consumer)
 run(${WORK}/build/consumer)
-if(NOT last_output MATCHES "generated\n13 block epilogues")
+if(NOT last_output MATCHES "generated\n[1-9][0-9]* block epilogues")
   message(FATAL_ERROR "unexpected consumer output:\n${last_output}")
 endif()
 if(NOT EXISTS ${WORK}/prefix/bin/coda OR NOT EXISTS ${WORK}/prefix/share/coda/graphs/out_proj.coda)

@@ -312,7 +312,7 @@ void bench_host_path(const std::string& arch) {
     const long long m = 256, n = 256, k = 256;
     const TargetDevice device{"NVIDIA H200", 132};  // so that the tuning database is consulted, as on a GPU
     constexpr int kCalls = 100000;
-    std::printf("%-24s %14s %14s %14s\n", "kernel", "config (ns)", "checks (ns)", "rebind (ns)");
+    std::printf("%-33s %14s %14s %14s\n", "kernel", "config (ns)", "checks (ns)", "rebind (ns)");
     for (const Graph& g : blocks::llama_block()) {
         const CheckedGraph checked = check_graph(g);
         const TileShape tile{128, 128};
@@ -335,7 +335,7 @@ void bench_host_path(const std::string& arch) {
         const void* data = args.tensors().at(name).data;
         const double rebind_s = mean_seconds(kCalls, kCalls, [&] { rebind_pointer(checked, plan, name, data, g.name()); },
                                              none);
-        std::printf("%-24s %14.0f %14.0f %14.0f\n", g.name().c_str(), config_s * 1e9, checks_s * 1e9, rebind_s * 1e9);
+        std::printf("%-33s %14.0f %14.0f %14.0f\n", g.name().c_str(), config_s * 1e9, checks_s * 1e9, rebind_s * 1e9);
     }
 }
 
@@ -349,7 +349,7 @@ int bench_jit(const std::string& requested_arch, bool host_only) {
     const std::filesystem::path dir = make_temp_directory();
     // cold: validate + codegen + NVRTC + publish; disk: the same graph in a fresh process-level cache, read back
     // from disk; warm: the whole pipeline again with the entry in memory (what `coda warm` pays per cached kernel).
-    std::printf("%-24s %12s %12s %12s\n", "kernel", "cold (s)", "disk (ms)", "warm (us)");
+    std::printf("%-33s %12s %12s %12s\n", "kernel", "cold (s)", "disk (ms)", "warm (us)");
     for (const Graph& g : blocks::llama_block()) {
         // Each kernel as Runtime::compile builds it by default on this arch (Hopper mainloop on sm_90a).
         const std::optional<KernelConfig> config = Runtime::instance().default_config(g, arch);
@@ -368,7 +368,7 @@ int bench_jit(const std::string& requested_arch, bool host_only) {
         start = std::chrono::steady_clock::now();
         for (int i = 0; i < kRepeats; ++i) build_kernel(g, target, second);
         const double memory_s = seconds_since(start) / kRepeats;
-        std::printf("%-24s %12.3f %12.3f %12.1f\n", g.name().c_str(), cold_s, disk_s * 1e3, memory_s * 1e6);
+        std::printf("%-33s %12.3f %12.3f %12.1f\n", g.name().c_str(), cold_s, disk_s * 1e3, memory_s * 1e6);
     }
     std::error_code ignored;
     std::filesystem::remove_all(dir, ignored);

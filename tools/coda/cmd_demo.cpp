@@ -118,14 +118,14 @@ int demo(const DemoOptions& given) {
     }
     std::printf("(`coda dump tools/graphs/<name>.coda` prints the whole translation unit of any of them)\n\n");
 
-    std::printf("%-24s %-13s %9s %6s %7s\n", "kernel", "from", "seconds", "regs", "spills");
+    std::printf("%-33s %-13s %9s %6s %7s\n", "kernel", "from", "seconds", "regs", "spills");
     bool ok = true;
     for (const Graph& g : graphs) {
         CompileOptions options;
         options.arch = arch;
         const BuildReport r = Runtime::instance().warm(g, options);
         const auto known = [](int v) { return v < 0 ? std::string("n/a") : std::to_string(v); };
-        std::printf("%-24s %-13s %9.3f %6s %7s\n", g.name().c_str(), origin(r.from), r.seconds,
+        std::printf("%-33s %-13s %9.3f %6s %7s\n", g.name().c_str(), origin(r.from), r.seconds,
                     known(r.registers).c_str(), known(r.spill_bytes).c_str());
         ok = ok && r.spill_bytes <= 0;
     }
