@@ -81,6 +81,26 @@ TEST_CASE("outputs with row padding keep their padding and what lies after them,
         }
 }
 
+TEST_CASE("tile tensors a Hopper kernel cannot stage run on its config's direct variant, config given or not",
+          "[gpu]") {
+    if (!on_hopper()) return;  // the portable mainloop does not stage
+    const Graph g = blocks::out_proj();
+    for (const CompileOptions& options : {CompileOptions{}, options_for(hopper_cooperative())}) {
+        const Kernel k = Runtime::instance().compile(g, options);
+        REQUIRE(k.config());
+        REQUIRE(k.config()->hopper() != nullptr);
+        HopperConfig direct = *k.config()->hopper();
+        direct.direct = true;
+        INFO(k.config()->to_text());
+        // N = 676 with rows 680 apart: the pitch is whole 16-byte units, but x1's and h's rows end inside one, so TMA
+        // cannot store them; the launch runs on the direct variant, compiled then (and found in memory afterwards).
+        require_pass(verify::check_on_device(k, problem(300, 676, 264, 0, 4, 41)));
+        CHECK(Runtime::instance().warm(g, options_for(direct)).from == BuildReport::From::Memory);
+        // A residual whose row pitch is off the 16-byte grid (N = 680, pad 3 elements): the direct variant again.
+        require_pass(verify::check_on_device(k, problem(300, 680, 264, 0, 3, 42)));
+    }
+}
+
 TEST_CASE("operands TMA cannot load run on the portable mainloop unless the user gave a config", "[gpu]") {
     if (!on_hopper()) return;  // elsewhere the default is the portable mainloop already
     const Graph g = blocks::out_proj();
