@@ -248,11 +248,38 @@ def test_inductor_compiles_a_deep_model_with_the_ops_as_registered_fallbacks():
         close(p.grad, q.grad, 1e-6, "inductor grad")
 
 
-def test_compile_with_fp32_grad_accumulation_says_it_is_eager_only():
-    model = tiny_model(fp32_grad_accumulation=True)
+@pytest.mark.parametrize("tie", [False, True])
+def test_compile_fullgraph_with_fp32_grad_accumulation_matches_eager(tie):
+    # The main_grad buffers exist from the constructor: the compiled step reads them as graph inputs and its backward
+    # adds into them, as the eager step does (two steps: the second adds onto the first).
+    model = tiny_model(fp32_grad_accumulation=True, tie_embeddings=tie)
+    eager = copy.deepcopy(model)
+    ct.grad_buffers(eager)
     tokens = torch.randint(0, 64, (2, 6), generator=torch.Generator().manual_seed(3))
-    with pytest.raises(Exception, match="eager mode only"):
+    compiled = torch.compile(model, backend="aot_eager", fullgraph=True)
+    for _ in range(2):
+        compiled(tokens, tokens).backward()
+        eager(tokens, tokens).backward()
+    accumulating = 0
+    for (name, p), q in zip(model.named_parameters(), eager.parameters()):
+        if getattr(p, "main_grad", None) is not None:
+            accumulating += 1
+            assert p.grad is None, f"{name}: a gradient went to .grad"
+            assert torch.equal(p.main_grad, q.main_grad), name
+        else:
+            assert torch.equal(p.grad, q.grad), name
+    assert accumulating == 2 * 4 + (1 if tie else 2)  # the layers' four weights, the embedding and the LM head
+
+
+def test_compile_with_fp32_grad_accumulation_needs_its_buffers_first():
+    model = tiny_model(fp32_grad_accumulation=True)
+    del model.layers[0].w_qkv.main_grad  # as after a move to another device: no buffer that fits
+    tokens = torch.randint(0, 64, (2, 6), generator=torch.Generator().manual_seed(3))
+    with pytest.raises(Exception, match="grad_buffers"):
         torch.compile(model, backend="aot_eager", fullgraph=True)(tokens, tokens)
+    ct.grad_buffers(model)
+    torch.compile(model, backend="aot_eager", fullgraph=True)(tokens, tokens).backward()
+    assert model.layers[0].w_qkv.main_grad.abs().sum() > 0
 
 
 def test_bad_input_is_a_coda_error():

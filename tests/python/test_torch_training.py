@@ -9,14 +9,13 @@ tolerances (loss 1e-2, gradients 5e-2), every coda output poisoned (NaN) before 
 bf16 model the same kernels run on the same inputs, so that comparison is bitwise, as test_torch_gpu.py's CUDA-graph
 and reduce-overhead tests assume of the same model.
 
-These tests found three library problems, now fixed, each with a test here: LlamaModel.forward read a norm weight
-outside its FSDP2 unit (sharded there; and an autograd edge from outside delayed its gradient past the unit's
-reduce-scatter), the CPU path made parameter storage non-resizable (which FSDP2 resizes), and fp32 gradient
-accumulation under torch.compile without fullgraph turned into a graph break instead of an error."""
+These tests found library problems, now fixed, each with a test here: LlamaModel.forward read a norm weight outside
+its FSDP2 unit (sharded there; and an autograd edge from outside delayed its gradient past the unit's reduce-scatter),
+and the CPU path made parameter storage non-resizable (which FSDP2 resizes). fp32 gradient accumulation, once an
+error under torch.compile, now runs there: its buffers exist before the compiled step."""
 import contextlib
 import copy
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -114,7 +113,7 @@ def assert_near_fp32(loss, grads, model, tokens, labels, what):
 def layers_forward(model, tokens, labels, checkpointed):
     """LlamaModel.forward, each decoder layer run under non-reentrant torch.utils.checkpoint if `checkpointed`."""
     b, s = tokens.shape
-    x = model.embed(tokens).view(b * s, -1)
+    x = model.embedding(tokens)
     pos = model.positions(b, s, tokens.device)
     h, rstd = torch.ops.coda.rms_stats(x, model.layers[0].attn_norm, model.eps)
     for i, layer in enumerate(model.layers):
@@ -123,17 +122,17 @@ def layers_forward(model, tokens, labels, checkpointed):
             x, h, rstd = checkpoint(layer, x, h, rstd, nxt, pos, s, use_reentrant=False)
         else:
             x, h, rstd = layer(x, h, rstd, nxt, pos, s)
-    return model.head(x, h, rstd, labels.reshape(-1))
+    return model.head(x, h, rstd, model.targets(labels))
 
 
 def checkpointed_and_plain(device, **kw):
     torch.manual_seed(0)
     model = ct.LlamaModel(**{**worker.CONFIGS[device]["model"], **kw}, device=device)
     twin = copy.deepcopy(model)
+    ct.grad_buffers(twin)  # (a deep copy does not copy the main_grad attributes)
     tokens, labels = worker.batch(device, 7)
     plain = step(lambda t, l: layers_forward(model, t, l, False), model, tokens, labels)
-    # The copy of LlamaModel.forward above is that forward (its embedding route aside, which differs only with
-    # fp32_grad_accumulation and only in where the embedding's gradient goes).
+    # The copy of LlamaModel.forward above is that forward.
     with torch.no_grad():
         assert torch.equal(model(tokens, labels), plain[0]), "layers_forward no longer matches LlamaModel.forward"
     checkpointed = step(lambda t, l: layers_forward(twin, t, l, True), twin, tokens, labels)
@@ -284,24 +283,19 @@ def test_fsdp2_two_ranks_match_one_process_on_the_whole_batch_gpu(tmp_path):
 
 # --- torch.compile with fp32_grad_accumulation ---------------------------------------------------------------------
 
-def compile_fp32_accumulating_model(fullgraph):
+@pytest.mark.parametrize("fullgraph", [True, False])
+def test_compile_with_fp32_grad_accumulation_matches_eager(fullgraph):
+    # The backward adds into main_grad buffers that exist before the compiled step (graph inputs): with and without
+    # fullgraph, the compiled step accumulates what the eager one does, bitwise on the CPU path, over two steps.
     torch._dynamo.reset()
     model = ct.LlamaModel(**worker.CONFIGS["cpu"]["model"], fp32_grad_accumulation=True)
-    return torch.compile(model, backend="aot_eager", fullgraph=fullgraph)(*worker.batch("cpu", 0))
-
-
-EAGER_ONLY = re.escape("fp32_grad_accumulation works in eager mode only; under torch.compile build the model with "
-                       "fp32_grad_accumulation=False")
-
-
-def test_compile_fullgraph_with_fp32_grad_accumulation_names_the_fix():
-    # Dynamo reports the library's RuntimeError as a graph break (torch._dynamo.exc.Unsupported, a RuntimeError)
-    # whose text quotes it.
-    with pytest.raises(RuntimeError, match=EAGER_ONLY):
-        compile_fp32_accumulating_model(fullgraph=True)
-
-
-def test_compile_with_fp32_grad_accumulation_raises():
-    # Without fullgraph too: the raise runs outside Dynamo, so it is no graph break that runs the model eagerly.
-    with pytest.raises(RuntimeError, match=EAGER_ONLY):
-        compile_fp32_accumulating_model(fullgraph=False)
+    twin = copy.deepcopy(model)
+    ct.grad_buffers(twin)
+    compiled = torch.compile(model, backend="aot_eager", fullgraph=fullgraph)
+    for i in range(2):
+        tokens, labels = worker.batch("cpu", i)
+        compiled(tokens, labels).backward()
+        twin(tokens, labels).backward()
+    got, want = grads_of(model), grads_of(twin)
+    for name, g in want.items():
+        assert torch.equal(got[name], g), name

@@ -16,33 +16,51 @@ from coda.torch import ops, ops_lm_head  # noqa: F401  (registers torch.ops.coda
 from coda.torch.reference import rope_theta
 
 
-_EAGER_ONLY = ("coda.torch: fp32_grad_accumulation works in eager mode only; under torch.compile build the model with "
-               "fp32_grad_accumulation=False (weight gradients stored in bf16)")
+_NO_BUFFERS = ("coda.torch: under torch.compile, fp32_grad_accumulation needs each weight's main_grad to exist before "
+               "the compiled step, on the weight's device: build the model with its device, or call "
+               "coda.torch.grad_buffers(model) after moving it and before compiling")
 
 
-@torch.compiler.disable(reason=_EAGER_ONLY)
-def _eager_only():
+@torch.compiler.disable(reason=_NO_BUFFERS)
+def _no_buffers():
     # Run outside Dynamo, so that the error reaches the caller instead of becoming a graph break that quietly runs
     # the model eagerly.
-    raise RuntimeError(_EAGER_ONLY)
+    raise RuntimeError(_NO_BUFFERS)
+
+
+def _fits(buffer: Optional[Tensor], p: Tensor) -> bool:
+    return buffer is not None and buffer.shape == p.shape and buffer.device == p.device
 
 
 def _grad_buffer(p: nn.Parameter, enabled: bool, owner: Optional[nn.Module] = None):
-    """The f32 gradient buffer of `p` (p.main_grad) when fused accumulation is on, else None."""
+    """The f32 gradient buffer of `p` (p.main_grad) when fused accumulation is on, else None. Allocated (zeros) when
+    missing or left on another device by a move, in eager mode. A compiled step reads it as a graph input, which its
+    backward writes into; a buffer the compiled region created itself would be a forward intermediate that the
+    backward mutates, which AOTAutograd cannot partition: so under torch.compile it must exist already."""
     if not enabled:
         return None
-    if torch.compiler.is_compiling():
-        # The backward would write into a forward input, which AOTAutograd's joint graph cannot partition.
-        _eager_only()
     if owner is not None and isinstance(owner, FSDPModule):
         # FSDP2 reduce-scatters p.grad into the sharded parameter; a main_grad beside it would be neither reduced nor
         # sharded, and the optimizer would see no gradient.
         raise RuntimeError("coda.torch: fp32_grad_accumulation does not compose with FSDP2 (fully_shard): build the "
                            "model with fp32_grad_accumulation=False and let FSDP2's MixedPrecisionPolicy("
                            "reduce_dtype=torch.float32) keep the gradients in f32")
-    if getattr(p, "main_grad", None) is None:
+    if not _fits(getattr(p, "main_grad", None), p):
+        if torch.compiler.is_compiling():
+            _no_buffers()
         p.main_grad = torch.zeros(p.shape, dtype=torch.float32, device=p.device)
     return p.main_grad
+
+
+def grad_buffers(module: nn.Module) -> list[Tensor]:
+    """Allocates the f32 main_grad buffers of every weight a coda.torch module with fp32_grad_accumulation adds its
+    gradients into (zeros; kept where they exist on the weight's device already), and returns them. The modules do
+    this when they are built; call it again after moving a model to another device, before torch.compile."""
+    buffers = []
+    for m in module.modules():
+        for p in getattr(m, "accumulated_weights", lambda: ())():
+            buffers.append(_grad_buffer(p, True, m))
+    return buffers
 
 
 def _norm_weight(w: Tensor) -> Tensor:
@@ -93,6 +111,12 @@ class LlamaDecoderLayer(nn.Module):
         self.register_buffer("theta", rope_theta(d, n_heads, rope_base, device, n_kv_heads, rope_scaling, head_dim),
                              persistent=False)
         self.reset_parameters()
+        if fp32_grad_accumulation:
+            grad_buffers(self)
+
+    def accumulated_weights(self) -> tuple:
+        """The weights whose gradients add into main_grad (fp32_grad_accumulation)."""
+        return (self.w_qkv, self.w_o, self.w_gate_up, self.w_down) if self.fp32_grad_accumulation else ()
 
     def reset_parameters(self):
         for w in (self.w_qkv, self.w_o, self.w_gate_up, self.w_down):
@@ -124,14 +148,21 @@ class LlamaLMHead(nn.Module):
         self.norm = nn.Parameter(torch.ones(d, device=device, dtype=dtype))
         self.weight = nn.Parameter(torch.empty(vocab, d, device=device, dtype=dtype))
         nn.init.normal_(self.weight, std=1.0 / math.sqrt(d))
+        if fp32_grad_accumulation:
+            grad_buffers(self)
 
-    def forward(self, x: Tensor, h: Tensor, rstd: Tensor, labels: Tensor) -> Tensor:
+    def accumulated_weights(self) -> tuple:
+        return (self.weight,) if self.fp32_grad_accumulation else ()
+
+    def forward(self, x: Tensor, h: Tensor, rstd: Tensor, labels: Tensor, weight: Optional[Tensor] = None) -> Tensor:
+        """weight: the LM head's weight when another module owns it (tied embeddings), else this module's."""
+        weight = self.weight if weight is None else weight
         labels = labels.to(torch.int32)
-        buffer = _grad_buffer(self.weight, self.fp32_grad_accumulation, self)
+        buffer = _grad_buffer(weight, self.fp32_grad_accumulation, self)
         ignore = {} if self.ignore_index is None else {"ignore_index": self.ignore_index}
         if self.store_logits:
-            return torch.ops.coda.lm_head_ce(x, h, rstd, self.norm, self.weight, labels, buffer, **ignore)[0]
-        return torch.ops.coda.lm_head_ce_stats(x, h, rstd, self.norm, self.weight, labels, buffer, self.chunk,
+            return torch.ops.coda.lm_head_ce(x, h, rstd, self.norm, weight, labels, buffer, **ignore)[0]
+        return torch.ops.coda.lm_head_ce_stats(x, h, rstd, self.norm, weight, labels, buffer, self.chunk,
                                                **ignore)[0]
 
 
@@ -166,6 +197,11 @@ class LlamaModel(nn.Module):
         if tie_embeddings:
             self.head.weight = self.embed.weight
         self._positions = {}
+        if fp32_grad_accumulation:
+            grad_buffers(self)
+
+    def accumulated_weights(self) -> tuple:
+        return (self.embed.weight,) if self.fp32_grad_accumulation else ()
 
     @property
     def norm(self) -> Tensor:
@@ -204,4 +240,6 @@ class LlamaModel(nn.Module):
         for i, layer in enumerate(self.layers):
             nxt = self.layers[i + 1].attn_norm if i + 1 < len(self.layers) else self.head.norm
             x, h, rstd = layer(x, h, rstd, _norm_weight(nxt), pos, s)
-        return self.head(x, h, rstd, self.targets(labels))
+        # Tied: the head gets the embedding's weight by name, so that torch.compile guards on tie_embeddings and never
+        # runs an untied model's graph (two weights, two gradient buffers) on a tied one, whose buffers alias.
+        return self.head(x, h, rstd, self.targets(labels), self.embed.weight if self.tie_embeddings else None)
