@@ -171,6 +171,17 @@ def layer_step(module, x, dy, fwd):
     return run
 
 
+def split_swiglu_backward(fn):
+    """fn with coda.torch's SwiGLU backward split into a plain dgrad GEMM and a tile program while it runs."""
+    def run():
+        ct.ops.set_swiglu_backward("split")
+        try:
+            return fn()
+        finally:
+            ct.ops.set_swiglu_backward("fused")
+    return run
+
+
 def layer_label(d, f, heads, kv_heads):
     return f"layer fwd+bwd d={d} F={f}" + (f" GQA {heads}/{kv_heads}" if kv_heads != heads else "")
 
@@ -201,6 +212,8 @@ def layer_rows(d, f, heads, attention, rounds, per_round, skip_compile, kv_heads
         return layer_step(module, x, dy, fwd)
 
     systems = {"coda": step(layer, lambda: layer(x, h, rstd, next_gamma, pos, SEQ)[0]),
+               "coda, split SwiGLU backward": split_swiglu_backward(
+                   step(layer, lambda: layer(x, h, rstd, next_gamma, pos, SEQ)[0])),
                "torch eager": step(eager_layer, lambda: ref.decoder_layer(eager_layer, x, pos, SEQ))}
     if not skip_compile:
         compiled = torch.compile(lambda x_: ref.decoder_layer(eager_layer, x_, pos, SEQ))

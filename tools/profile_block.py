@@ -192,11 +192,14 @@ def main():
     p.add_argument("--attention", nargs="+", default=["none", "sdpa"], choices=["none", "sdpa"])
     p.add_argument("--kv-heads", type=int, default=None,
                    help="grouped-query layers: this many KV heads (LLaMA-3: 8); SDPA only")
+    p.add_argument("--swiglu-backward", choices=["fused", "split"], default="fused",
+                   help="coda.torch's SwiGLU backward: in the dgrad GEMM's epilogue, or a dgrad GEMM then a tile program")
     p.add_argument("--model", action="store_true", help="also profile the 8-layer model step")
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("--out", default=os.environ.get("OUT", "."))
     args = p.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = True
+    ct.ops.set_swiglu_backward(args.swiglu_backward)
     floors = Floors()
     parts = [f"torch copy bandwidth: {floors.copy_bytes_per_ms / 1e6:.0f} GB/s (read + write)\n"]
     for d in args.d:

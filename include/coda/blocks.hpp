@@ -45,6 +45,10 @@ Graph ce_finalize();
 // stores dz = join(dg, du) and the recomputed y; row partials of sum_j z * dz for the RMSNorm backward.
 // Bindings: A, B, z [M x 2F], dz [M x 2F], y [M x F], zdz_partials.
 Graph swiglu_backward(GemmSpec spec = {DType::BF16, Major::K, Major::MN});
+// The same as a tile program over dy [M x F] stored by a plain dgrad GEMM: the unfused pair, for where the fused
+// epilogue costs the GEMM more than this pass over memory does. Bindings: dy [M x F], z [M x 2F], dz [M x 2F],
+// y [M x F], zdz_partials.
+Graph swiglu_backward_tile();
 // s = inv_d * sum(zdz_partials). Bindings: zdz_partials, inv_d, s [M].
 Graph rms_backward_finalize();
 // RMSNorm backward, in the epilogue of do = dz * W_gu (B N-major): n = x * rstd; dx = rstd * (do * gamma - n * s)

@@ -174,9 +174,11 @@ Graph ce_finalize() {
     return g;
 }
 
-Graph swiglu_backward(GemmSpec spec) {
-    Graph g = Graph::gemm("swiglu_backward", spec);
-    Value dy = g.accumulator("dy");
+namespace {
+
+// SwiGLU's backward from dy (the gradient of y = silu(gate) * up) and the saved interleaved z: stores dz = join(dgate,
+// dup) and the recomputed y; row partials of sum_j z * dz for the RMSNorm backward.
+void swiglu_gradient(Graph& g, Value dy) {
     Value z = g.tile_input("z", DType::BF16, Width::Double);
     Value gate = g.even(z, "gate");
     Value up = g.odd(z, "up");
@@ -194,6 +196,19 @@ Graph swiglu_backward(GemmSpec spec) {
     g.store(dz, "dz", DType::BF16);
     g.store(g.mul(silu_gate, up, "y_value"), "y", DType::BF16);
     g.reduce_row(g.mul(z, dz, "z_dz"), ReduceOp::Sum, "zdz_partials");
+}
+
+}  // namespace
+
+Graph swiglu_backward(GemmSpec spec) {
+    Graph g = Graph::gemm("swiglu_backward", spec);
+    swiglu_gradient(g, g.accumulator("dy"));
+    return g;
+}
+
+Graph swiglu_backward_tile() {
+    Graph g = Graph::tile("swiglu_backward_tile");
+    swiglu_gradient(g, g.tile_input("dy", DType::BF16));
     return g;
 }
 
@@ -290,6 +305,7 @@ std::vector<Graph> llama_block() {
             lm_head_ce_backward(),
             lm_head_ce_backward_row_scale(),
             swiglu_backward(),
+            swiglu_backward_tile(),
             rms_backward_finalize(),
             rmsnorm_backward(),
             rmsnorm_backward_bf16(),

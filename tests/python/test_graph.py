@@ -132,7 +132,7 @@ def test_text_round_trip_of_every_block():
     graphs = coda.blocks.llama_block()
     assert [g.name for g in graphs] == [
         "rms_entry", "out_proj", "rms_finalize", "gate_up_swiglu", "qkv_rope", "lm_head_ce", "lm_head_ce_stats",
-        "ce_finalize", "lm_head_ce_backward", "lm_head_ce_backward_row_scale", "swiglu_backward",
+        "ce_finalize", "lm_head_ce_backward", "lm_head_ce_backward_row_scale", "swiglu_backward", "swiglu_backward_tile",
         "rms_backward_finalize", "rmsnorm_backward", "rmsnorm_backward_bf16", "rmsnorm_backward_residual",
         "dgamma_finalize", "rope_backward", "rope_backward_from_output", "cross_entropy_backward",
         "cross_entropy_backward_row_scale"]

@@ -120,3 +120,11 @@ def test_layer_sections_measure_grouped_query_layers_with_sdpa_only():
     assert sections[-1][1:] == (4096, 14336, 32, 8, "sdpa")
     assert bench_block.layer_label(4096, 14336, 32, 8) == "layer fwd+bwd d=4096 F=14336 GQA 32/8"
     assert bench_block.layer_label(2048, 8192, 16, 16) == "layer fwd+bwd d=2048 F=8192"
+
+
+def test_split_swiglu_backward_is_set_only_while_its_system_runs():
+    from coda.torch import ops
+    seen = []
+    run = bench_block.split_swiglu_backward(lambda: seen.append(ops.SWIGLU_BACKWARD))
+    run()
+    assert seen == ["split"] and ops.SWIGLU_BACKWARD == "fused"

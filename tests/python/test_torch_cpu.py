@@ -353,3 +353,27 @@ def test_every_graph_coda_torch_builds_compiles_for_hopper_without_spills(name):
     report = coda.warm(_kernels.graph(name), arch="sm_90a")
     assert report.spill_bytes == 0, f"{name}: {report}"
     assert 0 < report.registers <= 255
+
+
+def test_split_swiglu_backward_matches_the_fused_one():
+    # "split": dy stored in bf16 by a plain dgrad GEMM, then the tile program. The same gradients up to that one
+    # rounding of dy, and the launches it makes instead of the fused epilogue.
+    from coda.torch import _kernels, ops
+    results, launches = {}, {}
+    for mode in ("fused", "split"):
+        ops.set_swiglu_backward(mode)
+        try:
+            model = tiny_model()
+            tokens = torch.randint(0, 64, (2, 6), generator=torch.Generator().manual_seed(5))
+            model(tokens, tokens).backward()
+            results[mode] = [p.grad for p in model.parameters()]
+            launches[mode] = _kernels.record_launches(lambda: tiny_model()(tokens, tokens).backward())
+        finally:
+            ops.set_swiglu_backward("fused")
+    for (name, _), a, b in zip(tiny_model().named_parameters(), results["split"], results["fused"]):
+        close(a, b, CHAINED, f"split SwiGLU backward: grad of {name}")
+    m, d, f = 12, 16, 24
+    assert launches["split"] - launches["fused"] == {("swiglu_backward_tile", m, f, 0), ("dgrad", m, f, d)}
+    assert launches["fused"] - launches["split"] == {("swiglu_backward", m, f, d)}
+    with pytest.raises(ValueError, match="fused"):
+        ops.set_swiglu_backward("fast")

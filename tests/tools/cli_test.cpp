@@ -36,26 +36,26 @@ TEST_CASE("coda warm fills the cache and a second run compiles nothing, and cach
     const Run first = run("warm --arch sm_90a -j 2 tools/graphs/*.coda", cache.path().string());
     INFO(first.output);
     REQUIRE(first.status == 0);
-    CHECK_THAT(first.output, Catch::Contains("20 kernels for sm_90a: 20 compiled, 0 already in the disk cache"));
+    CHECK_THAT(first.output, Catch::Contains("21 kernels for sm_90a: 21 compiled, 0 already in the disk cache"));
 
     const Run second = run("warm --arch sm_90a tools/graphs/*.coda", cache.path().string());
     INFO(second.output);
     REQUIRE(second.status == 0);
-    CHECK_THAT(second.output, Catch::Contains("20 kernels for sm_90a: 0 compiled, 20 already in the disk cache"));
+    CHECK_THAT(second.output, Catch::Contains("21 kernels for sm_90a: 0 compiled, 21 already in the disk cache"));
 
     const Run list = run("cache list", cache.path().string());
     REQUIRE(list.status == 0);
-    CHECK_THAT(list.output, Catch::Contains("20 entries") && Catch::Contains("out_proj"));
+    CHECK_THAT(list.output, Catch::Contains("21 entries") && Catch::Contains("out_proj"));
 
     const Run demo = run("demo --no-run", cache.path().string());
     INFO(demo.output);
     REQUIRE(demo.status == 0);
     CHECK_THAT(demo.output, Catch::Contains("struct Epilogue") && Catch::Contains("disk cache") &&
-                                Catch::Contains("OK: all 20 kernels compiled"));
+                                Catch::Contains("OK: all 21 kernels compiled"));
 
     const Run clear = run("cache clear", cache.path().string());
     REQUIRE(clear.status == 0);
-    CHECK_THAT(clear.output, Catch::Contains("removed 20 entries"));
+    CHECK_THAT(clear.output, Catch::Contains("removed 21 entries"));
     CHECK_THAT(run("cache list", cache.path().string()).output, Catch::Contains("0 entries"));
 }
 
@@ -131,6 +131,7 @@ TEST_CASE("coda bench block --list runs LLaMA-3's vocabulary at d = 2048 by defa
     CHECK(count_lines(plain.output, "rmsnorm_backward_bf16 ", "") == 3);
     CHECK(count_lines(plain.output, "dgamma_finalize ", "finalize  4096   4096   4096") == 1);
     CHECK(count_lines(plain.output, "rope_backward_from_output ", "tile      2048  16384   6144") == 1);
+    CHECK(count_lines(plain.output, "swiglu_backward_tile ", "tile      4096  16384  14336") == 1);
     CHECK(count_lines(plain.output, "ce_finalize", "finalize  2048  16384 128256") == 1);
     CHECK(count_lines(plain.output, "ce_finalize", "") == 3);
     CHECK(count_lines(plain.output, "gate_up_swiglu", "") == 2);

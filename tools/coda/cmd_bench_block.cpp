@@ -68,6 +68,7 @@ std::vector<GemmUse> gemm_uses(const std::string& graph, const BlockDims& s) {
 // cross-entropy backward over the logits. 0: unknown.
 long long tile_columns(const std::string& graph, const BlockDims& s) {
     if (graph == "copy" || graph == "rms_entry") return s.d;
+    if (graph == "swiglu_backward_tile") return s.f;  // over dy, the down projection's dgrad
     if (graph.rfind("rope", 0) == 0) return 3 * s.d;
     if (graph.rfind("cross_entropy", 0) == 0) return s.v;
     return 0;

@@ -238,6 +238,7 @@ void bind_blocks(nb::module_& m) {
     b.def("lm_head_ce_backward_row_scale", &blocks::lm_head_ce_backward_row_scale, "spec"_a = GemmSpec{});
     b.def("ce_finalize", &blocks::ce_finalize);
     b.def("swiglu_backward", &blocks::swiglu_backward, "spec"_a = backward_spec);
+    b.def("swiglu_backward_tile", &blocks::swiglu_backward_tile);
     b.def("rms_backward_finalize", &blocks::rms_backward_finalize);
     b.def("rmsnorm_backward", &blocks::rmsnorm_backward, "spec"_a = backward_spec);
     b.def("rmsnorm_backward_bf16", &blocks::rmsnorm_backward_bf16, "spec"_a = backward_spec);

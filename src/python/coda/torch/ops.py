@@ -286,6 +286,23 @@ out_proj.register_autograd(_out_proj_grad, setup_context=_out_proj_setup)
 
 
 # ---------------------------------------------------------------------------------------------------------
+# How mlp's backward runs SwiGLU's backward. "fused": in the epilogue of the down projection's dgrad GEMM (dy never
+# leaves the accumulator). "split": a plain dgrad GEMM stores dy in bf16, then a tile program (coda.blocks.
+# swiglu_backward_tile): the unfused pair, for GPUs and shapes where the fused epilogue costs the GEMM more than the
+# extra pass over dy does. tools/bench_block.py times a layer both ways. Read at each backward, so a change applies
+# to the next step (also under torch.compile, where the op's body is not traced).
+SWIGLU_BACKWARD = "fused"
+
+
+def set_swiglu_backward(mode: str) -> None:
+    """Chooses how mlp's backward runs SwiGLU's backward: "fused" (the default) or "split"."""
+    global SWIGLU_BACKWARD
+    if mode not in ("fused", "split"):
+        raise ValueError(f"coda.torch: SwiGLU backward must be 'fused' or 'split', got {mode!r}")
+    SWIGLU_BACKWARD = mode
+
+
+# ---------------------------------------------------------------------------------------------------------
 # mlp: z = rstd1 * (h1 W_gu^T) (interleaved gate/up), y = silu(gate) * up, x2 = y W_d^T + x1, h2 = x2 * gamma_next,
 # rstd2. Returns z for the backward (SwiGLU backward lives in the epilogue of the down-projection's dgrad).
 
@@ -321,8 +338,12 @@ def mlp_backward(dx2: Tensor, x1: Tensor, rstd1: Tensor, gamma: Tensor, w_gate_u
     dx2 = dx2.contiguous()
     dz = torch.empty_like(z)
     y = z.new_empty(m, f2 // 2)
-    parts = run("swiglu_backward", {"A": dx2, "B": w_down, "z": z}, {"dz": dz, "y": y}, m, f2 // 2, d,
-                partials=("zdz_partials",))
+    if SWIGLU_BACKWARD == "split":
+        parts = run("swiglu_backward_tile", {"dy": _steps.dgrad(dx2, w_down), "z": z}, {"dz": dz, "y": y}, m,
+                    f2 // 2, partials=("zdz_partials",))
+    else:
+        parts = run("swiglu_backward", {"A": dx2, "B": w_down, "z": z}, {"dz": dz, "y": y}, m, f2 // 2, d,
+                    partials=("zdz_partials",))
     s = _steps.s_factor(parts["zdz_partials"], m, d, x1)
     # dx2 is also x1's gradient through the residual add: joined in the norm backward's epilogue.
     dx1, o, dgamma = _steps.norm_backward(dz, w_gate_up, x1, rstd1, s, gamma, dx_in=dx2)
