@@ -198,6 +198,16 @@ def test_layer_matches_fp32_eager(attention):
         assert rel(p.grad, q.grad) <= GRAD_TOL, f"grad of {name}: {rel(p.grad, q.grad):.3g}"
 
 
+def test_layer_with_split_swiglu_backward_matches_fp32_eager():
+    # The unfused pair (dgrad GEMM storing dy, then the tile program), at the same tolerances.
+    from coda.torch import ops
+    ops.set_swiglu_backward("split")
+    try:
+        test_layer_matches_fp32_eager("sdpa")
+    finally:
+        ops.set_swiglu_backward("fused")
+
+
 # Kernels a layer step may launch besides coda's own: those of PyTorch's attention ops (flash, cuDNN or
 # memory-efficient SDPA, including any fill or copy those ops make internally).
 _ATTENTION_OPS = ("aten::_scaled_dot_product", "aten::_flash_attention", "aten::_efficient_attention",
