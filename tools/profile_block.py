@@ -23,7 +23,7 @@ import coda.torch as ct
 from coda.torch import _kernels, _steps, ops, ops_lm_head
 from coda.torch import reference as ref
 
-from bench_block import adamw_step, layer_step
+from bench_block import LLAMA_SEQ, adamw_step, layer_step, llama_fields, llama_models
 
 BATCH, SEQ, EPS = 8, 2048, 1e-5
 M = BATCH * SEQ
@@ -186,6 +186,26 @@ def profile_model(floors, steps):
     return table(f"Model step, {n_layers} layers, d = {d}, V = {vocab}, AdamW, SDPA (ms per step)", systems)
 
 
+def profile_llama(floors, steps, batch, n_layers):
+    """A training step of LLaMA-3.2-1B's architecture (bench_block.py's llama3.2-1b section): coda, without logits,
+    and torch.compile of the same model in eager PyTorch, from the same weights."""
+    fields = llama_fields(n_layers)
+    torch.manual_seed(0)
+    hf, _, model = llama_models(fields, "cuda")
+    del hf
+    twin = copy.deepcopy(model)
+    tokens = torch.randint(0, fields["vocab_size"], (batch, LLAMA_SEQ), device="cuda")
+    compiled = torch.compile(lambda t: ref.model_loss(twin, t, t))
+    systems = {}
+    with Launches() as launches:
+        systems["coda"] = kernel_rows(profile(adamw_step(model, lambda: model(tokens, tokens)), steps), steps,
+                                      launches, floors)
+    systems["torch.compile"] = kernel_rows(profile(adamw_step(twin, lambda: compiled(tokens)), steps), steps,
+                                           launches, floors)
+    return table(f"LLaMA-3.2-1B step, {fields['num_hidden_layers']} layers, {batch} x {LLAMA_SEQ} tokens, AdamW "
+                 f"(ms per step)", systems)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--d", type=int, nargs="+", default=[2048], choices=sorted(LAYERS))
@@ -195,6 +215,9 @@ def main():
     p.add_argument("--swiglu-backward", choices=["fused", "split"], default="fused",
                    help="coda.torch's SwiGLU backward: in the dgrad GEMM's epilogue, or a dgrad GEMM then a tile program")
     p.add_argument("--model", action="store_true", help="also profile the 8-layer model step")
+    p.add_argument("--llama", action="store_true", help="also profile LLaMA-3.2-1B's training step")
+    p.add_argument("--llama-batch", type=int, default=2)
+    p.add_argument("--llama-layers", type=int, default=16)
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("--out", default=os.environ.get("OUT", "."))
     args = p.parse_args()
@@ -212,6 +235,10 @@ def main():
             torch.cuda.empty_cache()
     if args.model:
         parts.append(profile_model(floors, args.steps))
+        print(parts[-1], flush=True)
+        torch.cuda.empty_cache()
+    if args.llama:
+        parts.append(profile_llama(floors, args.steps, args.llama_batch, args.llama_layers))
         print(parts[-1], flush=True)
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "profile_block.md"), "w") as f:
