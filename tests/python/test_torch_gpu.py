@@ -15,16 +15,10 @@ from coda.torch import _kernels  # noqa: E402
 from coda.torch import reference as ref  # noqa: E402
 
 pytestmark = [pytest.mark.gpu,
-              pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
+              pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
+              pytest.mark.usefixtures("poison")]
 
 OUT_TOL, GRAD_TOL, EPS = 1e-2, 3e-2, 1e-5
-
-
-@pytest.fixture(autouse=True)
-def poison():
-    _kernels.POISON = True
-    yield
-    _kernels.POISON = False
 
 
 def rel(a, b):

@@ -15,7 +15,6 @@ torch = pytest.importorskip("torch")
 
 
 import coda.torch as ct  # noqa: E402
-from coda.torch import _kernels  # noqa: E402
 from coda.torch import reference as ref  # noqa: E402
 
 CHAINED = 1e-2  # one bf16 rounding of a value handed from one graph to the next (test_torch_cpu.py)
@@ -285,13 +284,6 @@ def test_hf_configs_coda_cannot_run_are_refused():
 
 
 # --- the GPU --------------------------------------------------------------------------------------------------------
-
-@pytest.fixture
-def poison():
-    _kernels.POISON = True
-    yield
-    _kernels.POISON = False
-
 
 @pytest.mark.parametrize("n_kv_heads", [4, 1])
 @pytest.mark.usefixtures("poison")

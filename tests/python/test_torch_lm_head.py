@@ -186,13 +186,6 @@ GPU_M, GPU_D, GPU_VOCAB = 301, 96, 250
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
 
-@pytest.fixture
-def poison():
-    _kernels.POISON = True
-    yield
-    _kernels.POISON = False
-
-
 def rel(a, b):
     return ((a.float() - b.float()).norm() / b.float().norm().clamp_min(1e-30)).item()
 

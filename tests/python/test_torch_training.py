@@ -33,7 +33,6 @@ from torch.utils.checkpoint import checkpoint  # noqa: E402
 
 import coda  # noqa: E402
 import coda.torch as ct  # noqa: E402
-from coda.torch import _kernels  # noqa: E402
 from coda.torch import reference as ref  # noqa: E402
 
 import torch_fsdp_worker as worker  # noqa: E402  (tests/python is on sys.path under pytest)
@@ -44,13 +43,6 @@ TWO_RANKS_TOL = 1e-12
 LOSS_TOL, GRAD_TOL = 1e-2, 5e-2  # bf16 coda against fp32 eager, as test_torch_gpu.py's whole-model test
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-
-
-@pytest.fixture
-def poison():
-    _kernels.POISON = True
-    yield
-    _kernels.POISON = False
 
 
 @contextlib.contextmanager
