@@ -68,13 +68,14 @@ struct TileTensor {
 // until it returns false. (No allocation: the launcher asks this on every launch.)
 template <class Visit>
 bool each_tile_tensor(const CheckedGraph& g, const LaunchPlan& plan, Visit&& visit) {
-    for (std::size_t i = 0; i < g.bindings.size(); ++i) {
-        const Binding& b = g.bindings[i];
+    std::size_t slot = 0;  // the binding's first parameter slot, counted along (first_slot, in one pass)
+    for (const Binding& b : g.bindings) {
+        const std::size_t first = slot;
+        slot += static_cast<std::size_t>(slot_count(b));
         if (b.kind != Kind::Tile || b.node < 0) continue;
         const Op op = g.graph.node(b.node).op;
         if (op != Op::TileInput && op != Op::Store) continue;
-        const std::size_t slot = static_cast<std::size_t>(first_slot(g, i));
-        if (!visit(TileTensor{b.node, &b, plan.slots.at(slot), plan.slots.at(slot + 1), op == Op::Store}))
+        if (!visit(TileTensor{b.node, &b, plan.slots.at(first), plan.slots.at(first + 1), op == Op::Store}))
             return false;
     }
     return true;
