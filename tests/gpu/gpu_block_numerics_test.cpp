@@ -1,14 +1,17 @@
 // GPU numerics of two block epilogues beyond the random inputs of gpu_numerics_test.cpp: RoPE at long-context
 // positions with a model's frequencies, checked to bf16 rounding (the angle is the exact pos * theta, see
-// templates/coda/angle.cuh), and the LM head's variant without logits (statistics forward, recomputing backward).
+// templates/coda/angle.cuh), and the LM head's variant without logits (statistics forward, recomputing backward);
+// and the log-sum-exp reduction at infinite and large values.
 // Against the CPU reference (fp64), outputs poisoned before each run (verify::check_on_device).
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <limits>
 #include <random>
 
 #include "coda/blocks.hpp"
 #include "coda/runtime.hpp"
+#include "coda/text.hpp"
 #include "verify/device_check.hpp"
 #include "gpu/gpu_support.hpp"
 
@@ -110,4 +113,81 @@ TEST_CASE("the LM head without logits: statistics forward and recomputing backwa
                 p.seed = seed++;
                 require_pass(verify::check_on_device(Runtime::instance().compile(g, options_for(c)), p));
             }
+}
+
+namespace {
+
+// Values of an m x n f32 tile input whose rows, by row % 6, hold: only -inf (an empty sum); one finite value among
+// -inf; uniform values up to +-88 (exp's float range); a +inf among finite values; one value repeated (every
+// element ties the running max); finite values with -inf in every other column.
+std::vector<double> lse_edge_rows(std::int64_t m, std::int64_t n, std::uint64_t seed) {
+    const double inf = std::numeric_limits<double>::infinity();
+    std::mt19937_64 rng(seed);
+    std::uniform_real_distribution<float> wide(-88.0f, 88.0f), unit(-1.0f, 1.0f);
+    std::vector<double> x(static_cast<std::size_t>(m * n));
+    for (std::int64_t r = 0; r < m; ++r)
+        for (std::int64_t c = 0; c < n; ++c) {
+            double& v = x[static_cast<std::size_t>(r * n + c)];
+            switch (r % 6) {
+                case 0: v = -inf; break;
+                case 1: v = c == (r * 7) % n ? unit(rng) : -inf; break;
+                case 2: v = wide(rng); break;
+                case 3: v = c == (r * 5) % n ? inf : unit(rng); break;
+                case 4: v = 3.0; break;
+                default: v = c % 2 ? -inf : wide(rng); break;
+            }
+        }
+    return x;
+}
+
+}  // namespace
+
+TEST_CASE("log-sum-exp partials are exact at infinite rows and float-accurate at large values", "[gpu][lse]") {
+    // Reducer<Lse>::add (templates/coda/reduce.cuh) runs ex2.approx on scaled differences without branches for
+    // infinities; a tile program and a GEMM epilogue (on each main config) reduce the same rows. -inf and +inf
+    // partials must match exactly; finite ones to 1e-6 of (|ref| + rms), a few float roundings.
+    Graph tile = Graph::tile("lse_tile");
+    tile.reduce_row(tile.tile_input("x", DType::F32), ReduceOp::Lse, "lse_partials");
+    const Graph gemm = parse_graph("graph lse_gemm gemm in=bf16 a=k b=k\n%acc = accumulator\n"
+                                   "%x = tile_input f32 full\n%v = add %acc %x\n%lse_partials = reduce_row lse %v\n");
+    const std::vector<KernelConfig> configs = main_configs();
+    std::vector<Build> builds = {{tile, {}}};
+    for (const KernelConfig& c : configs) builds.push_back({gemm, options_for(c)});
+    warm_in_parallel(builds);
+    const std::int64_t m = 300, n = 1000;
+    verify::CheckProblem p;
+    p.m = m;
+    p.n = n;
+    p.k = 64;
+    p.seed = 1600;
+    p.given["x"] = lse_edge_rows(m, n, 1601);
+    p.rel_tolerance = 1e-6;
+    p.max_tolerance = 1e-6;
+    INFO("tile program");
+    require_pass(verify::check_on_device(Runtime::instance().compile(tile), p));
+    for (const KernelConfig& c : configs) {
+        INFO("GEMM epilogue, config " << c.to_text());
+        require_pass(verify::check_on_device(Runtime::instance().compile(gemm, options_for(c)), p));
+    }
+}
+
+TEST_CASE("sigmoid and silu keep float accuracy from x = -87 to 100", "[gpu][sigmoid]") {
+    // On sm_90, sigmoid divides with __fdividef over a denominator kept in [1, 2] (templates/coda/numeric.cuh).
+    // Checked through log(sigmoid(x)), whose absolute error is sigmoid's relative error: a sigmoid computed as
+    // 1 / (1 + e^-x) with a fast division flushes to 0 below x = -87.3 and loses its digits on the way, which the
+    // log shows. -87 keeps sigmoid a normal float (e^-87 = 1.6e-38).
+    const Graph g = parse_graph("graph sigmoid_range tile\n%x = tile_input f32 full\n%s = sigmoid %x\n"
+                                "%log_s = log %s\n%log_sigmoid = store f32 %log_s\n%y = silu %x\n%silu = store f32 %y\n");
+    const std::int64_t m = 64, n = 512;
+    std::vector<double> x(static_cast<std::size_t>(m * n));
+    for (std::size_t i = 0; i < x.size(); ++i)
+        x[i] = static_cast<float>(-87.0 + 187.0 * static_cast<double>(i) / static_cast<double>(x.size() - 1));
+    verify::CheckProblem p;
+    p.m = m;
+    p.n = n;
+    p.seed = 1700;
+    p.given["x"] = x;
+    p.rel_tolerance = 1e-6;
+    p.max_tolerance = 1e-6;
+    require_pass(verify::check_on_device(Runtime::instance().compile(g), p));
 }
