@@ -385,8 +385,9 @@ std::string program_struct(const CheckedGraph& g, const std::vector<std::string>
     const codegen::LoweringContext cx = codegen::make_lowering_context(g);
     std::string out = slot_comment(g) + "struct Program {\n";
     out += args_alias(g) + "\n";
-    out += fmt::format("{}__device__ static void element(const Args& args, int l, const coda::FinalizeProblem& p) {{\n",
-                       kMember);
+    out += fmt::format("{}__device__ static void element(const Args& args, int l, const coda::FinalizeProblem& p,\n"
+                       "{}                               const coda::FinalizeLane& lane) {{\n",
+                       kMember, kMember);
     out += node_statements(g, cx, lines);
     return out + fmt::format("{}}}\n}};\n", kMember);
 }

@@ -154,13 +154,10 @@ private:
         });
     }
 
+    // Folded by the element's strands together (finalize_program.cuh), so every lane of the warp runs it.
     void partials() {
-        const std::string r = reducer(node_.reduce);
-        line(fmt::format("float {}[1] = {{{}::identity()}};", name(), r));
-        line("for (int t = 0; t < p.t; ++t)");
-        line(fmt::format("    {0}[0] = {1}::combine({0}[0], reinterpret_cast<const float*>({2})"
-                         "[static_cast<long long>(t) * p.l + l]);",
-                         name(), r, word(0)));
+        line(fmt::format("float {}[1] = {{coda::fold_partials<{}>(reinterpret_cast<const float*>({}), l, p, lane)}};",
+                         name(), red_op(node_.reduce), word(0)));
     }
 
     void elementwise() {
@@ -220,19 +217,22 @@ private:
         line(fmt::format("{} {}[{}] = {{{}}};", register_type(type()), name(), lanes_out(), lanes_text));
     }
 
+    // What precedes a sink at this site: all strands of an element compute its values, but only one writes them.
+    std::string writer_guard() const { return cx_.site == Site::Element ? "if (lane.writes) " : ""; }
+
     // At the visit site through the mainloop's tile sink (which may stage the tile in shared memory).
     void store() {
         const int v = lanes(arg_type(0));
         if (cx_.site == Site::Visit)
             return line(fmt::format("tiles.template store<{}>({}, {}, c, {});", v,
                                     cx_.tile_output_index.at(static_cast<std::size_t>(id_)), sink_address(v), arg_name(0)));
-        line(fmt::format("coda::store<{}>({}, {});", v, sink_address(v), arg_name(0)));
+        line(fmt::format("{}coda::store<{}>({}, {});", writer_guard(), v, sink_address(v), arg_name(0)));
     }
 
     // out += x: read the current value in the sink's dtype, add in fp32, write back.
     void accumulate() {
         const int v = lanes(arg_type(0));
-        line("{");
+        line(writer_guard() + "{");
         line(fmt::format("    {}* const out = {};", storage_type(node_.dtype), sink_address(v)));
         line(fmt::format("    float sum[{}];", v));
         line(fmt::format("    coda::load<{}>(out, sum);", v));

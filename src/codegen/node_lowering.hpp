@@ -10,7 +10,8 @@
 namespace coda::codegen {
 
 // Where the statements run. Visit: one column pair (locals `m` = global row as long long, `pair` = c.n / 2).
-// Element: one element `l` of a finalized vector, with the FinalizeProblem `p`.
+// Element: one element `l` of a finalized vector, with the FinalizeProblem `p` and this thread's share of the
+// element, the FinalizeLane `lane` (only lane.writes may write).
 enum class Site { Visit, Element };
 
 struct LoweringContext {

@@ -46,6 +46,15 @@ bool parse_stream_k_bool(const char* name, const std::string& value) {
     }
 }
 
+// Threads per element of a finalizer (FinalizeProblem::strands): auto (0), or a power of two up to a warp.
+int parse_finalize_strands(const char* name, const std::string& value) {
+    if (lower(value) == "auto") return 0;
+    for (int g = 1; g <= 32; g *= 2)
+        if (value == std::to_string(g)) return g;
+    throw Error(fmt::format("{}='{}' is not auto or a number of threads per element: expected auto, 1, 2, 4, 8, "
+                            "16 or 32", name, value));
+}
+
 std::string parse_log_level(const char* name, const std::string& value) {
     static constexpr std::array<std::string_view, 6> kLevels{"trace", "debug", "info", "warn", "error", "off"};
     const std::string v = lower(value);
@@ -93,6 +102,8 @@ Settings Settings::from_environment() {
         s.stream_k = lower(*v) == "auto"                ? StreamK::Auto
                      : parse_stream_k_bool("CODA_STREAM_K", *v) ? StreamK::Always
                                                          : StreamK::Never;
+    if (auto v = read_env("CODA_FINALIZE_STRANDS"))
+        s.finalize_strands = parse_finalize_strands("CODA_FINALIZE_STRANDS", *v);
     if (auto v = read_env("CODA_LOG_LEVEL")) s.log_level = parse_log_level("CODA_LOG_LEVEL", *v);
     if (auto v = read_env("CODA_DUMP_DIR")) s.dump_dir = parse_dir("CODA_DUMP_DIR", *v);
     if (auto v = read_env("CODA_RECORD")) s.record_dir = parse_dir("CODA_RECORD", *v);

@@ -1,15 +1,28 @@
-// The finalizer's host side: one thread per element, in a grid-stride loop beyond kMaxBlocks blocks.
+// The finalizer's host side: G threads per element (finalize_strands), in a grid-stride loop beyond kMaxBlocks
+// blocks.
 #include "mainloop/finalize_program.hpp"
 
 #include <algorithm>
 
 #include "coda/error.hpp"
+#include "config/settings.hpp"
 #include "driver/cuda_driver.hpp"
 
 namespace coda {
 namespace {
 
 constexpr long long kMaxBlocks = 4096;  // a grid-stride loop beyond this: enough blocks to fill any GPU
+// The threads an H100 / H200 holds at once (132 SMs x 2048): the vector is split until it fills them. A fixed
+// number rather than the device's, so that G, and with it the order of every fold, depends on the shape alone.
+constexpr long long kFillThreads = 132 * 2048;
+
+// The problem a launch passes: the plan's, with the strands its grid is sized for (CODA_FINALIZE_STRANDS's, for
+// timing one G against another).
+FinalizeProblem with_strands(FinalizeProblem problem) {
+    const int forced = settings().finalize_strands;
+    problem.strands = forced > 0 ? forced : finalize_strands(problem.l, problem.t);
+    return problem;
+}
 
 class FinalizeLauncher final : public Launcher {
 public:
@@ -18,24 +31,23 @@ public:
     std::string unsupported(const LaunchPlan&) const override { return ""; }
 
     void launch(const LaunchPlan& plan, CUstream stream) const override {
-        void* params[] = {const_cast<FinalizeProblem*>(&plan.finalize), const_cast<std::uint64_t*>(plan.slots.data())};
-        Driver::instance().launch(module_.function, blocks(plan), 1, 1, static_cast<unsigned>(module_.info.threads),
+        FinalizeProblem problem = with_strands(plan.finalize);
+        void* params[] = {&problem, const_cast<std::uint64_t*>(plan.slots.data())};
+        Driver::instance().launch(module_.function, finalize_blocks(problem.l, problem.strands), 1, 1,
+                                  static_cast<unsigned>(module_.info.threads),
                                   static_cast<unsigned>(module_.info.smem_bytes), stream, params);
     }
 
     void pack(PackedLaunch& out) const override {
+        out.plan.finalize = with_strands(out.plan.finalize);
         out.function = module_.function;
-        out.grid_x = blocks(out.plan);
+        out.grid_x = finalize_blocks(out.plan.finalize.l, out.plan.finalize.strands);
         out.threads = static_cast<unsigned>(module_.info.threads);
         out.smem_bytes = static_cast<unsigned>(module_.info.smem_bytes);
         out.params = {&out.plan.finalize, out.plan.slots.data()};
     }
 
 private:
-    static unsigned blocks(const LaunchPlan& plan) {
-        return static_cast<unsigned>(std::min(kMaxBlocks, (plan.m + kFinalizeThreads - 1) / kFinalizeThreads));
-    }
-
     LoadedModule module_;
 };
 
@@ -66,6 +78,22 @@ public:
 const Mainloop& finalize_program_mainloop() {
     static const FinalizeMainloop mainloop;
     return mainloop;
+}
+
+int finalize_strands(long long l, long long t) {
+    // Doubling while L * G is under 2/3 of the target: the power of two nearest it (within a factor 1.5 below,
+    // 1.33 above). ce_finalize (L = 16384) then takes 16 strands, not the 32 that would overshoot 2x and read
+    // 32 lines for each warp's load.
+    int strands = 1;
+    while (strands < kFinalizeWarpLanes && strands < t && 3 * l * strands < 2 * kFillThreads) strands *= 2;
+    return strands;
+}
+
+unsigned finalize_blocks(long long l, int strands) {
+    const long long per_warp = kFinalizeWarpLanes / strands;
+    const long long warps = (l + per_warp - 1) / per_warp;
+    constexpr long long kWarpsPerBlock = kFinalizeThreads / kFinalizeWarpLanes;
+    return static_cast<unsigned>(std::min(kMaxBlocks, (warps + kWarpsPerBlock - 1) / kWarpsPerBlock));
 }
 
 }  // namespace coda

@@ -1,5 +1,5 @@
-// Finalizers (templates/coda/finalize_program.cuh): combine reduction partials into per-row values, one thread per
-// element. They take no config.
+// Finalizers (templates/coda/finalize_program.cuh): combine reduction partials into per-row values, each element's
+// partials split among G threads of a warp. They take no config; G and the grid follow from the shape.
 #pragma once
 
 #include "mainloop/mainloop.hpp"
@@ -7,5 +7,12 @@
 namespace coda {
 
 const Mainloop& finalize_program_mainloop();
+
+// G, the threads that share one element's `t` partials in a vector of `l` elements (FinalizeProblem::strands): the
+// power of two that brings L * G nearest a full GPU, but no more than a warp, nor than the next power of two >= t.
+int finalize_strands(long long l, long long t);
+// Blocks of kFinalizeThreads that give every group of kFinalizeWarpLanes / strands elements a warp, capped
+// (the kernel's grid-stride loop takes the rest).
+unsigned finalize_blocks(long long l, int strands);
 
 }  // namespace coda

@@ -370,7 +370,8 @@ LaunchPlan plan_launch(const CheckedGraph& g, TileShape tile, const Args& args, 
     plan.m = m;
     plan.n = n;
     if (domain == Domain::Tile) plan.tile = {static_cast<int>(m), static_cast<int>(n)};
-    if (domain == Domain::Finalize) plan.finalize = {static_cast<int>(m), static_cast<int>(t)};
+    // (A finalizer's strands are its launcher's, which sizes its grid by them.)
+    if (domain == Domain::Finalize) plan.finalize = {static_cast<int>(m), static_cast<int>(t), 0};
     return plan;
 }
 

@@ -38,8 +38,10 @@ struct TileProblem {
 
 // Parameter 0 of a finalizer.
 struct FinalizeProblem {
-    int l;  // elements of the finalized vector
-    int t;  // partials per element (rows of each partials tensor)
+    int l;        // elements of the finalized vector
+    int t;        // partials per element (rows of each partials tensor)
+    int strands;  // threads that share one element's partials (G): a power of two, 1..kFinalizeWarpLanes; the
+                  // launcher picks it with its grid (src/mainloop/finalize_program.cpp)
 };
 
 // The fixed tile and block of tile programs (tile_program.cuh) and the block of finalizers (finalize_program.cuh).
@@ -47,6 +49,9 @@ constexpr int kTileProgramBM = 64;
 constexpr int kTileProgramBN = 128;
 constexpr int kTileProgramThreads = 256;
 constexpr int kFinalizeThreads = 256;
+// A finalizer's warp covers kFinalizeWarpLanes / strands consecutive elements with `strands` threads each, which
+// combine their folds by shuffles: strands never exceed a warp.
+constexpr int kFinalizeWarpLanes = 32;
 
 // The largest dynamic shared memory one CTA may opt in to on sm_90 (227 KiB): what the Hopper mainloop fills
 // with pipeline stages.
@@ -90,7 +95,8 @@ struct KernelInfo {
     TmaTileInfo tma;
 };
 
-static_assert(sizeof(GemmProblem) == 64 && sizeof(TileProblem) == 8 && sizeof(FinalizeProblem) == 8,
+static_assert(kFinalizeThreads % kFinalizeWarpLanes == 0, "coda: a finalizer's block is whole warps");
+static_assert(sizeof(GemmProblem) == 64 && sizeof(TileProblem) == 8 && sizeof(FinalizeProblem) == 12,
               "coda: the problem structs' layouts are part of every kernel's parameters");
 static_assert(sizeof(KernelKind) == 4 && sizeof(TmaTileInfo) == 24 && sizeof(KernelInfo) == 60,
               "coda: KernelInfo's layout is read back from the module byte for byte");

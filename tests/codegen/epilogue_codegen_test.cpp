@@ -311,15 +311,20 @@ TEST_CASE("finalize programs fold partials and address element l", "[codegen]") 
     g.accumulate(lse - g.row_input("target", DType::F32), "loss", DType::F32);
     const std::string src = generate_epilogue(check_graph(g));
     CHECK(contains(src, "struct Program {"));
-    CHECK(contains(src, "__device__ static void element(const Args& args, int l, const coda::FinalizeProblem& p) {"));
-    CHECK(contains(src, "float v0_x1_sumsq[1] = {coda::Reducer<coda::RedOp::Sum>::identity()};"));
-    CHECK(contains(src, "for (int t = 0; t < p.t; ++t)"));
-    CHECK(contains(src, "v1_lse_parts[0] = coda::Reducer<coda::RedOp::Lse>::combine(v1_lse_parts[0], "
-                        "reinterpret_cast<const float*>(args.slot[1])[static_cast<long long>(t) * p.l + l]);"));
-    CHECK(contains(src, "coda::store<1>(reinterpret_cast<float*>(args.slot[3]) + l, v6_r);"));
-    CHECK(contains(src, "coda::load<1>(reinterpret_cast<const float*>(args.slot[4]) + l, v8_target);"));
-    CHECK(contains(src, "float* const out = reinterpret_cast<float*>(args.slot[5]) + l;"));
+    CHECK(contains(src, "__device__ static void element(const Args& args, int l, const coda::FinalizeProblem& p,\n"
+                        "                                   const coda::FinalizeLane& lane) {"));
+    // The element's strands fold its partials together (coda::fold_partials shuffles across the warp).
+    CHECK(contains(src, "float v0_x1_sumsq[1] = {coda::fold_partials<coda::RedOp::Sum>("
+                        "reinterpret_cast<const float*>(args.slot[0]), l, p, lane)};"));
+    CHECK(contains(src, "float v1_lse_parts[1] = {coda::fold_partials<coda::RedOp::Lse>("
+                        "reinterpret_cast<const float*>(args.slot[1]), l, p, lane)};"));
+    // Every strand computes the element's values; one of them writes them.
+    CHECK(contains(src, "        if (lane.writes) coda::store<1>(reinterpret_cast<float*>(args.slot[3]) + l, v6_r);"));
+    CHECK(contains(src, "        coda::load<1>(reinterpret_cast<const float*>(args.slot[4]) + l, v8_target);"));
+    CHECK(contains(src, "        if (lane.writes) {\n"
+                        "            float* const out = reinterpret_cast<float*>(args.slot[5]) + l;"));
     CHECK_FALSE(contains(src, "State"));
+    CHECK_FALSE(contains(src, "p.t; ++t"));
 }
 
 TEST_CASE("round lowers to the dtype's rounding helper", "[codegen]") {

@@ -19,7 +19,7 @@ class ScopedEnv {
 public:
     ScopedEnv() {
         for (const char* name : {"CODA_CACHE_DIR", "CODA_DISK_CACHE", "CODA_LOG_LEVEL", "CODA_DUMP_DIR", "CODA_ARCH",
-                                 "CODA_RECORD", "XDG_CACHE_HOME", "HOME"}) {
+                                 "CODA_RECORD", "CODA_FINALIZE_STRANDS", "XDG_CACHE_HOME", "HOME"}) {
             const char* value = ::getenv(name);
             saved_[name] = value ? std::optional<std::string>(value) : std::nullopt;
             ::unsetenv(name);
@@ -57,6 +57,7 @@ TEST_CASE("settings defaults follow XDG_CACHE_HOME, then HOME", "[config]") {
     CHECK(s.log_level == "warn");
     CHECK(s.dump_dir.empty());
     CHECK(s.arch.empty());
+    CHECK(s.finalize_strands == 0);  // auto
 
     env.set("XDG_CACHE_HOME", "/var/cache/xdg");
     CHECK(coda::Settings::from_environment().cache_dir == std::filesystem::path("/var/cache/xdg/coda"));
@@ -103,6 +104,12 @@ TEST_CASE("each CODA_ variable is parsed", "[config]") {
         env.set("CODA_ARCH", arch);
         CHECK(coda::Settings::from_environment().arch == arch);
     }
+    for (int strands = 1; strands <= 32; strands *= 2) {
+        env.set("CODA_FINALIZE_STRANDS", std::to_string(strands).c_str());
+        CHECK(coda::Settings::from_environment().finalize_strands == strands);
+    }
+    env.set("CODA_FINALIZE_STRANDS", "Auto");
+    CHECK(coda::Settings::from_environment().finalize_strands == 0);
 }
 
 TEST_CASE("relative directories are made absolute once", "[config]") {
@@ -147,6 +154,17 @@ TEST_CASE("invalid values throw an error naming the variable and the value", "[c
         INFO(arch);
         CHECK(message.find("CODA_ARCH") != std::string::npos);
         CHECK(message.find(arch) != std::string::npos);
+    }
+    ::unsetenv("CODA_ARCH");
+
+    // Threads per element: a power of two up to a warp, written plainly.
+    for (const char* strands : {"0", "3", "64", "08", "+4", "many"}) {
+        env.set("CODA_FINALIZE_STRANDS", strands);
+        message = error_of(env);
+        INFO(strands);
+        CHECK(message.find("CODA_FINALIZE_STRANDS") != std::string::npos);
+        CHECK(message.find(std::string("'") + strands + "'") != std::string::npos);
+        CHECK(message.find("1, 2, 4, 8, 16 or 32") != std::string::npos);
     }
 }
 
