@@ -2,6 +2,7 @@
 on CPU tensors through coda.reference (float64), so the autograd wiring is testable without a GPU."""
 from __future__ import annotations
 
+import atexit
 import math
 from typing import Optional
 
@@ -11,26 +12,27 @@ import torch
 import coda
 
 # Every epilogue comes from coda.blocks; built here are only the plain GEMMs of dgrad and wgrad (an accumulator stored
-# or accumulated, in the layouts these calls take) and the attention-free stand-in's zero gradient.
-_DGRAD = coda.GemmSpec(input=coda.bf16, a=coda.Major.K, b=coda.Major.MN)
-_WGRAD = coda.GemmSpec(input=coda.bf16, a=coda.Major.MN, b=coda.Major.MN)
-
-
+# or accumulated, in the layouts these calls take) and the attention-free stand-in's zero gradient. (The specs are
+# made where used: no coda object lives in this module's globals but the two caches, which _release empties.)
 def _dgrad():
-    g = coda.Graph.gemm("dgrad", _DGRAD)
+    g = coda.Graph.gemm("dgrad", coda.GemmSpec(input=coda.bf16, a=coda.Major.K, b=coda.Major.MN))
     g.store(g.accumulator(), "D", coda.bf16)
     return g
 
 
+def _wgrad_spec():
+    return coda.GemmSpec(input=coda.bf16, a=coda.Major.MN, b=coda.Major.MN)
+
+
 def _wgrad_store():
-    g = coda.Graph.gemm("wgrad_store", _WGRAD)
+    g = coda.Graph.gemm("wgrad_store", _wgrad_spec())
     g.store(g.accumulator(), "D", coda.bf16)
     return g
 
 
 def _wgrad_accumulate():
     # Gradient accumulation fused into the GEMM: D (f32) += dY^T X.
-    g = coda.Graph.gemm("wgrad_accumulate", _WGRAD)
+    g = coda.Graph.gemm("wgrad_accumulate", _wgrad_spec())
     g.accumulate(g.accumulator(), "D", coda.f32)
     return g
 
@@ -58,6 +60,16 @@ POISON = False
 _graphs: dict[str, "coda.Graph"] = {}
 _kernels: dict[tuple, "coda.Kernel"] = {}
 _recording: Optional[set] = None  # during a dry run (record_launches): (graph, m, n, k) of every launch, none made
+
+
+@atexit.register
+def _release() -> None:
+    """Drops the cached kernels and graphs at interpreter exit, while the driver and the extension are still up.
+    Left to teardown, their release would hang on the order in which Python wipes modules, and torch's C++ op
+    registry keeps coda's op functions (so this module) alive through it; nanobind reports every coda object alive
+    at its own exit check as leaked (tests/python/test_exit.py)."""
+    _kernels.clear()
+    _graphs.clear()
 
 
 def graph(name: str):
