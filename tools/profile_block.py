@@ -9,6 +9,8 @@ Kernels are grouped per step:
   the bytes it reads and writes at torch's device-to-device copy bandwidth (measured here) for tile programs and
   finalizers;
 - everything else (attention, cuBLAS, Triton, PyTorch's own kernels) by kernel name; a GEMM's floor is itself.
+Beside each table, the step's timeline: how long the host took to issue a step, and how much of the GPU's span of a
+step no kernel ran (the launch gaps, or a host that falls behind), measured in the same profiled steps.
 One markdown table per step on stdout and in $OUT/profile_block.md (or --out)."""
 import argparse
 import bisect
@@ -16,6 +18,7 @@ import collections
 import copy
 import os
 import statistics
+import time
 
 import torch
 
@@ -88,22 +91,60 @@ class Floors:
         return self._gemm[key]
 
 
+class Profiled:
+    """A profile of `steps` steps: the profiler's events, and per step the host's time to issue it and the wall
+    time to run it (both under the profiler, which slows the host a little)."""
+
+    def __init__(self, events, steps, issue_ms, wall_ms):
+        self.events, self.steps, self.issue_ms, self.wall_ms = events, steps, issue_ms, wall_ms
+
+
 def profile(step, steps):
     for _ in range(3):
         step()
     torch.cuda.synchronize()
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU,
                                             torch.profiler.ProfilerActivity.CUDA]) as prof:
+        start = time.perf_counter()
         for _ in range(steps):
             step()
+        issued = time.perf_counter()
         torch.cuda.synchronize()
-    return prof.profiler.function_events
+        done = time.perf_counter()
+    return Profiled(prof.profiler.function_events, steps, (issued - start) * 1e3 / steps, (done - start) * 1e3 / steps)
 
 
-def kernel_rows(events, steps, launches, floors):
+def _kernel_spans(events):
+    # The GPU's kernels (and memcpy / memset), without the profiler's own annotations of the timeline.
+    return sorted((e.time_range.start, e.time_range.end) for e in events
+                  if e.device_type == torch.autograd.DeviceType.CUDA
+                  and not e.name.startswith("coda.run#") and not e.name.startswith("ProfilerStep"))
+
+
+def timeline(profiled):
+    """(kernels per step, GPU span ms, busy ms, idle ms, host issue ms, wall ms), per step. The span runs from the
+    first kernel's start to the last one's end; busy is the union of the kernels' intervals in it (concurrent kernels
+    count once); idle is the rest: the GPU waiting between kernels."""
+    spans = _kernel_spans(profiled.events)
+    busy, end = 0.0, None
+    for s, e in spans:
+        if end is None or s >= end:
+            busy += e - s
+            end = e
+        elif e > end:
+            busy += e - end
+            end = e
+    span = (max(e for _, e in spans) - spans[0][0]) if spans else 0.0
+    n = profiled.steps
+    return (len(spans) / n, span / 1e3 / n, busy / 1e3 / n, (span - busy) / 1e3 / n, profiled.issue_ms,
+            profiled.wall_ms)
+
+
+def kernel_rows(profiled, launches, floors):
     """Rows (label, calls per step, ms per step, floor ms per step) grouped by coda graph or kernel name. coda's
     launches go through the driver API, so a kernel is matched to the coda.run#i annotation whose span on the
     GPU's timeline holds it."""
+    events, steps = profiled.events, profiled.steps
     gpu = [e for e in events if e.device_type == torch.autograd.DeviceType.CUDA]
     spans = sorted((e.time_range.start, e.time_range.end, int(e.name[len("coda.run#"):]))
                    for e in gpu if e.name.startswith("coda.run#"))
@@ -132,10 +173,19 @@ def kernel_rows(events, steps, launches, floors):
     return [(label, c / steps, ms / steps, fl / steps if n else None) for label, (c, ms, fl, n) in rows.items()]
 
 
+def system_rows(profiled, launches, floors):
+    """What table() prints of one system: its kernel rows and its timeline."""
+    return kernel_rows(profiled, launches, floors), timeline(profiled)
+
+
 def table(title, systems):
-    lines = [f"### {title}", "", "| system | kernel (coda: graph M x N [x K]) | calls | ms | floor ms | / floor |",
-             "|---|---|---|---|---|---|"]
-    for system, rows in systems.items():
+    lines = [f"### {title}", "", "| system | kernels | GPU span ms | kernels busy ms | GPU idle ms | host issue ms | "
+             "wall ms |", "|---|---|---|---|---|---|---|"]
+    for system, (_, (kernels, span, busy, idle, issue, wall)) in systems.items():
+        lines.append(f"| {system} | {kernels:g} | {span:.3f} | {busy:.3f} | {idle:.3f} | {issue:.3f} | {wall:.3f} |")
+    lines += ["", "| system | kernel (coda: graph M x N [x K]) | calls | ms | floor ms | / floor |",
+              "|---|---|---|---|---|---|"]
+    for system, (rows, _) in systems.items():
         total = sum(r[2] for r in rows)
         floored = sum(r[3] for r in rows if r[3] is not None)
         for label, calls, ms, floor in sorted(rows, key=lambda r: -r[2]):
@@ -161,9 +211,9 @@ def profile_layer(d, attention, floors, steps, kv_heads=None):
     systems = {}
     with Launches() as launches:
         coda_step = layer_step(layer, x, dy, lambda: layer(x, h, rstd, layer.mlp_norm, pos, SEQ)[0])
-        systems["coda"] = kernel_rows(profile(coda_step, steps), steps, launches, floors)
-    systems["torch.compile"] = kernel_rows(profile(layer_step(eager, x, dy, lambda: compiled(x)), steps), steps,
-                                           launches, floors)
+        systems["coda"] = system_rows(profile(coda_step, steps), launches, floors)
+    systems["torch.compile"] = system_rows(profile(layer_step(eager, x, dy, lambda: compiled(x)), steps), launches,
+                                           floors)
     gqa = f", {heads} query heads sharing {kv_heads} KV heads" if kv_heads and kv_heads != heads else ""
     return table(f"Layer fwd+bwd, d = {d}, F = {ffn}, M = {M}, attention {attention}{gqa} (ms per step)", systems)
 
@@ -179,9 +229,9 @@ def profile_model(floors, steps):
 
     systems = {}
     with Launches() as launches:
-        systems["coda"] = kernel_rows(profile(adamw_step(model, lambda: model(tokens, labels)), steps), steps,
-                                      launches, floors)
-    systems["torch.compile"] = kernel_rows(profile(adamw_step(twin, lambda: compiled(tokens, labels)), steps), steps,
+        systems["coda"] = system_rows(profile(adamw_step(model, lambda: model(tokens, labels)), steps), launches,
+                                      floors)
+    systems["torch.compile"] = system_rows(profile(adamw_step(twin, lambda: compiled(tokens, labels)), steps),
                                            launches, floors)
     return table(f"Model step, {n_layers} layers, d = {d}, V = {vocab}, AdamW, SDPA (ms per step)", systems)
 
@@ -198,10 +248,10 @@ def profile_llama(floors, steps, batch, n_layers):
     compiled = torch.compile(lambda t: ref.model_loss(twin, t, t))
     systems = {}
     with Launches() as launches:
-        systems["coda"] = kernel_rows(profile(adamw_step(model, lambda: model(tokens, tokens)), steps), steps,
-                                      launches, floors)
-    systems["torch.compile"] = kernel_rows(profile(adamw_step(twin, lambda: compiled(tokens)), steps), steps,
-                                           launches, floors)
+        systems["coda"] = system_rows(profile(adamw_step(model, lambda: model(tokens, tokens)), steps), launches,
+                                      floors)
+    systems["torch.compile"] = system_rows(profile(adamw_step(twin, lambda: compiled(tokens)), steps), launches,
+                                           floors)
     return table(f"LLaMA-3.2-1B step, {fields['num_hidden_layers']} layers, {batch} x {LLAMA_SEQ} tokens, AdamW "
                  f"(ms per step)", systems)
 

@@ -1,6 +1,7 @@
 """The PyTorch benchmark tools' own logic on the CPU: bench_block's table printing (it once crashed on the rows
 without a timing, after the whole run), its section choice and LLaMA-3.2-1B models (Hugging Face's and coda's from
-the same weights), and profile_block's matching of kernels to the coda launches that made them."""
+the same weights), and profile_block's matching of kernels to the coda launches that made them and its timeline of a
+step."""
 import os
 import sys
 import types
@@ -42,11 +43,25 @@ def test_kernels_are_matched_to_the_launch_whose_gpu_span_holds_them():
               gpu_event("coda.run#1", 2000, 2100), gpu_event("void coda::finalize_program<...>", 2010, 2090),
               gpu_event("nvjet_sm90_tst_128x256", 3000, 3500), gpu_event("triton_poi_fused_add", 3600, 3700)]
     cpu = types.SimpleNamespace(name="aten::mm", device_type=torch.autograd.DeviceType.CPU, time_range=None)
-    rows = {r[0]: r[1:] for r in profile_block.kernel_rows(events + [cpu], 1, launches, floors)}
+    profiled = profile_block.Profiled(events + [cpu], 1, 0.0, 0.0)
+    rows = {r[0]: r[1:] for r in profile_block.kernel_rows(profiled, launches, floors)}
     assert rows["coda swiglu_backward 16384x8192x2048"] == (1, 0.98, 0.5)
     assert rows["coda rms_finalize 16384x0"] == (1, 0.08, 4.0)
     assert rows["nvjet_sm90_tst_128x256"] == (1, 0.5, 0.5)  # a cuBLAS GEMM is its own floor
     assert rows["triton_poi_fused_add"] == (1, 0.1, None)
+
+
+def test_timeline_counts_the_gpu_idle_between_kernels_once_per_step():
+    # Two steps: kernels at [0, 100] and [50, 150] overlap (busy 150 once), then [200, 300]; the second step
+    # [1000, 1100]. The annotations of coda's launches are not kernels.
+    events = [gpu_event("coda.run#0", 0, 160), gpu_event("k1", 0, 100), gpu_event("k2", 50, 150),
+              gpu_event("k3", 200, 300), gpu_event("ProfilerStep#1", 0, 1100), gpu_event("k4", 1000, 1100)]
+    kernels, span, busy, idle, issue, wall = profile_block.timeline(profile_block.Profiled(events, 2, 0.25, 0.75))
+    assert kernels == 2                       # 4 kernels in 2 steps
+    assert span == pytest.approx(0.55)        # 1100 us over 2 steps, in ms
+    assert busy == pytest.approx(0.175)       # (150 + 100 + 100) us / 2
+    assert idle == pytest.approx(0.375)       # (50 + 700) us / 2
+    assert (issue, wall) == (0.25, 0.75)
 
 
 def test_only_selects_the_llama_section_by_its_name_and_model_does_not():
