@@ -120,6 +120,8 @@ public:
     Value neg(Value x, const std::string& name = "") { return unary(Op::Neg, x, name); }
     Value abs(Value x, const std::string& name = "") { return unary(Op::Abs, x, name); }
     Value exp(Value x, const std::string& name = "") { return unary(Op::Exp, x, name); }
+    // 2^x: one MUFU instruction and a subnormal fix-up, where exp is eight; exp(x) = exp2(x * log2(e)).
+    Value exp2(Value x, const std::string& name = "") { return unary(Op::Exp2, x, name); }
     Value log(Value x, const std::string& name = "") { return unary(Op::Log, x, name); }
     Value sqrt(Value x, const std::string& name = "") { return unary(Op::Sqrt, x, name); }
     Value rsqrt(Value x, const std::string& name = "") { return unary(Op::Rsqrt, x, name); }

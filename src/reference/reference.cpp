@@ -267,6 +267,7 @@ private:
             case Op::Neg:
             case Op::Abs:
             case Op::Exp:
+            case Op::Exp2:
             case Op::Log:
             case Op::Sqrt:
             case Op::Rsqrt:

@@ -33,6 +33,7 @@ double apply_elementwise(Op op, DType round_to, const std::vector<double>& xs) {
         case Op::Neg: return -a;
         case Op::Abs: return std::fabs(a);
         case Op::Exp: return std::exp(a);
+        case Op::Exp2: return std::exp2(a);
         case Op::Log: return std::log(a);
         case Op::Sqrt: return std::sqrt(a);
         case Op::Rsqrt: return 1.0 / std::sqrt(a);

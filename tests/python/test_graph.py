@@ -59,7 +59,7 @@ def test_operators_with_values_and_numbers_on_either_side():
 def test_every_named_method_builds_its_op():
     g = coda.Graph.tile("all_ops")
     x = g.tile_input("x", coda.f32)
-    unary = ["neg", "abs", "exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "silu", "gelu_erf",
+    unary = ["neg", "abs", "exp", "exp2", "log", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "silu", "gelu_erf",
              "gelu_tanh", "relu", "square"]
     binary = ["add", "sub", "mul", "div", "max", "min", "eq", "ne", "lt", "le", "gt", "ge"]
     used = []

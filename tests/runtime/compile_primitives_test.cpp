@@ -21,7 +21,7 @@ Graph unary_ops_graph() {
     Graph g = Graph::gemm("prims_unary");
     Value x = g.tanh(g.accumulator());
     Value pos = g.add(g.abs(x), g.constant(1.0f));
-    Value terms[] = {g.neg(x),       g.exp(x),      g.log(pos),       g.sqrt(pos),      g.rsqrt(pos),
+    Value terms[] = {g.neg(x),       g.exp(x),      g.exp2(x),        g.log(pos),       g.sqrt(pos),      g.rsqrt(pos),
                      g.sin(x),       g.cos(x),      g.sigmoid(x),     g.silu(x),        g.gelu_erf(x),
                      g.gelu_tanh(x), g.relu(x),     g.square(x),      g.round(x, DType::BF16),
                      g.round(x, DType::F16), g.round(x, DType::F32)};

@@ -179,6 +179,9 @@ private:
             case Op::Exp:
                 if (x.bound > 3) x = tame(x);
                 return with_bound(unary(Op::Exp, x), std::exp(x.bound));
+            case Op::Exp2:
+                if (x.bound > 4) x = tame(x);
+                return with_bound(unary(Op::Exp2, x), std::exp2(x.bound));
             case Op::Log: x = plus_one_abs(x); return with_bound(unary(Op::Log, x), std::log(x.bound));
             case Op::Sqrt: x = plus_one_abs(x); return with_bound(unary(Op::Sqrt, x), std::sqrt(x.bound));
             case Op::Rsqrt: return with_bound(unary(Op::Rsqrt, plus_one_abs(x)), 1);
@@ -242,7 +245,7 @@ private:
             case 1:
             case 2: {
                 const std::optional<Val> x = pick([](const Val&) { return true; });
-                const Op op = one_of({Op::Neg, Op::Abs, Op::Exp, Op::Log, Op::Sqrt, Op::Rsqrt, Op::Sin, Op::Cos,
+                const Op op = one_of({Op::Neg, Op::Abs, Op::Exp, Op::Exp2, Op::Log, Op::Sqrt, Op::Rsqrt, Op::Sin, Op::Cos,
                                       Op::Tanh, Op::Sigmoid, Op::Silu, Op::GeluErf, Op::GeluTanh, Op::Relu,
                                       Op::Square, Op::Round});
                 apply_unary(op, as_f32(*x));

@@ -164,6 +164,7 @@ void bind_builder(nb::module_& m) {
     def_unary(g, "neg", &Graph::neg);
     def_unary(g, "abs", &Graph::abs);
     def_unary(g, "exp", &Graph::exp);
+    def_unary(g, "exp2", &Graph::exp2);
     def_unary(g, "log", &Graph::log);
     def_unary(g, "sqrt", &Graph::sqrt);
     def_unary(g, "rsqrt", &Graph::rsqrt);
