@@ -336,6 +336,18 @@ std::string tile_table(const CheckedGraph& g, const codegen::LoweringContext& cx
     std::string out = fmt::format("{}// Tile {}s, numbered as tiles.{}() gets them: bytes per column pair, and where each "
                                   "lives.\n", kMember, what, outputs ? "store" : "load");
     out += fmt::format("{}static constexpr int kTile{} = {};\n", kMember, title, count);
+    if (outputs) {
+        bool accumulates = false;
+        int row_reductions = 0;
+        for (const Node& n : g.graph.nodes()) {
+            accumulates = accumulates || n.op == Op::Accumulate;
+            row_reductions += n.op == Op::ReduceRow ? 1 : 0;
+        }
+        out += fmt::format("{0}// Whether a visit reads and writes a tile tensor in global memory itself (an accumulate\n"
+                           "{0}// sink), and how many row reductions it feeds.\n"
+                           "{0}static constexpr bool kAccumulates = {1};\n{0}static constexpr int kRowReductions = {2};\n",
+                           kMember, accumulates ? "true" : "false", row_reductions);
+    }
     out += fmt::format("{}__host__ __device__ static constexpr int tile_{}_pair_bytes(int i) {{ return {}0; }}\n",
                        kMember, what, sizes);
     out += fmt::format("{}__host__ __device__ static constexpr int tile_{}_element_bytes(int i) {{ return {}0; }}\n",

@@ -246,18 +246,23 @@ private:
         line("}");
     }
 
+    // A row reduction adds through add_in_columns, which leaves its state as it was at pairs past N, where a
+    // mainloop visits those (Tiles::kVisitsBeyondN). A column's state past N is never written out: column
+    // reductions add directly.
     void reduce(const char* slot) {
         const int v = lanes(arg_type(0));
         const std::string field = state_field(g_, id_);
-        const std::string r = reducer(node_.reduce);
         const bool per_column = node_.op == Op::ReduceCol;
-        if (v == 1) {
-            line(fmt::format("{}::add(st.{}[{}]{}, {}[0]);", r, field, slot, per_column ? "[0]" : "", arg_name(0)));
-            return;
-        }
+        const auto add = [&](const std::string& lane) {
+            if (per_column)
+                return fmt::format("{}::add(st.{}[{}][{}], {}[{}]);", reducer(node_.reduce), field, slot, lane,
+                                   arg_name(0), lane);
+            return fmt::format("coda::add_in_columns<Tiles, {}>(st.{}[{}], c, {}[{}]);", red_op(node_.reduce), field,
+                               slot, arg_name(0), lane);
+        };
+        if (v == 1) return line(add("0"));
         line("#pragma unroll");
-        line(fmt::format("for (int v = 0; v < {}; ++v) {}::add(st.{}[{}]{}, {}[v]);", v, r, field, slot,
-                         per_column ? "[v]" : "", arg_name(0)));
+        line(fmt::format("for (int v = 0; v < {}; ++v) {}", v, add("v")));
     }
 
     const LoweringContext& cx_;

@@ -124,7 +124,10 @@ struct TileView {
 
 // Where a visit's tile inputs come from and its tile outputs go, as every mainloop can do it: global memory
 // at the visit's address. (The Hopper mainloop stages them in shared memory instead: hopper_staging.cuh.)
+// kVisitsBeyondN: whether the mainloop also visits column pairs at or past N (reduce.cuh, add_in_columns); never
+// where a visit touches global memory.
 struct GlobalTiles {
+    static constexpr bool kVisitsBeyondN = false;
     template <int V, class T, class R>
     __device__ void load(int, const T* p, const Coord&, R (&out)[V]) const {
         coda::load<V>(p, out);

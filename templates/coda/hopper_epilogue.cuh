@@ -50,7 +50,9 @@ struct Pick<false, T, F> {
 // it after its visits, and stores its outputs with TMA (output_maps; between two barriers over the warpgroup, id
 // `barrier`). What the visits of a row share (Epilogue::RowValues) is computed once per row slot and tile, what
 // those of a column pair share (ColValues) once per column slot and chunk (unchunked, once per visit): not once
-// per visit.
+// per visit. With Tiles::kVisitsBeyondN, column pairs past N are visited too, with no branch per visit: their
+// column values are read at the last pair (in bounds), and row reductions leave their state as it was there
+// (add_in_columns).
 template <class Tr, class L, class Epilogue, int BN, class Tiles>
 __device__ __forceinline__ void hopper_visit_tile(const typename Epilogue::Args& args, const GemmProblem& problem,
                                                   typename Epilogue::template State<L>& st, Tiles& tiles, int m0,
@@ -74,6 +76,11 @@ __device__ __forceinline__ void hopper_visit_tile(const typename Epilogue::Args&
     constexpr bool kKeepCols =
         kChunked && kStateBytes + (kKeepRows ? kRowBytes : 0) + kColBytes * kChunk <= kHopperKeptValueBytes;
     constexpr bool kColsWithLoads = !kKeepCols && kColBytes * kBatch <= 64;
+    constexpr bool kBeyondN = Tiles::kVisitsBeyondN;
+    // Where a visit reads its column values: its own pair, or past N the last one (column inputs are read in bounds).
+    const auto col_coord = [&](const Coord& c) {
+        return kBeyondN && c.n >= problem.n ? Coord{c.m, problem.n - 2, c.M, c.N, c.col_slot, c.row_slot} : c;
+    };
     typename Epilogue::RowValues rows[kKeepRows ? 2 * Tr::kM64 : 1];
     if constexpr (kKeepRows) {
 #pragma unroll
@@ -120,19 +127,20 @@ __device__ __forceinline__ void hopper_visit_tile(const typename Epilogue::Args&
 #pragma unroll
                         for (int j = j0; j < j0 + kBatch; ++j) {
                             const int n = n0 + L::slot_col(j);
-                            if (n < problem.n) {
+                            if (kBeyondN || n < problem.n) {
                                 const Coord c{m, n, problem.m, problem.n, j, row_slot};
                                 if ((kKeepCols && row_slot == 0) || kColsWithLoads)
-                                    Epilogue::col_values(args, c, kKeepCols ? cols[j - c0] : batch_cols[j - j0]);
+                                    Epilogue::col_values(args, col_coord(c),
+                                                         kKeepCols ? cols[j - c0] : batch_cols[j - j0]);
                                 Epilogue::template load<L>(args, c, in[j - j0], tiles);
                             }
                         }
 #pragma unroll
                         for (int j = j0; j < j0 + kBatch; ++j) {
                             const int n = n0 + L::slot_col(j);
-                            if (n < problem.n) {
+                            if (kBeyondN || n < problem.n) {
                                 if constexpr (!kKeepCols && !kColsWithLoads)
-                                    Epilogue::col_values(args, Coord{m, n, problem.m, problem.n, j, row_slot},
+                                    Epilogue::col_values(args, col_coord(Coord{m, n, problem.m, problem.n, j, row_slot}),
                                                          batch_cols[j - j0]);
                                 Epilogue::template visit<L>(args, st, Coord{m, n, problem.m, problem.n, j, row_slot}, row_slot,
                                                             j, acc[i][4 * j + 2 * h], acc[i][4 * j + 2 * h + 1],

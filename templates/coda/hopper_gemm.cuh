@@ -171,6 +171,14 @@ struct HopperGemmTraits {
         stages_beside(kOneOutputBufferBytes + kInputRingBytes) >= kHopperMinStagesInputs;
     static constexpr int kInputBytes = kStageInputs ? kInputRingBytes : 0;
     static constexpr bool kStagedTiles = kStageInputs || kStageOutputs;  // the visits go through shared memory
+    // The visits run on every column pair of their tiles, past N too, without a bounds branch each (five or six
+    // instructions a pair: about a third of a light epilogue's): where no visit reads or writes global memory,
+    // column inputs aside (read at a clamped column). So every tile tensor is staged, or there is none, and no sink
+    // accumulates. Each row reduction then takes a select an element (add_in_columns): with the LM head's two that
+    // about evens out with the branches it saves (SASS instruction counts), so at most two.
+    static constexpr bool kVisitsBeyondN = (Epilogue::kTileInputs == 0 || kStageInputs) &&
+                                           (Epilogue::kTileOutputs == 0 || kStageOutputs) && !Epilogue::kAccumulates &&
+                                           Epilogue::kRowReductions <= 2;
     // A second output buffer per consumer lets one chunk's TMA store read a buffer while the visits write the
     // next chunk into the other. Taken only where it costs no pipeline stage.
     static constexpr int kStagesOneBuffer = stages_beside(kInputBytes + kOneOutputBufferBytes);
@@ -428,7 +436,7 @@ __device__ __forceinline__ void hopper_consume(const GemmProblem& problem, const
             if (Tr::kPingPong && stage_inputs && local > 0)
                 sm90::mbarrier_wait(smem.visits_done + 8 * (1 - consumer), parity_of_use((local - 1) / 2));
             HopperTiles<typename Pick<Tr::kStageInputs, typename Tr::StagedIn, GlobalTiles>::type,
-                        typename Pick<Tr::kStageOutputs, typename Tr::StagedOut, GlobalTiles>::type>
+                        typename Pick<Tr::kStageOutputs, typename Tr::StagedOut, GlobalTiles>::type, Tr::kVisitsBeyondN>
                 tiles{};
             if constexpr (Tr::kStageInputs) tiles.in = typename Tr::StagedIn{{smem.staging, tm * BM, 0}};
             if constexpr (Tr::kStageOutputs) tiles.out = typename Tr::StagedOut{{out_buffer, tm * BM + first_row, 0}};
@@ -436,7 +444,7 @@ __device__ __forceinline__ void hopper_consume(const GemmProblem& problem, const
                                                    ring, tile_maps.map + Tr::kInputMaps);
             if (Tr::kPingPong && stage_inputs && warp_leader) sm90::mbarrier_arrive(smem.visits_done + 8 * consumer);
         } else {
-            HopperTiles<GlobalTiles, GlobalTiles> tiles{};
+            HopperTiles<GlobalTiles, GlobalTiles, Tr::kVisitsBeyondN> tiles{};
             hopper_visit_tile<Tr, L, Epilogue, BN>(args, problem, st, tiles, tm * BM, tn * BN, acc, staging_barrier,
                                                    ring, tile_maps.map + Tr::kInputMaps);
         }

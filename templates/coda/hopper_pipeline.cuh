@@ -246,7 +246,9 @@ __device__ __forceinline__ void hopper_load_tile_inputs(const TmaDescriptor* map
                 sm90::mbarrier_arrive_expect_tx(full + 8 * slot.index, In::kBytes);
                 In::issue(maps, buffers + slot.index * Tr::kInputSlotBytes, full + 8 * slot.index, tm * BM, n0);
             } else {
-                sm90::mbarrier_arrive(full + 8 * slot.index);  // beyond N or M: nothing to load, and no visit reads it
+                // Beyond N or M: nothing to load. Visits past N (kVisitsBeyondN) read what the buffer holds; nothing
+                // they make of it leaves the tile (add_in_columns, clipped TMA stores).
+                sm90::mbarrier_arrive(full + 8 * slot.index);
             }
         }
     }

@@ -24,7 +24,8 @@
 //     map's bounds). detail::aligned_16 and detail::whole_row_units check that at run time; the mainloop otherwise
 //     visits with GlobalTiles.
 //   - Rows outside M and columns outside N are never written (TMA zero-fills them on input and clips them on
-//     output, to the 16-byte units above); no visit reads them.
+//     output, to the 16-byte units above). Visits past N (HopperTiles' kBeyondN) read them, and what they make
+//     of them stays in the tile: a row reduction leaves its state as it was there (add_in_columns).
 //   - Synchronization is the caller's: the input ring's mbarriers (hopper_gemm.cuh) between a chunk's load and
 //     its visits and between its visits and the next load into its buffer; for outputs, a proxy fence by every
 //     thread and a named barrier over the warpgroup between a chunk's visits and its TMA store, and the store's
@@ -258,11 +259,13 @@ struct StagedTileOutputs : SwizzledChunk<detail::TileOutputTable<Epilogue>, kRow
 // What the Hopper mainloop's visits read and write through: tile inputs from In (TmaTileInputs or
 // GlobalTiles), tile outputs to Out (StagedTileOutputs or GlobalTiles).
 // Anything but GlobalTiles stages: the visits then go chunk by chunk, waiting for each input chunk in the ring
-// and followed by each output chunk's TMA store.
-template <class In, class Out>
+// and followed by each output chunk's TMA store. kBeyondN: the visits also run on column pairs past N (the kernel's
+// traits decide: only where no visit reads or writes global memory).
+template <class In, class Out, bool kBeyondN = false>
 struct HopperTiles {
     static constexpr bool kStagedOutputs = !detail::SameType<Out, GlobalTiles>::value;
     static constexpr bool kStagedInputs = !detail::SameType<In, GlobalTiles>::value;
+    static constexpr bool kVisitsBeyondN = kBeyondN;
     In in;
     Out out;
     template <int V, class T, class R>

@@ -139,6 +139,25 @@ struct Reducer<RedOp::Lse> {
     }
 };
 
+// A row reduction's add at the visit c, which is past N only where the mainloop visits such column pairs
+// (Tiles::kVisitsBeyondN: the Hopper mainloop, where every tile tensor is staged, runs its visits without a bounds
+// branch each; what they write there the TMA stores clip, and a column's reduction past N is never written). Past N
+// the state is left as it was: Sum and SumSq add, then select the old state, so that their add stays one FMA of the
+// product they sum; the others select the identity as the element.
+template <class Tiles, RedOp Op>
+__device__ __forceinline__ void add_in_columns(typename Reducer<Op>::State& s, const Coord& c, float x) {
+    using R = Reducer<Op>;
+    if constexpr (!Tiles::kVisitsBeyondN) {
+        R::add(s, x);
+    } else if constexpr (Op == RedOp::Sum || Op == RedOp::SumSq) {
+        typename R::State t = s;
+        R::add(t, x);
+        s = c.n < c.N ? t : s;
+    } else {
+        R::add(s, c.n < c.N ? x : R::identity());
+    }
+}
+
 template <class L>
 __host__ __device__ constexpr int row_scratch_floats() {
     return L::kBM * L::kRowSharers;

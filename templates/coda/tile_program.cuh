@@ -128,6 +128,7 @@ struct TileProgramStaging {
 // Where a visit's tile tensors are when the CTA staged them: shared memory, at the visit's row and column pair.
 template <class Epilogue>
 struct StagedTiles {
+    static constexpr bool kVisitsBeyondN = false;
     using S = TileProgramStaging<Epilogue>;
     unsigned smem;  // shared-window address of the staging buffer (inputs, then outputs at kOutputsOffset)
     int m0, n0;     // the tile's first row and column

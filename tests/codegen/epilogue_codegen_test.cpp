@@ -142,7 +142,10 @@ TEST_CASE("sources load through their binding slots at the contract's element of
     CHECK(contains(src, "static constexpr int kTileOutputs = 2;"));
     CHECK(contains(src, "static constexpr int tile_output_pair_bytes(int i) { return i == 0 ? 4 : i == 1 ? 4 : 0; }"));
     CHECK(contains(src, "typename coda::Reducer<coda::RedOp::SumSq>::State r7[L::kRowSlots];"));
-    CHECK(contains(src, "coda::Reducer<coda::RedOp::SumSq>::add(st.r7[row_slot], v2_x1[v]);"));
+    CHECK(contains(src, "coda::add_in_columns<Tiles, coda::RedOp::SumSq>(st.r7[row_slot], c, v2_x1[v]);"));
+    // No accumulate, one row reduction: what lets the Hopper mainloop visit past N without a branch a visit.
+    CHECK(contains(src, "static constexpr bool kAccumulates = false;"));
+    CHECK(contains(src, "static constexpr int kRowReductions = 1;"));
     CHECK(contains(src, "coda::write_row_partials<L, coda::RedOp::SumSq>(st.r7, scratch, "
                         "reinterpret_cast<float*>(args.slot[7]), t);"));
     CHECK(contains(src, "if (coda::row_scratch_floats<L>() > floats) floats = coda::row_scratch_floats<L>();"));
@@ -278,7 +281,8 @@ TEST_CASE("accumulate and column reductions", "[codegen]") {
     CHECK(contains(src, "coda::Reducer<coda::RedOp::Sum>::add(st.c3[col_slot][0], v1_g[0]);"));
     CHECK(contains(src, "for (int v = 0; v < 2; ++v) "
                         "coda::Reducer<coda::RedOp::Min>::add(st.c4[col_slot][v], v0_acc[v]);"));
-    CHECK(contains(src, "coda::Reducer<coda::RedOp::Max>::add(st.r5[row_slot], v1_g[0]);"));
+    CHECK(contains(src, "coda::add_in_columns<Tiles, coda::RedOp::Max>(st.r5[row_slot], c, v1_g[0]);"));
+    CHECK(contains(src, "static constexpr bool kAccumulates = true;"));
     CHECK(contains(src, "coda::write_col_partials<L, coda::RedOp::Sum, 1>(st.c3, scratch, "
                         "reinterpret_cast<float*>(args.slot[2]), t);"));
     CHECK(contains(src, "coda::write_col_partials<L, coda::RedOp::Min, 2>(st.c4, scratch, "

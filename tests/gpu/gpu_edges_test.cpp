@@ -81,6 +81,30 @@ TEST_CASE("outputs with row padding keep their padding and what lies after them,
         }
 }
 
+TEST_CASE("visits past N leave row reductions, outputs and padding as they were, on every config", "[gpu]") {
+    // Where every tile tensor is staged, the Hopper mainloop visits the column pairs past N of a tile's last chunks
+    // too, without a bounds branch (HopperTiles' kBeyondN): their column inputs are read at the last pair, their
+    // stores are clipped by TMA, and row reductions leave their state as it was (add_in_columns). Chunks wholly past
+    // N are not even loaded: those visits read whatever the ring buffer holds. Graphs with one and two row
+    // reductions, column inputs and a label compare; N = 136 ends 8 columns into a tile's second chunk, N = 680
+    // 40 columns into its last tile; cluster configs pair a tile with one wholly past N.
+    const Graph graphs[] = {blocks::out_proj(), blocks::lm_head_ce_stats(), blocks::swiglu_backward(),
+                            blocks::rmsnorm_backward_bf16()};
+    std::vector<Build> builds;
+    const std::vector<KernelConfig> configs = gemm_configs_under_test();
+    for (const Graph& g : graphs)
+        for (const KernelConfig& config : configs) builds.push_back({g, options_for(config)});
+    warm_in_parallel(builds);
+    std::uint64_t seed = 61;
+    for (const Graph& g : graphs)
+        for (const KernelConfig& config : configs) {
+            INFO(g.name() << " config: " << config.to_text());
+            const Kernel k = Runtime::instance().compile(g, options_for(config));
+            require_pass(verify::check_on_device(k, problem(260, 136, 200, 0, 8, seed++)));
+            require_pass(verify::check_on_device(k, problem(300, 680, 264, 0, 8, seed++)));
+        }
+}
+
 TEST_CASE("tile tensors a Hopper kernel cannot stage run on its config's direct variant, config given or not",
           "[gpu]") {
     if (!on_hopper()) return;  // the portable mainloop does not stage

@@ -64,6 +64,10 @@ struct Epilogue {
 
     // Tile outputs, numbered as tiles.store() gets them: bytes per column pair, and where each lives.
     static constexpr int kTileOutputs = 2;
+    // Whether a visit reads and writes a tile tensor in global memory itself (an accumulate
+    // sink), and how many row reductions it feeds.
+    static constexpr bool kAccumulates = false;
+    static constexpr int kRowReductions = 1;
     __host__ __device__ static constexpr int tile_output_pair_bytes(int i) { return i == 0 ? 4 : i == 1 ? 4 : 0; }
     __host__ __device__ static constexpr int tile_output_element_bytes(int i) { return i == 0 ? 2 : i == 1 ? 2 : 0; }
     __device__ static coda::TileView tile_output(const Args& args, int i) {
@@ -139,7 +143,7 @@ struct Epilogue {
         tiles.template store<2>(1, reinterpret_cast<coda::bf16*>(args.slot[5]) + m * static_cast<long long>(args.slot[6]) + pair * 2, c, v4_h);
         // %x1_sumsq = reduce_row sumsq %x1
         #pragma unroll
-        for (int v = 0; v < 2; ++v) coda::Reducer<coda::RedOp::SumSq>::add(st.r7[row_slot], v2_x1[v]);
+        for (int v = 0; v < 2; ++v) coda::add_in_columns<Tiles, coda::RedOp::SumSq>(st.r7[row_slot], c, v2_x1[v]);
     }
 
     template <class L, class Tiles = coda::GlobalTiles>
