@@ -12,8 +12,9 @@ namespace coda {
 namespace {
 
 constexpr long long kMaxBlocks = 4096;  // a grid-stride loop beyond this: enough blocks to fill any GPU
-// The threads an H100 / H200 holds at once (132 SMs x 2048): the vector is split until it fills them. A fixed
-// number rather than the device's, so that G, and with it the order of every fold, depends on the shape alone.
+// The threads an H100 / H200 holds at once (132 SMs x 2048): the vector is split until it comes nearest to filling
+// them. A fixed number rather than the device's, so that G, and with it the order of every fold, depends on the shape
+// alone.
 constexpr long long kFillThreads = 132 * 2048;
 
 // The problem a launch passes: the plan's, with the strands its grid is sized for (CODA_FINALIZE_STRANDS's, for
