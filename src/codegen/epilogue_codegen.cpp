@@ -188,6 +188,9 @@ bool hoisted(const CheckedGraph& g, int id, Kind kind) {
     const Node& n = g.graph.node(id);
     if (op_info(n.op).category == OpCategory::Sink || is_reduction(n)) return false;
     if (n.op == Op::RowIndex || n.op == Op::ColIndex) return false;
+    // A scalar input goes with the row values: read once per row slot, not at every visit (a device scalar is a
+    // load each time).
+    if (n.op == Op::Scalar) return kind == Kind::Row;
     return g.types.at(static_cast<std::size_t>(id)).kind == kind;
 }
 
@@ -264,7 +267,7 @@ std::string hoisted_references(const CheckedGraph& g, const std::vector<std::str
         const std::string name = codegen::value_identifier(g.graph, id);
         out += fmt::format("{}// {}\n", kBody, lines[static_cast<std::size_t>(id)]);
         out += fmt::format("{}const {} (&{})[{}] = {}.{};\n", kBody, codegen::register_type(t), name, lanes(t),
-                           t.kind == Kind::Row ? "row" : "col", name);
+                           hoisted(g, id, Kind::Row) ? "row" : "col", name);
     }
     return out;
 }

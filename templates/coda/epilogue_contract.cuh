@@ -91,8 +91,11 @@ struct EpilogueArgs {
 // computed on the device (a loss gradient) needs no host sync and a captured CUDA graph sees each replay's value.
 constexpr unsigned long long kDeviceScalarTag = 1ull << 63;
 
+// A device scalar is read through the read-only path (nothing writes it while the kernel runs). With a plain load the
+// compiler unswitched whole epilogues on the tag, to spare host scalars the load: lm_head_ce_backward carried its
+// visits twice. (Codegen reads scalars with the row values, once per row slot: epilogue_codegen.cpp, hoisted.)
 __device__ __forceinline__ float scalar_from_slot(unsigned long long slot) {
-    if (slot & kDeviceScalarTag) return *reinterpret_cast<const float*>(slot & ~kDeviceScalarTag);
+    if (slot & kDeviceScalarTag) return __ldg(reinterpret_cast<const float*>(slot & ~kDeviceScalarTag));
     return __uint_as_float(static_cast<unsigned int>(slot));
 }
 

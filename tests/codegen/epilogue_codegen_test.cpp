@@ -191,6 +191,10 @@ TEST_CASE("row x column broadcast, scalars, constants and indices", "[codegen]")
     CHECK_FALSE(contains(rows + cols, "v3_angle[1];"));
     CHECK(contains(src, "const float (&v2_posf)[1] = row.v2_posf;"));
     CHECK(contains(src, "const float (&v1_theta)[1] = col.v1_theta;"));
+    // A scalar input is read with the row values (a device scalar is a load), not at each visit.
+    CHECK(contains(rows, "float v4_scale[1];"));
+    CHECK_FALSE(contains(cols, "v4_scale"));
+    CHECK(contains(src, "const float (&v4_scale)[1] = row.v4_scale;"));
     CHECK_FALSE(contains(src, "in.v0_pos"));
     CHECK(contains(src, "float v2_posf[1] = {static_cast<float>(v0_pos[0])};"));
     CHECK(contains(src, "float v3_angle[1] = {(v2_posf[0] * v1_theta[0])};"));
