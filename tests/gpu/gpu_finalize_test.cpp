@@ -26,14 +26,14 @@ struct FinalizeShape {
 };
 
 const FinalizeShape kShapes[] = {
-    {16384, 256, 32},  // ce_finalize's: 16384 rows, a 32768 vocabulary in tiles of 128
+    {16384, 256, 16},  // ce_finalize's: 16384 rows, a 32768 vocabulary in tiles of 128
     {2048, 128, 32},   // dgamma_finalize's: d = 2048, 16384 rows in tiles of 128
     {33, 17, 32},      // a warp per element; T not a multiple of G
     {1003, 13, 16},    // T < G; 2 elements a warp, L odd
     {40001, 70, 8},    // L not a multiple of the 4 elements a warp; T not a multiple of G
-    {100003, 17, 4},   // L not a multiple of 8; T = 4 G + 1
+    {60001, 17, 4},    // L not a multiple of 8; T = 4 G + 1
     {1001, 3, 4},      // T < G, one strand of four folds nothing
-    {200001, 3, 2},    // L not a multiple of 16
+    {100003, 3, 2},    // L not a multiple of 16
     {1, 5, 8},         // L = 1: one lane of 32 writes
     {1, 1, 1},
     {3000017, 2, 1},   // a long vector with few partials: one thread an element, looping past the grid's cap
