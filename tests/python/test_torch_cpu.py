@@ -190,6 +190,17 @@ def test_model_loss_and_grads_match_eager():
         close(p.grad, q.grad, 3e-2, f"grad of {name}")
 
 
+def test_dtype_casts_keep_the_rope_angles_f32_and_exact():
+    model = tiny_model()
+    before = [layer.theta.clone() for layer in model.layers]
+    for cast in (model.bfloat16, model.half, model.double, lambda: model.to(torch.float16)):
+        cast()
+        for layer, theta in zip(model.layers, before):
+            assert layer.theta.dtype == torch.float32
+            assert torch.equal(layer.theta, theta)
+    assert model.layers[0].w_qkv.dtype == torch.float16
+
+
 @pytest.mark.parametrize("store_logits", [True, False])
 def test_fp32_grad_accumulation_adds_into_main_grad(store_logits):
     model = tiny_model(fp32_grad_accumulation=True, store_logits=store_logits)

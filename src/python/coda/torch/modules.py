@@ -114,6 +114,15 @@ class LlamaDecoderLayer(nn.Module):
         if fp32_grad_accumulation:
             grad_buffers(self)
 
+    def _apply(self, fn, recurse=True):
+        # RoPE's angles stay f32 (the kernels read them so) through model.bfloat16(), .half() or .to(dtype), which
+        # cast every floating buffer; a device move still moves them. The f32 values are kept, not cast back.
+        theta = self.theta
+        super()._apply(fn, recurse)
+        if self.theta.dtype != torch.float32:
+            self.theta = theta.to(self.theta.device)
+        return self
+
     def accumulated_weights(self) -> tuple:
         """The weights whose gradients add into main_grad (fp32_grad_accumulation)."""
         return (self.w_qkv, self.w_o, self.w_gate_up, self.w_down) if self.fp32_grad_accumulation else ()
@@ -212,6 +221,10 @@ class LlamaModel(nn.Module):
         return self.head.weight
 
     def positions(self, batch: int, seq_len: int, device) -> Tensor:
+        if torch.compiler.is_compiling():
+            # Made inside the compiled graph: a tensor cached across calls would be one of the graph's outputs,
+            # which CUDA-graph replays (mode="reduce-overhead") overwrite.
+            return torch.arange(seq_len, dtype=torch.int32, device=device).repeat(batch)
         key = (batch, seq_len, str(device))
         pos = self._positions.get(key)
         if pos is None:
