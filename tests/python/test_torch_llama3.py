@@ -329,6 +329,9 @@ def test_gqa_layer_step_launches_only_coda_and_attention_kernels():
 
     step()
     torch.cuda.synchronize()
+    # A second backward into existing gradients would add into them (AccumulateGrad's own kernel, not coda's).
+    layer.zero_grad(set_to_none=True)
+    x.grad = None
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU,
                                             torch.profiler.ProfilerActivity.CUDA]) as prof:
         step()
