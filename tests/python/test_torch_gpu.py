@@ -320,5 +320,10 @@ def test_model_step_under_compile_reduce_overhead_matches_eager():
         loss_c = compiled(tokens, labels)
         loss_c.backward()
     assert torch.equal(loss_c, loss.detach())
-    for p, q in zip(model.parameters(), twin.parameters()):
-        assert torch.equal(q.grad, p.grad)
+    for (name, p), q in zip(model.named_parameters(), twin.parameters()):
+        if name == "embed.weight":
+            # The embedding's backward is PyTorch's, and Inductor compiles it to atomic adds of the rows a token
+            # repeats, in no fixed order (seen on the H200: not bitwise equal to eager's); coda's are all bitwise.
+            assert rel(q.grad, p.grad) <= 1e-2, name
+        else:
+            assert torch.equal(q.grad, p.grad), name
