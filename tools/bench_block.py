@@ -11,7 +11,9 @@ architecture (llama_rows). One table on stdout; bench_block.csv and bench_block.
 Timing: every system runs twice (compiles, autotuning), then all run in turn for 500 ms to settle the GPU clock,
 then rounds: in each round every system runs `per_round` times between two CUDA events; the median over rounds.
 Systems take turns within a round, so clock drift hits all alike. Gradients are set to None before each step
-(no gradient-accumulation adds are timed)."""
+(no gradient-accumulation adds are timed). At the power cap, turns share the power budget between systems whose energy
+per step differs; --hold-s S then also runs each system alone for S seconds, as a training loop runs only it, and adds
+its sustained ms per step, median SM clock and power (nvidia-smi) and joules per step (tools/power_hold.py)."""
 import argparse
 import copy
 import csv
@@ -28,6 +30,9 @@ import torch.nn.functional as F
 import coda.torch as ct
 from coda.torch import reference as ref
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import power_hold  # noqa: E402
+
 BATCH, SEQ = 8, 2048
 M = BATCH * SEQ
 EPS = 1e-5
@@ -35,6 +40,7 @@ EPS = 1e-5
 # attention, 32 query heads sharing 8 KV heads; measured with SDPA only: the attention-free stand-in needs MHA).
 LAYER_SIZES = [(2048, 8192, 16, 16), (4096, 14336, 32, 32), (4096, 14336, 32, 8)]
 START = time.perf_counter()
+HOLD_S = 0.0  # --hold-s: each system also run alone this long (power_hold.hold)
 
 
 def log(*a):
@@ -67,6 +73,18 @@ def time_systems(systems, rounds, per_round, settle_ms=500, announce=None):
             end.synchronize()
             times[name].append(start.elapsed_time(end) / per_round)
     return {name: statistics.median(v) for name, v in times.items()}
+
+
+def add_holds(rows, systems):
+    """With --hold-s: each system run alone for HOLD_S seconds (tools/power_hold.py), and its sustained time per step,
+    median clock and power, and energy per step added to its row."""
+    if HOLD_S <= 0:
+        return rows
+    log(f"holding each of {list(systems)} alone for {HOLD_S} s")
+    held = power_hold.hold(systems, HOLD_S)
+    for r in rows:
+        r.update(held.get(r["system"], {}))
+    return rows
 
 
 def peak_gib(fn):
@@ -242,6 +260,7 @@ def layer_rows(d, f, heads, attention, rounds, per_round, skip_compile, kv_heads
                      "ms": round(ms[name], 3), "x_floor": round(ms[name] / floor, 3),
                      "tokens_per_s": round(M / ms[name] * 1e3), "peak_GiB": round(mem[name], 2),
                      "note": f"rel. error vs fp32 {err:.1e}" if name == "coda" else ""})
+    add_holds(rows, systems)
     del systems, layer, eager_layer, x
     torch.cuda.empty_cache()
     return rows
@@ -313,7 +332,7 @@ def model_rows(rounds, attention, skip_compile):
                      # A replayed graph allocates nothing: its memory was taken from its pool at capture.
                      "peak_GiB": "" if name == "coda (CUDA graph)" else round(mem[name], 2),
                      "note": "memory held by the graph since capture" if name == "coda (CUDA graph)" else ""})
-    return rows
+    return add_holds(rows, systems)
 
 
 def adamw_step(module, fwd):
@@ -494,6 +513,7 @@ def llama_rows(rounds, skip_compile, batch, n_layers):
                      "x_floor": round(ms[name] / base, 3) if base else "",
                      "tokens_per_s": round(tokens_per_step / ms[name] * 1e3),
                      "peak_GiB": "" if graphed_row else round(mem[name], 2), "note": "; ".join(note)})
+    add_holds(rows, systems)
     if hf is None:
         log(f"{label}: HF Llama + torch.compile SKIPPED: {why}")
         rows.append({"bench": label, "attention": "sdpa", "system": "HF Llama + torch.compile", "ms": "",
@@ -520,7 +540,12 @@ def main():
                    help="sequences of 8192 tokens in the llama3.2-1b step (default 2: M = 16384, as the others)")
     p.add_argument("--llama-layers", type=int, default=LLAMA32_1B["num_hidden_layers"],
                    help="layers of the llama3.2-1b step (default its 16; fewer if memory runs out, said in the row)")
+    p.add_argument("--hold-s", type=float, default=0.0,
+                   help="also run each system alone this many seconds, with nvidia-smi sampling clock and power: "
+                        "its sustained ms per step, MHz, W and joules per step (default 0: off)")
     args = p.parse_args()
+    global HOLD_S
+    HOLD_S = args.hold_s
     os.makedirs(args.out, exist_ok=True)
     torch.backends.cuda.matmul.allow_tf32 = True
     torch._dynamo.config.cache_size_limit = 64
@@ -551,25 +576,32 @@ def main():
 
     print()
     print_rows(rows)
-    keys = ["bench", "attention", "system", "ms", "x_floor", "tokens_per_s", "peak_GiB", "note"]
+    keys = ["bench", "attention", "system", "ms", "x_floor", "tokens_per_s", "peak_GiB", "alone_ms", "MHz", "W", "J",
+            "note"]
     with open(os.path.join(args.out, "bench_block.csv"), "w", newline="") as fcsv:
-        w = csv.DictWriter(fcsv, keys)
+        w = csv.DictWriter(fcsv, keys, restval="")
         w.writeheader()
         w.writerows(rows)
     with open(os.path.join(args.out, "bench_block.md"), "w") as fmd:
         fmd.write("| " + " | ".join(keys) + " |\n|" + "---|" * len(keys) + "\n")
         for r in rows:
-            fmd.write("| " + " | ".join(str(r[k]) for k in keys) + " |\n")
+            fmd.write("| " + " | ".join(str(r.get(k, "")) for k in keys) + " |\n")
     log("done; x_floor: layer rows against the cuBLAS GEMM floor, model rows against torch.compile")
 
 
 def print_rows(rows):
     def num(value, fmt):  # rows without a timing (the fullgraph check) leave these empty
         return format(value, fmt) if isinstance(value, (int, float)) else str(value)
+
+    def held(r):  # --hold-s: the system alone
+        if "alone_ms" not in r:
+            return ""
+        return (f"alone {num(r['alone_ms'], '.3f')} ms {num(r.get('MHz'), '.0f')} MHz {num(r.get('W'), '.0f')} W "
+                f"{num(r.get('J'), '.3f')} J  ")
     for r in rows:
         print(f"{r['bench']:<36} {r['attention']:<5} {r['system']:<26} {num(r['ms'], '>9.3f')} ms  "
               f"{str(r['x_floor']):>6}x  {r['tokens_per_s']:>10} tok/s  {num(r['peak_GiB'], '>7.2f')} GiB  "
-              f"{r['note']}")
+              f"{held(r)}{r['note']}")
     sys.stdout.flush()
 
 

@@ -27,6 +27,26 @@ def test_print_rows_takes_rows_without_timings(capsys):
     assert len(out) == 2 and "117.741 ms" in out[0] and "FAILED: x" in out[1]
 
 
+def test_print_rows_shows_a_hold_where_a_row_has_one(capsys):
+    row = {"bench": "layer", "attention": "none", "system": "coda", "ms": 10.0, "x_floor": 1.1, "tokens_per_s": 1,
+           "peak_GiB": 1.6, "note": ""}
+    bench_block.print_rows([row, {**row, "alone_ms": 10.5, "MHz": 1755, "W": 690.4, "J": 7.249}])
+    out = capsys.readouterr().out.splitlines()
+    assert "alone" not in out[0]
+    assert "alone 10.500 ms 1755 MHz 690 W 7.249 J" in out[1]
+
+
+def test_hold_samples_are_taken_inside_each_window_after_the_settling_time():
+    import power_hold
+    # read_smi's samples: (time, MHz, W, reasons); system a held over [100, 103], b over [103, 106].
+    samples = [(100.2, 1980, 300.0, ""), (101.0, 1800, 690.0, ""), (102.0, 1760, 700.0, ""),
+               (103.4, 1500, 100.0, ""), (104.0, 1900, 500.0, ""), (105.0, 1910, 520.0, ""), (107.0, 1, 1.0, "")]
+    stats = power_hold.summarize(samples, {"a": (100.0, 103.0), "b": (103.0, 106.0)}, skip=0.5)
+    assert stats["a"] == (1780.0, 695.0, 2)  # 100.2 falls in the settling time
+    assert stats["b"] == (1905.0, 510.0, 2)  # 103.4 too; 107 is after the hold
+    assert power_hold.summarize([], {"a": (0.0, 1.0)})["a"] == (None, None, 0)
+
+
 def gpu_event(name, start, end):
     span = types.SimpleNamespace(start=start, end=end, elapsed_us=lambda: end - start)
     return types.SimpleNamespace(name=name, device_type=torch.autograd.DeviceType.CUDA, time_range=span)
