@@ -146,13 +146,41 @@ struct StagedTiles {
     }
 };
 
+// What the visits share, read before the tile's wait: its staged loads and these are in flight together. Per visit
+// instead, each visit first waited for its own row input from L2 (about 500 cycles, 16 times a thread) while the
+// CTA moved no bytes: the tile programs with row inputs ran at 0.68 of torch's copy bandwidth, the plain copy at 0.94
+// (docs/PERFORMANCE.md, 2026-12-05). (Batches of row values in registers do not hold: the compiler sinks each load
+// to its visit again.)
+//   - Row values (row inputs, scalars and what is computed from them): one per tile row, computed by the first kBM
+//     threads into shared memory (kRowsOffset); visits read their row's there. Rows past M read row M - 1 (in
+//     bounds) and are never visited.
+//   - Column values: a thread visits one column pair (kColSlots = 1), so once, in registers.
+template <class Epilogue>
+struct TileProgramValues {
+    using L = TileProgramLayout;
+    using Row = typename Epilogue::RowValues;
+    static constexpr int kRowsOffset = (TileProgramStaging<Epilogue>::kSmemBytes + 15) / 16 * 16;
+    static constexpr int kSmemBytes = kRowsOffset + L::kBM * static_cast<int>(sizeof(Row));
+    static_assert(L::kThreads >= L::kBM, "coda: a thread per tile row computes the row values");
+
+    __device__ static void stage_rows(const typename Epilogue::Args& args, const TileProblem& problem, int m0, int n0,
+                                      unsigned char* smem) {
+        const int r = L::thread_index();
+        if (r < L::kBM) {
+            const int m = m0 + r < problem.m ? m0 + r : problem.m - 1;
+            Epilogue::row_values(args, Coord{m, n0, problem.m, problem.n}, row(smem, r));
+        }
+    }
+    __device__ static Row& row(unsigned char* smem, int r) { return reinterpret_cast<Row*>(smem + kRowsOffset)[r]; }
+};
+
 template <class Epilogue>
 struct TileProgramTraits {
     using Layout = TileProgramLayout;
     static constexpr int kThreads = Layout::kThreads;
     static constexpr int kBM = Layout::kBM;
     static constexpr int kBN = Layout::kBN;
-    static constexpr int kSmemBytes = TileProgramStaging<Epilogue>::kSmemBytes;
+    static constexpr int kSmemBytes = TileProgramValues<Epilogue>::kSmemBytes;
     // What the kernel reports to the host (coda_kernel_info): the fixed tile, no pipeline.
     __host__ __device__ static constexpr KernelInfo info() {
         return KernelInfo(KernelKind::TileProgram, kThreads, kSmemBytes, kBM, kBN, 1, 1, 0, TmaTileInfo{});
@@ -164,6 +192,7 @@ __global__ void __launch_bounds__(TileProgramLayout::kThreads)
     tile_program(const TileProblem problem, const typename Epilogue::Args args) {
     using L = TileProgramLayout;
     using S = TileProgramStaging<Epilogue>;
+    using V = TileProgramValues<Epilogue>;
     extern __shared__ __align__(16) unsigned char coda_tile_smem[];
     const int tile_m = static_cast<int>(blockIdx.x);
     const int tile_n = static_cast<int>(blockIdx.y);
@@ -172,45 +201,46 @@ __global__ void __launch_bounds__(TileProgramLayout::kThreads)
     typename Epilogue::template State<L> st;
     Epilogue::template begin_tile<L>(st);
     const int n = n0 + L::slot_col(0);
+    const unsigned smem = detail::shared_address(coda_tile_smem);
     bool staged = false;
     if constexpr (S::kEnabled) {
         staged = S::Inputs::movable_in_16(args, n0, problem.n) && S::Outputs::movable_in_16(args, n0, problem.n);
+        // Every input unit of the tile in flight at once; the wait comes after the row and column values' loads.
         if (staged) {
-            const unsigned smem = detail::shared_address(coda_tile_smem);
-            // Every input unit of the tile in flight at once, then one wait.
             S::Inputs::for_each_unit(args, smem, m0, n0, rows, problem.n, [](unsigned to, unsigned char* from) {
                 detail::cp_async_16(to, from, 16);
             });
             detail::cp_async_commit();
-            detail::cp_async_wait<0>();
-            __syncthreads();
-            const StagedTiles<Epilogue> tiles{smem, m0, n0};
-            if (n < problem.n) {
-#pragma unroll
-                for (int rs = 0; rs < L::kRowSlots; ++rs) {
-                    const int m = m0 + L::slot_row(rs);
-                    if (m < problem.m) {
-                        const Coord c{m, n, problem.m, problem.n, 0, rs};
-                        typename Epilogue::Inputs in;
-                        Epilogue::template load<L>(args, c, in, tiles);
-                        Epilogue::template visit<L>(args, st, c, rs, 0, 0.0f, 0.0f, in, tiles);
-                    }
-                }
-            }
-            __syncthreads();
-            S::Outputs::for_each_unit(args, smem + S::kOutputsOffset, m0, n0, rows, problem.n,
-                                      [](unsigned from, unsigned char* to) {
-                                          *reinterpret_cast<uint4*>(to) = detail::ld_shared_16(from);
-                                      });
         }
     }
-    if (!staged && n < problem.n) {
+    V::stage_rows(args, problem, m0, n0, coda_tile_smem);
+    typename Epilogue::ColValues col;
+    if (n < problem.n) Epilogue::col_values(args, Coord{m0, n, problem.m, problem.n}, col);
+    if (staged) detail::cp_async_wait<0>();
+    __syncthreads();
+    // Every row slot of the thread in order; `tiles`: where the tile tensors are.
+    const auto visit_all = [&](const auto& tiles) {
 #pragma unroll
         for (int rs = 0; rs < L::kRowSlots; ++rs) {
             const int m = m0 + L::slot_row(rs);
-            if (m < problem.m)
-                Epilogue::template visit<L>(args, st, Coord{m, n, problem.m, problem.n}, rs, 0, 0.0f, 0.0f);
+            if (m < problem.m) {
+                const Coord c{m, n, problem.m, problem.n, 0, rs};
+                typename Epilogue::Inputs in;
+                Epilogue::template load<L>(args, c, in, tiles);
+                Epilogue::template visit<L>(args, st, c, rs, 0, 0.0f, 0.0f, V::row(coda_tile_smem, L::slot_row(rs)),
+                                            col, in, tiles);
+            }
         }
+    };
+    if (staged) {
+        if (n < problem.n) visit_all(StagedTiles<Epilogue>{smem, m0, n0});
+        __syncthreads();
+        S::Outputs::for_each_unit(args, smem + S::kOutputsOffset, m0, n0, rows, problem.n,
+                                  [](unsigned from, unsigned char* to) {
+                                      *reinterpret_cast<uint4*>(to) = detail::ld_shared_16(from);
+                                  });
+    } else if (n < problem.n) {
+        visit_all(GlobalTiles{});
     }
     Epilogue::template end_tile<L>(args, st, reinterpret_cast<float*>(coda_tile_smem),
                                    TileCoord{tile_m, tile_n, problem.m, problem.n});
