@@ -158,9 +158,19 @@ __device__ __forceinline__ void add_in_columns(typename Reducer<Op>::State& s, c
     }
 }
 
+// The floats between two rows' cells in write_row_partials' scratch: a row's kRowSharers cells, and four more where
+// there are 32 or more of them. Then the threads that combine rows r, r + 1, ... read their cells 16 bytes at a time
+// from different banks (a quarter-warp's eight 16-byte reads cover all 32); unpadded, a row stride of a multiple of
+// 32 floats put a warp's reads in the same four banks (the tile programs' 64 sharers: 32-way conflicts). The cells
+// and the order they are combined in stay as they were.
+template <class L>
+__host__ __device__ constexpr int row_scratch_stride() {
+    return L::kRowSharers >= 32 ? L::kRowSharers + 4 : L::kRowSharers;
+}
+
 template <class L>
 __host__ __device__ constexpr int row_scratch_floats() {
-    return L::kBM * L::kRowSharers;
+    return L::kBM * row_scratch_stride<L>();
 }
 
 template <class L, int V>
@@ -175,12 +185,12 @@ __device__ void write_row_partials(const typename Reducer<Op>::State (&st)[L::kR
     L::sync();
     const int sharer = L::row_sharer();
 #pragma unroll
-    for (int s = 0; s < L::kRowSlots; ++s) scratch[L::slot_row(s) * L::kRowSharers + sharer] = R::partial(st[s]);
+    for (int s = 0; s < L::kRowSlots; ++s) scratch[L::slot_row(s) * row_scratch_stride<L>() + sharer] = R::partial(st[s]);
     L::sync();
     const long long row0 = static_cast<long long>(t.tile_m) * L::kBM;
     for (int r = L::thread_index(); r < L::kBM; r += L::kThreads) {
         if (row0 + r >= t.M) break;
-        const float* cells = scratch + r * L::kRowSharers;
+        const float* cells = scratch + r * row_scratch_stride<L>();
         float acc = cells[0];
         for (int k = 1; k < L::kRowSharers; ++k) acc = R::combine(acc, cells[k]);
         out[static_cast<long long>(t.tile_n) * t.M + row0 + r] = acc;
