@@ -3,6 +3,8 @@
 #include "mainloop/finalize_program.hpp"
 
 #include <algorithm>
+#include <atomic>
+#include <string>
 
 #include "coda/error.hpp"
 #include "config/settings.hpp"
@@ -17,10 +19,20 @@ constexpr long long kMaxBlocks = 4096;  // a grid-stride loop beyond this: enoug
 // alone.
 constexpr long long kFillThreads = 132 * 2048;
 
-// The problem a launch passes: the plan's, with the strands its grid is sized for (CODA_FINALIZE_STRANDS's, for
-// timing one G against another).
+// A warp's load reads G partial rows of 128 / G bytes; past 8 strands a 32-byte sector carries 8 or 4 bytes it
+// uses. Measured on an H200 (docs/PERFORMANCE.md, 2026-12-05, tenth session; `CODA_FINALIZE_STRANDS=G coda bench
+// block --only ...`), L = 16384, T = 256: ce_finalize 19.6 / 16.4 / 21.7 / 39.8 us at G = 4 / 8 / 16 / 32,
+// rms_backward_finalize 7.6 / 8.1 / 12.6 / 23.3 us. The short vectors (rms_finalize, dgamma_finalize: 1 MB) ran
+// 5-8 us at every G.
+constexpr int kMaxFinalizeStrands = 8;
+
+std::atomic<int> strands_override{0};  // 0: none
+
+// The problem a launch passes: the plan's, with the strands its grid is sized for (an override's, or
+// CODA_FINALIZE_STRANDS's, for timing one G against another).
 FinalizeProblem with_strands(FinalizeProblem problem) {
-    const int forced = settings().finalize_strands;
+    const int overridden = strands_override.load(std::memory_order_relaxed);
+    const int forced = overridden > 0 ? overridden : settings().finalize_strands;
     problem.strands = forced > 0 ? forced : finalize_strands(problem.l, problem.t);
     return problem;
 }
@@ -83,11 +95,16 @@ const Mainloop& finalize_program_mainloop() {
 
 int finalize_strands(long long l, long long t) {
     // Doubling while L * G is under 2/3 of the target: the power of two nearest it (within a factor 1.5 below,
-    // 1.33 above). ce_finalize (L = 16384) then takes 16 strands, not the 32 that would overshoot 2x and read
-    // 32 lines for each warp's load.
+    // 1.33 above), up to kMaxFinalizeStrands. ce_finalize (L = 16384) takes 8.
     int strands = 1;
-    while (strands < kFinalizeWarpLanes && strands < t && 3 * l * strands < 2 * kFillThreads) strands *= 2;
+    while (strands < kMaxFinalizeStrands && strands < t && 3 * l * strands < 2 * kFillThreads) strands *= 2;
     return strands;
+}
+
+void set_finalize_strands_override(std::optional<int> strands) {
+    if (strands && (*strands < 1 || *strands > kFinalizeWarpLanes || (*strands & (*strands - 1)) != 0))
+        throw Error("finalizer strands must be 1, 2, 4, 8, 16 or 32, got " + std::to_string(*strands));
+    strands_override.store(strands ? *strands : 0, std::memory_order_relaxed);
 }
 
 unsigned finalize_blocks(long long l, int strands) {

@@ -248,13 +248,13 @@ public:
     // Ping-pong overlaps one consumer's epilogue with the other's mainloop, so the epilogue's shared-memory
     // traffic competes with the wgmma operand reads; tile tensors that move by a shared-memory access per visit
     // (f32, half- or double-width) cost most. When they are heavy against the mainloop's length (K), cooperative
-    // 128 x 128 runs the epilogue on both consumer warpgroups between mainloops instead. Measured on an H200
-    // (`coda tune`, M = 16384, docs/PERFORMANCE.md 2026-12-03, fifth session): swiglu_backward (8 such bytes an
-    // element) ran 1.71x faster cooperative at K = 2048 and 1.30-1.36x at K = 4096; rmsnorm_backward (8 bytes: an
-    // f32 accumulate) ran 1.01x faster ping-pong at K = 6144, 1.23x at K = 12288 and 1.20x at K = 16384; gate/up
-    // (1 byte: the half-width y) and the epilogues without such tensors ran fastest on ping-pong at every K
-    // measured. The threshold sits between K / byte = 512 (cooperative) and 768 (ping-pong): a narrow margin, so
-    // `coda tune` is worth running for epilogues near it.
+    // 128 x 128 runs the epilogue on both consumer warpgroups between mainloops instead. The fifth session's
+    // epilogues (docs/PERFORMANCE.md, 2026-12-03) put the threshold at 640 K per byte: swiglu_backward (8 such bytes
+    // an element) then ran 1.71x faster cooperative at K = 2048. Since its epilogue was shortened and its tile
+    // inputs staged, every measured point favours ping-pong, each config timed alone (`coda tune --solo`, H200,
+    // docs/PERFORMANCE.md, 2026-12-05, tenth session): swiglu_backward 1.13x at K = 2048 (256 K per byte) and
+    // 1.13x at K = 4096 (512), rmsnorm_backward 1.05x at K = 6144 (768). Cooperative is kept only below the
+    // lowest K per byte measured, where the older data favoured it and nothing newer exists.
     //
     // A vocabulary-sized N (an LM head's) gets no rule of its own. Cooperative 256 x 128 in pairs along N was the
     // default there for N >= 98304 without per-visit traffic, on one `coda tune` call (2026-12-04); measured again
@@ -276,7 +276,7 @@ public:
     // interleaved rounds with another config (`coda tune` without --solo) it loses its clock advantage: 1-8% behind
     // ping-pong there.
     KernelConfig default_config(const Graph& graph, const ProblemShape& shape) const override {
-        constexpr double kPingPongKPerByte = 640;  // ping-pong when K >= this x per-visit bytes an element
+        constexpr double kPingPongKPerByte = 256;  // ping-pong when K >= this x per-visit bytes an element
         constexpr long long kUnknownK = 4096;      // a typical hidden size, for a shape not given
         constexpr long long kLongK = 5120;         // plain GEMMs from here on: cooperative 256 x 128 pairs ...
         constexpr long long kPairsMinM = 4096;     // ... on a grid of tiles this large at least

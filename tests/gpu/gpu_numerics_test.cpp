@@ -219,7 +219,7 @@ TEST_CASE("stream-K: tiles shared by k-tiles between CTAs match the reference, t
     // More tiles than SMs, not a whole number of rounds: the Hopper kernels without a cluster share the last two
     // rounds by k-tiles (hopper_gemm.cuh, TileOrder), so most CTAs hand a partial sum to their neighbour. Forced on
     // (by default only at 20 or more rounds: stream_k_shares). Every GEMM epilogue of the block on its default
-    // config, and out_proj (ping-pong) and swiglu_backward (cooperative) on every config that shares, with edges
+    // config, and out_proj and swiglu_backward (the heaviest epilogue) on every config that shares, with edges
     // in M, N and K: 4731 x 1000 is 37 x 8 tiles of 128 x 128 (on 132 SMs, 2 rounds and 32 tiles over); K = 120
     // is 2 k-tiles (pieces of one k-tile), K = 520 is 9.
     set_stream_k_override(StreamK::Always);

@@ -12,6 +12,8 @@ namespace {
 
 // The fill target of finalize_program.cpp: an H200's 132 SMs x 2048 threads.
 constexpr long long kFill = 132 * 2048;
+// Its cap on G: a warp's load reads G partial rows of 128 / G bytes, a 32-byte sector's worth at 4, half of one at 8.
+constexpr int kMaxStrands = 8;
 constexpr long long kWarpsPerBlock = kFinalizeThreads / kFinalizeWarpLanes;
 
 bool power_of_two(int x) { return x > 0 && (x & (x - 1)) == 0; }
@@ -24,13 +26,14 @@ TEST_CASE("a finalizer splits an element's partials until the vector comes neare
     // Fewer partials than a warp: no more strands than the next power of two >= T.
     CHECK(finalize_strands(1, 2) == 2);
     CHECK(finalize_strands(1, 3) == 4);
-    CHECK(finalize_strands(1, 17) == 32);
-    CHECK(finalize_strands(16384, 16) == 16);  // rms_finalize at d = 2048: 16 N-tiles of 128
-    // A short vector with many partials: a whole warp per element.
-    CHECK(finalize_strands(1, 1000) == 32);
-    CHECK(finalize_strands(2048, 128) == 32);  // dgamma_finalize: 2048 columns, 16384 rows in tiles of 128
-    // ce_finalize (16384 rows, V = 32768 in tiles of 128): 16 x 16384 is 0.97 of the target, 32 would be 1.94.
-    CHECK(finalize_strands(16384, 256) == 16);
+    CHECK(finalize_strands(1, 5) == 8);
+    CHECK(finalize_strands(1, 17) == 8);
+    CHECK(finalize_strands(16384, 16) == 8);  // rms_finalize at d = 2048: 16 N-tiles of 128
+    // A short vector with many partials: the cap, not a warp per element.
+    CHECK(finalize_strands(1, 1000) == 8);
+    CHECK(finalize_strands(2048, 128) == 8);  // dgamma_finalize: 2048 columns, 16384 rows in tiles of 128
+    // ce_finalize (16384 rows, V = 32768 in tiles of 128): 16 x 16384 would be 0.97 of the target; the cap is 8.
+    CHECK(finalize_strands(16384, 256) == 8);
     // The doubling stops once L * G reaches 2/3 of the target.
     CHECK(finalize_strands(kFill / 6, 256) == 4);      // 4 L = 2/3 of the target exactly
     CHECK(finalize_strands(kFill / 6 - 1, 256) == 8);  // just below it
@@ -47,10 +50,10 @@ TEST_CASE("a finalizer splits an element's partials until the vector comes neare
             INFO("L = " << l << ", T = " << t);
             const int g = finalize_strands(l, t);
             CHECK(power_of_two(g));
-            CHECK(g <= kFinalizeWarpLanes);
+            CHECK(g <= kMaxStrands);
             CHECK((g == 1 || g / 2 < t));
             CHECK((g == 1 || 3 * l * (g / 2) < 2 * kFill));
-            CHECK((g == kFinalizeWarpLanes || g >= t || 3 * l * g >= 2 * kFill));
+            CHECK((g == kMaxStrands || g >= t || 3 * l * g >= 2 * kFill));
         }
 }
 
@@ -75,6 +78,15 @@ TEST_CASE("a finalizer's grid gives every group of 32 / G elements a warp, up to
             CHECK((warps * per_warp >= l || finalize_blocks(l, g) == 4096));
             CHECK((warps - kWarpsPerBlock) * per_warp < l);  // no block without an element
         }
+}
+
+TEST_CASE("a tool may run finalizers at any G a warp can split into, and no other", "[mainloop]") {
+    for (int g = 1; g <= kFinalizeWarpLanes; g *= 2) CHECK_NOTHROW(set_finalize_strands_override(g));
+    for (int g : {0, 3, 12, 64, -8}) {
+        INFO("G = " << g);
+        CHECK_THROWS_WITH(set_finalize_strands_override(g), Catch::Contains("must be 1, 2, 4, 8, 16 or 32"));
+    }
+    CHECK_NOTHROW(set_finalize_strands_override(std::nullopt));
 }
 
 }  // namespace

@@ -145,6 +145,19 @@ TEST_CASE("coda bench block --list runs LLaMA-3's vocabulary at d = 2048 by defa
     CHECK(count_lines(given.output, "lm_head_ce ", " 4096  16384 128256   4096") == 1);
     CHECK(count_lines(given.output, "", "32768") == 0);
     CHECK(count_lines(given.output, "", " 2048  16384 ") == 0);
+
+    // --only keeps the named graphs' rows (a finalizer's producer is built, not listed); an unknown name is an error.
+    const Run only = run("bench block --list --d 2048 --vocab 32768 --only ce_finalize --only swiglu_backward", dir);
+    INFO(only.output);
+    REQUIRE(only.status == 0);
+    CHECK(count_lines(only.output, "ce_finalize", "finalize  2048  16384  32768") == 1);
+    CHECK(count_lines(only.output, "swiglu_backward ", "down dgrad") == 1);
+    CHECK(count_lines(only.output, "lm_head_ce", "") == 0);
+    CHECK(count_lines(only.output, "copy", "") == 0);
+    CHECK_THAT(only.output, Catch::Contains("(2 rows;"));
+    const Run unknown = run("bench block --list --only swiglu", dir);
+    CHECK(unknown.status == 1);
+    CHECK_THAT(unknown.output, Catch::Contains("--only 'swiglu' names no row") && Catch::Contains("swiglu_backward"));
 }
 
 TEST_CASE("coda bench rejects bad arguments before it needs a GPU", "[tools]") {

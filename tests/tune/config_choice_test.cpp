@@ -127,21 +127,25 @@ TEST_CASE("epilogue_traffic counts tile tensors by how the Hopper epilogue moves
     CHECK(coda::epilogue_traffic(tile_graph()).per_visit_bytes == 0.0);
 }
 
-TEST_CASE("choose_config on sm_90a: cooperative 128x128 where per-visit epilogue traffic is heavy against K", "[tune]") {
+TEST_CASE("choose_config on sm_90a: cooperative 128x128 only where per-visit epilogue traffic outweighs K", "[tune]") {
     using coda::blocks::rmsnorm_backward;
     using coda::blocks::swiglu_backward;
-    // The measured cases behind the threshold (src/mainloop/hopper.cpp, default_config).
-    CHECK(coda::choose_config(swiglu_backward(), "sm_90a", {16384, 8192, 2048}, {}, nullptr) == kCooperative);
-    CHECK(coda::choose_config(swiglu_backward(), "sm_90a", {16384, 14336, 4096}, {}, nullptr) == kCooperative);
+    // The measured cases behind the threshold (src/mainloop/hopper.cpp, default_config): ping-pong from 256 K a byte.
+    CHECK(coda::choose_config(swiglu_backward(), "sm_90a", {16384, 8192, 2048}, {}, nullptr) == kDefault);
+    CHECK(coda::choose_config(swiglu_backward(), "sm_90a", {16384, 14336, 4096}, {}, nullptr) == kDefault);
     CHECK(coda::choose_config(rmsnorm_backward(), "sm_90a", {16384, 2048, 16384}, {}, nullptr) == kDefault);
     CHECK(coda::choose_config(rmsnorm_backward(), "sm_90a", {16384, 4096, 28672}, {}, nullptr) == kDefault);
     CHECK(coda::choose_config(rmsnorm_backward(), "sm_90a", {16384, 2048, 6144}, {}, nullptr) == kDefault);
-    CHECK(coda::choose_config(rmsnorm_backward(), "sm_90a", {16384, 2048, 4096}, {}, nullptr) == kCooperative);
+    CHECK(coda::choose_config(rmsnorm_backward(), "sm_90a", {16384, 2048, 4096}, {}, nullptr) == kDefault);
     CHECK(coda::choose_config(coda::blocks::gate_up_swiglu(), "sm_90a", {16384, 16384, 2048}, {}, nullptr) == kDefault);
+    // Below it, unmeasured since the epilogues changed, the older data's cooperative stays.
+    CHECK(coda::choose_config(swiglu_backward(), "sm_90a", {16384, 8192, 1024}, {}, nullptr) == kCooperative);
+    CHECK(coda::choose_config(rmsnorm_backward(), "sm_90a", {16384, 2048, 1536}, {}, nullptr) == kCooperative);
     // A short K tips a light epilogue too; an unknown K counts as 4096.
-    CHECK(coda::choose_config(coda::blocks::gate_up_swiglu(), "sm_90a", {16384, 16384, 512}, {}, nullptr) ==
+    CHECK(coda::choose_config(coda::blocks::gate_up_swiglu(), "sm_90a", {16384, 16384, 128}, {}, nullptr) ==
           kCooperative);
-    CHECK(coda::choose_config(swiglu_backward(), "sm_90a", {}, {}, nullptr) == kCooperative);
+    CHECK(coda::choose_config(coda::blocks::gate_up_swiglu(), "sm_90a", {16384, 16384, 256}, {}, nullptr) == kDefault);
+    CHECK(coda::choose_config(swiglu_backward(), "sm_90a", {}, {}, nullptr) == kDefault);
     CHECK(coda::choose_config(coda::blocks::gate_up_swiglu(), "sm_90a", {}, {}, nullptr) == kDefault);
     // Without tile tensors there is nothing to weigh: ping-pong at any K.
     CHECK(coda::choose_config(gemm_graph(), "sm_90a", {16384, 4096, 64}, {}, nullptr) == kDefault);
@@ -158,6 +162,8 @@ TEST_CASE("choose_config on sm_90a: a vocabulary-sized N keeps the rules of any 
           kDefault);
     // An epilogue with per-visit traffic keeps the rule above.
     CHECK(coda::choose_config(coda::blocks::swiglu_backward(), "sm_90a", {16384, 131072, 2048}, {}, nullptr) ==
+          kDefault);
+    CHECK(coda::choose_config(coda::blocks::swiglu_backward(), "sm_90a", {16384, 131072, 1024}, {}, nullptr) ==
           kCooperative);
 }
 

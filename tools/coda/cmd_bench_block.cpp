@@ -3,6 +3,7 @@
 // config unless --config pins one); tile programs and finalizers, which have no GEMM, as GB/s of the bytes their
 // bindings must move. tools/bench_block.sh puts cuBLAS (torch.matmul) and torch's copy bandwidth beside them.
 // --list prints the rows without a GPU.
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -121,6 +122,7 @@ struct BlockOptions {
     long long iterations = 50;
     std::string config_text;
     std::string csv_path;
+    std::vector<std::string> only;  // graph names to time (empty: every row)
     bool list = false;
 };
 
@@ -152,6 +154,7 @@ struct GemmRow {
     const Graph* graph;
     GemmUse use;
     Graph identity;
+    bool timed = true;  // false: kept only as a finalizer's producer (--only)
 };
 
 // One memory-bound row: a tile program at M x n, or a finalizer over the partials a GEMM at n wrote: M rows of them
@@ -233,12 +236,38 @@ BlockRows block_rows(const std::vector<BlockDims>& dims, const std::vector<Graph
     return rows;
 }
 
+// --only: the rows of the named graphs ("copy" for the reference copy); a name no row has is an error. A finalizer
+// keeps its producer GEMM row, untimed, for its partials' shape.
+void keep_only(BlockRows& rows, const std::vector<std::string>& names) {
+    if (names.empty()) return;
+    std::set<std::string> known;
+    for (const GemmRow& r : rows.gemm) known.insert(r.graph->name());
+    for (const MemoryRow& r : rows.memory) known.insert(r.graph->name());
+    for (const FinalizerRow& r : rows.finalizers) known.insert(r.graph->name());
+    for (const std::string& n : names)
+        if (!known.count(n)) {
+            std::string list;
+            for (const std::string& k : known) list += (list.empty() ? "" : ", ") + k;
+            throw Error(fmt::format("bench block: --only '{}' names no row; the rows' graphs are: {}", n, list));
+        }
+    const std::set<std::string> wanted(names.begin(), names.end());
+    const auto unwanted = [&](const auto& r) { return !wanted.count(r.graph->name()); };
+    for (GemmRow& r : rows.gemm) r.timed = !unwanted(r);
+    rows.memory.erase(std::remove_if(rows.memory.begin(), rows.memory.end(), unwanted), rows.memory.end());
+    rows.finalizers.erase(std::remove_if(rows.finalizers.begin(), rows.finalizers.end(), unwanted),
+                          rows.finalizers.end());
+}
+
 // --list: the rows a run would time, without a GPU (a finalizer's T is known once its producer is built).
 int list_rows(const BlockRows& rows, long long m) {
     std::printf("%-30s %-14s %5s %6s %6s %6s %3s\n", "epilogue", "gemm", "d", "M", "N", "K", "B");
-    for (const GemmRow& r : rows.gemm)
+    std::size_t timed = rows.memory.size() + rows.finalizers.size();
+    for (const GemmRow& r : rows.gemm) {
+        if (!r.timed) continue;
+        ++timed;
         fmt::print("{:<30} {:<14} {:>5} {:>6} {:>6} {:>6} {:>3}\n", r.graph->name(), r.use.gemm, r.d, m, r.use.n,
                    r.use.k, r.graph->spec().b == Major::K ? "k" : "n");
+    }
     std::printf("\n%-33s %-8s %5s %6s %6s\n", "memory-bound kernel", "kind", "d", "M", "N");
     for (const MemoryRow& r : rows.memory)
         fmt::print("{:<33} {:<8} {:>5} {:>6} {:>6}\n", r.graph->name(), "tile", r.d, m, r.n);
@@ -247,7 +276,7 @@ int list_rows(const BlockRows& rows, long long m) {
         fmt::print("{:<33} {:<8} {:>5} {:>6} {:>6}\n", r.graph->name(), "finalize", r.d, r.columns ? n : m, n);
     }
     std::printf("(%s; finalizers: N is the producing GEMM's, M the length they fold into)\n",
-                counted(rows.gemm.size() + rows.memory.size() + rows.finalizers.size(), "row").c_str());
+                counted(timed, "row").c_str());
     return 0;
 }
 
@@ -267,6 +296,7 @@ int bench_block(const BlockOptions& given) {
     const std::vector<Graph> block = blocks::llama_block();
     const Graph copy = copy_graph();
     BlockRows rows = block_rows(dims, block, copy);
+    keep_only(rows, given.only);
     if (given.list) return list_rows(rows, m);
     const std::vector<GemmRow>& gemm_rows = rows.gemm;
     std::vector<MemoryRow>& memory_rows = rows.memory;
@@ -289,9 +319,12 @@ int bench_block(const BlockOptions& given) {
         return o;
     };
     std::vector<WarmJob> jobs;
-    for (const GemmRow& r : gemm_rows) {
-        jobs.push_back({r.graph, options_for(r)});
-        jobs.push_back({&r.identity, options_for(r)});
+    std::set<std::size_t> producers;
+    for (const FinalizerRow& r : rows.finalizers) producers.insert(r.producer);
+    for (std::size_t i = 0; i < gemm_rows.size(); ++i) {
+        const GemmRow& r = gemm_rows[i];
+        if (r.timed || producers.count(i)) jobs.push_back({r.graph, options_for(r)});
+        if (r.timed) jobs.push_back({&r.identity, options_for(r)});
     }
     for (const MemoryRow& r : memory_rows) jobs.push_back({r.graph, {}});
     for (const FinalizerRow& r : rows.finalizers) jobs.push_back({r.graph, {}});
@@ -308,6 +341,7 @@ int bench_block(const BlockOptions& given) {
     std::printf("%-30s %-14s %5s %6s %6s %6s %3s %9s %11s %9s %8s  %s\n", "epilogue", "gemm", "d", "M", "N", "K", "B",
                 "ms", "identity ms", "/identity", "TFLOP/s", "config");
     for (const GemmRow& r : gemm_rows) {
+        if (!r.timed) continue;
         const CompileOptions options = options_for(r);
         const Kernel epilogue = Runtime::instance().compile(*r.graph, options);
         const Kernel identity = Runtime::instance().compile(r.identity, options);
@@ -380,6 +414,9 @@ void add_bench_block(Commands& commands, CLI::App& bench) {
     block.add_option("--config", options->config_text, "pin every GEMM kernel's tile config instead of its default")
         ->type_name("TEXT");
     block.add_option("--csv", options->csv_path, "also write the results to this CSV file")->type_name("FILE");
+    block.add_option("--only", options->only, "time only these graphs' rows (e.g. ce_finalize; copy: the reference "
+                                              "copy); repeatable")
+        ->type_name("GRAPH");
     block.add_flag("--list", options->list, "print the rows a run would time and stop (no GPU needed)");
 }
 
