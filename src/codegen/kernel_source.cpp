@@ -46,7 +46,7 @@ std::string banner(const Graph& g, const std::string& config_text, const std::st
 KernelSource generate_kernel_source(const CheckedGraph& g, const Mainloop& mainloop,
                                     const std::optional<KernelConfig>& config, const std::string& arch) {
     check_arch(g.graph, arch);
-    if (g.graph.domain() == Domain::Gemm && g.graph.spec().input != DType::BF16 && g.graph.spec().input != DType::F16)
+    if (g.graph.domain() == Domain::Gemm && (g.graph.spec().input == DType::F32 || g.graph.spec().input == DType::I32))
         throw InternalError(fmt::format("gemm graph '{}' has input dtype {}; validation should reject it",
                                         g.graph.name(), to_string(g.graph.spec().input)));
     mainloop.validate(g.graph, config, arch);

@@ -41,6 +41,8 @@ std::string describe(const ValueType& t) {
 
 bool has_width(Kind k) { return k == Kind::Tile || k == Kind::Col; }
 
+bool is_fp8(DType d) { return d == DType::E4M3 || d == DType::E5M2; }
+
 class Checker {
 public:
     explicit Checker(const Graph& g)
@@ -61,6 +63,10 @@ public:
             check_name(id);
             bad_ = false;
             const std::optional<ValueType> t = type_node(id);
+            if (is_fp8(g_.node(id).dtype))
+                fail(id, fmt::format("{} is so far a GEMM operand type only (GemmSpec input): tile tensors, vectors "
+                                     "and stores take bf16, f16, f32 or i32",
+                                     to_string(g_.node(id).dtype)));
             ok_[id] = t.has_value() && !bad_;
             if (t) types_[id] = *t;
             if (!used[id] && op_info(g_.node(id).op).category != OpCategory::Sink)
@@ -91,8 +97,17 @@ public:
 private:
     std::vector<Problem> check_header() const {
         std::vector<Problem> out;
-        if (g_.domain() == Domain::Gemm && g_.spec().input != DType::BF16 && g_.spec().input != DType::F16)
-            out.push_back({-1, fmt::format("GEMM operands must be bf16 or f16, got in={}", to_string(g_.spec().input))});
+        if (g_.domain() == Domain::Gemm) {
+            const GemmSpec& spec = g_.spec();
+            if (spec.input == DType::F32 || spec.input == DType::I32)
+                out.push_back({-1, fmt::format("GEMM operands must be bf16, f16, e4m3 or e5m2, got in={}",
+                                               to_string(spec.input))});
+            // wgmma takes 8-bit operands only from K-major shared memory (it transposes 16-bit ones alone).
+            if (is_fp8(spec.input) && (spec.a != Major::K || spec.b != Major::K))
+                out.push_back({-1, fmt::format("{} operands must both be K-major (A stored M x K, B stored N x K): "
+                                               "Hopper's FP8 MMA reads no other layout; got a={}, b={}",
+                                               to_string(spec.input), to_string(spec.a), to_string(spec.b))});
+        }
         if (!is_identifier(g_.name()))
             out.push_back({-1, fmt::format("graph name {} is not an identifier: use letters, digits and '_', "
                                            "starting with a letter",

@@ -245,6 +245,7 @@ void plan_gemm_operands(const Checker& c, const GemmSpec& spec, LaunchPlan& plan
     plan.gemm.n = static_cast<int>(n);
     plan.gemm.k = static_cast<int>(k);
     plan.gemm.flags = (vectorizable(a.data, lda) ? kGemmVectorA : 0) | (vectorizable(b.data, ldb) ? kGemmVectorB : 0);
+    plan.operand_bytes = static_cast<int>(size_of(spec.input));
 }
 
 // Tile programs take M and N from their first tile tensor; every other binding must then agree.

@@ -305,7 +305,8 @@ const LoadedKernel& Kernel::runner(const LaunchPlan& plan) const {
     const std::string why = k.launcher->unsupported(plan);
     if (why.empty()) return k;
     const LoadedKernel* fallback = fallback_of(k, plan, why, pinned_);
-    const bool could_fall_back = k.config && k.mainloop->fallback_config(*k.config).has_value();
+    const bool could_fall_back = k.config && k.mainloop->fallback_config(*k.config).has_value() &&
+                                 size_of(k.checked.graph.spec().input) == 2;
     if (fallback == nullptr)
         throw Error(fmt::format("kernel '{}' ({}): {}{}", k.report.kernel_name, k.mainloop->key_text(k.config), why,
                                 could_fall_back ? "; without a config in CompileOptions coda runs such launches on "

@@ -28,6 +28,13 @@ struct bf16 {
 struct f16 {
     unsigned short bits;
 };
+// The 8-bit floats of FP8 training, as GEMM operands (OCP FP8 E4M3 and E5M2).
+struct e4m3 {
+    unsigned char bits;
+};
+struct e5m2 {
+    unsigned char bits;
+};
 
 namespace detail {
 

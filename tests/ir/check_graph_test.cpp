@@ -117,7 +117,25 @@ TEST_CASE("validation: GEMM operand dtype", "[ir]") {
     spec.input = DType::F32;
     Graph g = Graph::gemm("g", spec);
     g.store(g.accumulator(), "out", DType::BF16);
-    CHECK(only_problem(g) == "graph 'g': GEMM operands must be bf16 or f16, got in=f32");
+    CHECK(only_problem(g) == "graph 'g': GEMM operands must be bf16, f16, e4m3 or e5m2, got in=f32");
+}
+
+TEST_CASE("validation: FP8 operands are K-major GEMM inputs, not epilogue tensors", "[ir]") {
+    Graph mn = Graph::gemm("g", GemmSpec{DType::E5M2, Major::K, Major::MN});
+    mn.store(mn.accumulator(), "out", DType::BF16);
+    CHECK(only_problem(mn) == "graph 'g': e5m2 operands must both be K-major (A stored M x K, B stored N x K): Hopper's "
+                              "FP8 MMA reads no other layout; got a=k, b=mn");
+    Graph ok = Graph::gemm("g", GemmSpec{DType::E4M3, Major::K, Major::K});
+    ok.store(ok.accumulator(), "out", DType::BF16);
+    CHECK(find_problems(ok).empty());
+    for (DType fp8 : {DType::E4M3, DType::E5M2}) {
+        Graph g = Graph::tile("t");
+        g.store(g.tile_input("x", fp8), "y", DType::BF16);
+        CHECK_THAT(only_problem(g), Contains(std::string(to_string(fp8)) + " is so far a GEMM operand type only"));
+        Graph s = Graph::gemm("s", GemmSpec{});
+        s.store(s.accumulator(), "y", fp8);
+        CHECK_THAT(only_problem(s), Contains("node '%y'") && Contains("GEMM operand type only"));
+    }
 }
 
 TEST_CASE("validation: graph name", "[ir]") {

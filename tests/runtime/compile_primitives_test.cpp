@@ -193,6 +193,48 @@ TEST_CASE("all four operand layouts in bf16 and f16 compile for sm_80 and sm_90a
                     require_compiles_without_spills(identity_graph({input, a, b}), "sm_90a", cache, named.config);
 }
 
+// An FP8 GEMM's usual epilogue: the accumulator times A's row scales and B's column scales (per-tensor scales are
+// the same with scalars), stored in bf16.
+Graph fp8_scaled_graph(DType input) {
+    Graph g = Graph::gemm(fmt::format("scaled_{}", to_string(input)), GemmSpec{input, Major::K, Major::K});
+    Value scale = g.mul(g.row_input("scale_a", DType::F32), g.col_input("scale_b", DType::F32), "scale");
+    g.store(g.mul(g.accumulator(), scale, "scaled"), "D", DType::BF16);
+    return g;
+}
+
+TEST_CASE("FP8 operands, both K-major, compile for sm_90a on every Hopper candidate without spills", "[compile]") {
+    test::TempDir dir("coda-fp8");
+    KernelCache cache(dir.path(), false);
+    for (DType input : {DType::E4M3, DType::E5M2})
+        for (const NamedConfig& named : hopper_mainloop().candidates())
+            require_compiles_without_spills(fp8_scaled_graph(input), "sm_90a", cache, named.config);
+}
+
+TEST_CASE("FP8 operands in another layout, or on the portable mainloop, are a clear error", "[compile]") {
+    test::TempDir dir("coda-fp8-errors");
+    KernelCache cache(dir.path(), false);
+    const auto build = [&](const Graph& g, const std::string& arch, const std::optional<KernelConfig>& config) {
+        build_kernel(g, BuildTarget{arch, &mainloop_for(g, config, arch), config}, cache);
+    };
+    for (Major a : {Major::K, Major::MN})
+        for (Major b : {Major::K, Major::MN}) {
+            if (a == Major::K && b == Major::K) continue;
+            Graph g = Graph::gemm("fp8_layout", GemmSpec{DType::E4M3, a, b});
+            g.store(g.accumulator(), "D", DType::BF16);
+            INFO("a=" << to_string(a) << " b=" << to_string(b));
+            CHECK_THROWS_WITH(build(g, "sm_90a", std::nullopt),
+                              Catch::Contains("must both be K-major") && Catch::Contains("FP8 MMA"));
+        }
+    CHECK_THROWS_WITH(build(fp8_scaled_graph(DType::E5M2), "sm_80", std::nullopt),
+                      Catch::Contains("e5m2 operands need the Hopper mainloop"));
+    CHECK_THROWS_WITH(build(fp8_scaled_graph(DType::E4M3), "sm_90a", KernelConfig(PortableConfig{})),
+                      Catch::Contains("e4m3 operands need the Hopper mainloop"));
+    // FP8 tensors in the epilogue: not yet.
+    Graph stores = Graph::gemm("fp8_store", GemmSpec{DType::BF16, Major::K, Major::K});
+    stores.store(stores.accumulator(), "D", DType::E4M3);
+    CHECK_THROWS_WITH(build(stores, "sm_90a", std::nullopt), Catch::Contains("e4m3 is so far a GEMM operand type"));
+}
+
 TEST_CASE("every built-in block epilogue compiles for sm_80 and sm_90a without spills", "[compile]") {
     test::TempDir dir("coda-blocks");
     KernelCache cache(dir.path(), false);

@@ -54,11 +54,15 @@ void bind_types(nb::module_& m) {
         .value("BF16", DType::BF16)
         .value("F16", DType::F16)
         .value("F32", DType::F32)
-        .value("I32", DType::I32);
+        .value("I32", DType::I32)
+        .value("E4M3", DType::E4M3)
+        .value("E5M2", DType::E5M2);
     m.attr("bf16") = DType::BF16;
     m.attr("f16") = DType::F16;
     m.attr("f32") = DType::F32;
     m.attr("i32") = DType::I32;
+    m.attr("e4m3") = DType::E4M3;
+    m.attr("e5m2") = DType::E5M2;
     nb::enum_<Domain>(m, "Domain").value("Gemm", Domain::Gemm).value("Tile", Domain::Tile).value("Finalize",
                                                                                                Domain::Finalize);
     nb::enum_<Width>(m, "Width").value("Half", Width::Half).value("Full", Width::Full).value("Double", Width::Double);

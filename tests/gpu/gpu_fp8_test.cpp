@@ -1,0 +1,96 @@
+// FP8 GEMMs on the Hopper mainloop against the CPU reference (fp64): e4m3 and e5m2 operands, both K-major (the
+// one layout Hopper's 8-bit wgmma reads), with the row and column scales of per-tensor and row-wise recipes applied
+// in the epilogue. Inputs are random values representable in the operand's format (verify::check_on_device),
+// outputs poisoned before each run.
+#include <catch2/catch.hpp>
+
+#include <fmt/format.h>
+
+#include "coda/runtime.hpp"
+#include "driver/cuda_driver.hpp"
+#include "mainloop/hopper.hpp"
+#include "verify/device_check.hpp"
+#include "gpu/gpu_support.hpp"
+
+using namespace coda;
+using namespace coda::test;
+
+namespace {
+
+// D = acc * scale_a[row] * scale_b[col] in bf16: a row-wise recipe; per-tensor is the same with scalars.
+Graph scaled_fp8(DType input) {
+    Graph g = Graph::gemm(fmt::format("fp8_scaled_{}", to_string(input)), GemmSpec{input, Major::K, Major::K});
+    Value scale = g.mul(g.row_input("scale_a", DType::F32), g.col_input("scale_b", DType::F32), "scale");
+    g.store(g.mul(g.accumulator(), scale, "scaled"), "D", DType::BF16);
+    return g;
+}
+
+// D = acc * s: a per-tensor scale as a scalar. Outputs stay bf16: without promotion every few k-tiles (the
+// block-wise stage), Hopper's FP8 wgmma accumulates with fewer bits than fp32, which f32 tolerances would see.
+Graph tensorwise_fp8(DType input) {
+    Graph g = Graph::gemm(fmt::format("fp8_tensorwise_{}", to_string(input)), GemmSpec{input, Major::K, Major::K});
+    g.store(g.mul(g.accumulator(), g.scalar("s"), "d"), "D", DType::BF16);
+    return g;
+}
+
+std::vector<KernelConfig> hopper_configs() {
+    std::vector<KernelConfig> out;
+    for (const NamedConfig& named : hopper_mainloop().candidates()) out.push_back(named.config);
+    return out;
+}
+
+bool on_hopper() {
+    Driver& driver = Driver::instance();
+    return driver.available() && driver.current_device().arch == "sm_90a";
+}
+
+}  // namespace
+
+TEST_CASE("FP8 GEMMs with row, column and tensor scales match the reference on every Hopper config", "[gpu][fp8]") {
+    if (!on_hopper()) {  // another GPU: FP8 is a clear error there
+        CHECK_THROWS_WITH(Runtime::instance().compile(scaled_fp8(DType::E4M3)),
+                          Catch::Contains("e4m3 operands need the Hopper mainloop"));
+        return;
+    }
+    struct Shape {
+        std::int64_t m, n, k;
+    };
+    // K: under one 128-element k-tile, a tail of 16 past whole k-tiles, many k-tiles; M and N not multiples of a
+    // tile, N even (column pairs).
+    const Shape shapes[] = {{300, 264, 96}, {257, 1000, 1040}, {1024, 512, 4096}};
+    std::vector<Build> builds;
+    for (DType input : {DType::E4M3, DType::E5M2})
+        for (const KernelConfig& config : hopper_configs())
+            for (const Graph& g : {scaled_fp8(input), tensorwise_fp8(input)}) builds.push_back({g, options_for(config)});
+    warm_in_parallel(builds);
+    std::uint64_t seed = 800;
+    for (const Build& b : builds)
+        for (const Shape& s : shapes) {
+            INFO("graph " << b.graph.name() << " config " << b.options.config->to_text()
+                          << fmt::format(" M={} N={} K={}", s.m, s.n, s.k));
+            const Kernel kernel = Runtime::instance().compile(b.graph, b.options);
+            verify::CheckProblem p;
+            p.m = s.m;
+            p.n = s.n;
+            p.k = s.k;
+            p.seed = seed++;
+            require_pass(verify::check_on_device(kernel, p));
+        }
+}
+
+TEST_CASE("FP8 operands TMA cannot load are a clear error, with no other mainloop to fall back to", "[gpu][fp8]") {
+    if (!on_hopper()) {
+        CHECK_THROWS_WITH(Runtime::instance().compile(scaled_fp8(DType::E5M2)),
+                          Catch::Contains("e5m2 operands need the Hopper mainloop"));
+        return;
+    }
+    const Kernel kernel = Runtime::instance().compile(scaled_fp8(DType::E4M3));
+    verify::CheckProblem p;
+    p.m = 256;
+    p.n = 256;
+    p.k = 256;
+    p.operand_pad = 8;  // leading dimension 264 bytes: not a multiple of 16
+    CHECK_THROWS_WITH(verify::check_on_device(kernel, p),
+                      Catch::Contains("leading dimension 264") && Catch::Contains("16-byte") &&
+                          !Catch::Contains("another mainloop"));
+}
