@@ -166,6 +166,14 @@ TEST_CASE("coda bench rejects bad arguments before it needs a GPU", "[tools]") {
     const Run odd = run("bench epilogue --n 7", dir);
     CHECK(odd.status != 0);
     CHECK_THAT(odd.output, Catch::Contains("need M >= 1, an even N >= 2") && Catch::Contains("N=7"));
+    const Run fp8 = run("bench gemm --fp8 e4m4", dir);
+    CHECK(fp8.status != 0);
+    CHECK_THAT(fp8.output, Catch::Contains("e4m4") && Catch::Contains("e4m3"));
+    if (!coda::Driver::instance().available()) {
+        const Run fp8_gpu = run("bench gemm --fp8 e5m2 --m 256 --n 256 --k 256", dir);
+        CHECK(fp8_gpu.status != 0);
+        CHECK_THAT(fp8_gpu.output, Catch::Contains("bench gemm needs a GPU"));
+    }
     const Run config = run("bench epilogue --config 'hopper bm=x'", dir);
     CHECK(config.status != 0);
     CHECK_THAT(config.output, Catch::Contains("'x' is not an integer"));
