@@ -63,10 +63,7 @@ public:
             check_name(id);
             bad_ = false;
             const std::optional<ValueType> t = type_node(id);
-            if (is_fp8(g_.node(id).dtype))
-                fail(id, fmt::format("{} is so far a GEMM operand type only (GemmSpec input): tile tensors, vectors "
-                                     "and stores take bf16, f16, f32 or i32",
-                                     to_string(g_.node(id).dtype)));
+            check_fp8(id);
             ok_[id] = t.has_value() && !bad_;
             if (t) types_[id] = *t;
             if (!used[id] && op_info(g_.node(id).op).category != OpCategory::Sink)
@@ -95,6 +92,26 @@ public:
     }
 
 private:
+    // FP8 (e4m3, e5m2) tensors: GEMM operands, and tile tensors of full or double width (a tile_input, or a store
+    // in a tile-shaped graph). A half-width one would stage 16-byte rows of a chunk, under TMA's smallest swizzle.
+    void check_fp8(int id) {
+        const Node& n = g_.node(id);
+        if (!is_fp8(n.dtype)) return;
+        const bool tile_tensor = n.op == Op::TileInput || (n.op == Op::Store && g_.domain() != Domain::Finalize);
+        if (!tile_tensor) {
+            fail(id, fmt::format("{} is a GEMM operand (GemmSpec input) or tile tensor (tile_input, store) type: {} "
+                                 "takes bf16, f16, f32 or i32",
+                                 to_string(n.dtype), op_name(id)));
+            return;
+        }
+        const int value = n.op == Op::Store ? n.args.at(0) : id;
+        const Width width = n.op == Op::Store ? types_[value].width : n.width;
+        if (width == Width::Half)
+            fail(id, fmt::format("{} tile tensors are full or double width; a half-width one is too narrow to stage "
+                                 "(store the full-width value, or use bf16)",
+                                 to_string(n.dtype)));
+    }
+
     std::vector<Problem> check_header() const {
         std::vector<Problem> out;
         if (g_.domain() == Domain::Gemm) {

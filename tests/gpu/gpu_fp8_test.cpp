@@ -8,6 +8,7 @@
 
 #include "coda/runtime.hpp"
 #include "driver/cuda_driver.hpp"
+#include "util/arch.hpp"
 #include "mainloop/hopper.hpp"
 #include "verify/device_check.hpp"
 #include "gpu/gpu_support.hpp"
@@ -30,6 +31,27 @@ Graph scaled_fp8(DType input) {
 Graph tensorwise_fp8(DType input) {
     Graph g = Graph::gemm(fmt::format("fp8_tensorwise_{}", to_string(input)), GemmSpec{input, Major::K, Major::K});
     g.store(g.mul(g.accumulator(), g.scalar("s"), "d"), "D", DType::BF16);
+    return g;
+}
+
+// A bf16 GEMM's epilogue that hands the next GEMM its FP8 operand: the e4m3 copy of the output at 1 / scale (a
+// per-tensor, delayed scale), beside the bf16 output and the row partials of |acc| for the next scale.
+Graph quantizing_epilogue(DType fp8) {
+    Graph g = Graph::gemm(fmt::format("quantize_{}", to_string(fp8)), GemmSpec{DType::BF16, Major::K, Major::MN});
+    Value acc = g.accumulator();
+    g.store(acc, "D", DType::BF16);
+    g.store(g.mul(acc, g.scalar("inv_scale"), "scaled"), "D8", fp8);
+    g.reduce_row(g.abs(acc, "magnitude"), ReduceOp::Max, "amax_partials");
+    return g;
+}
+
+// FP8 tiles read back, of both widths, and one copied through.
+Graph fp8_reading_program() {
+    Graph g = Graph::tile("fp8_read");
+    Value x = g.tile_input("x", DType::E5M2, Width::Double);
+    Value y = g.tile_input("y", DType::E4M3);
+    g.store(g.mul(g.add(g.even(x), g.odd(x)), y, "sum"), "out", DType::BF16);
+    g.store(x, "x_copy", DType::E5M2);
     return g;
 }
 
@@ -93,4 +115,43 @@ TEST_CASE("FP8 operands TMA cannot load are a clear error, with no other mainloo
     CHECK_THROWS_WITH(verify::check_on_device(kernel, p),
                       Catch::Contains("leading dimension 264") && Catch::Contains("16-byte") &&
                           !Catch::Contains("another mainloop"));
+}
+
+TEST_CASE("FP8 tile tensors: epilogues that write them and tile programs that read them match the reference",
+          "[gpu][fp8]") {
+    Driver& driver = Driver::instance();
+    const std::optional<int> sm = sm_number(driver.current_device().arch);
+    if (sm.value_or(0) < 89) {  // an older GPU: a clear error
+        CHECK_THROWS_WITH(Runtime::instance().compile(fp8_reading_program()), Catch::Contains("needs sm_89 or newer"));
+        return;
+    }
+    std::vector<Build> builds;
+    for (const KernelConfig& config : gemm_configs_under_test())
+        for (DType fp8 : {DType::E4M3, DType::E5M2}) builds.push_back({quantizing_epilogue(fp8), options_for(config)});
+    warm_in_parallel(builds);
+    std::uint64_t seed = 900;
+    for (const Build& b : builds) {
+        const Kernel kernel = Runtime::instance().compile(b.graph, b.options);
+        // Odd M and N, K past whole k-tiles; and a padded output row (tile_pad) that must survive.
+        for (const auto& [m, n, k, pad] : {std::tuple<int, int, int, int>{300, 272, 200, 0}, {1000, 1024, 512, 16}}) {
+            INFO("graph " << b.graph.name() << " config " << b.options.config->to_text()
+                          << fmt::format(" M={} N={} K={} tile_pad={}", m, n, k, pad));
+            verify::CheckProblem p;
+            p.m = m;
+            p.n = n;
+            p.k = k;
+            p.tile_pad = pad;
+            p.seed = seed++;
+            require_pass(verify::check_on_device(kernel, p));
+        }
+    }
+    const Kernel reader = Runtime::instance().compile(fp8_reading_program());
+    for (const auto& [m, n] : {std::pair<int, int>{300, 272}, {2048, 4096}}) {
+        INFO(fmt::format("fp8_read M={} N={}", m, n));
+        verify::CheckProblem p;
+        p.m = m;
+        p.n = n;
+        p.seed = seed++;
+        require_pass(verify::check_on_device(reader, p));
+    }
 }

@@ -129,12 +129,26 @@ TEST_CASE("validation: FP8 operands are K-major GEMM inputs, not epilogue tensor
     ok.store(ok.accumulator(), "out", DType::BF16);
     CHECK(find_problems(ok).empty());
     for (DType fp8 : {DType::E4M3, DType::E5M2}) {
-        Graph g = Graph::tile("t");
-        g.store(g.tile_input("x", fp8), "y", DType::BF16);
-        CHECK_THAT(only_problem(g), Contains(std::string(to_string(fp8)) + " is so far a GEMM operand type only"));
-        Graph s = Graph::gemm("s", GemmSpec{});
-        s.store(s.accumulator(), "y", fp8);
-        CHECK_THAT(only_problem(s), Contains("node '%y'") && Contains("GEMM operand type only"));
+        INFO(to_string(fp8));
+        // Full- and double-width tile tensors: read and written.
+        Graph t = Graph::tile("t");
+        Value x = t.tile_input("x", fp8, Width::Double);
+        t.store(x, "y", fp8);
+        t.store(t.even(x), "z", fp8);
+        CHECK(find_problems(t).empty());
+        Graph q = Graph::gemm("q", GemmSpec{});
+        q.store(q.accumulator(), "y", fp8);
+        CHECK(find_problems(q).empty());
+        // Half width, vectors, accumulates and rounding: not FP8.
+        Graph half = Graph::tile("h");
+        half.store(half.even(half.tile_input("x", DType::BF16)), "y", fp8);
+        CHECK_THAT(only_problem(half), Contains("full or double width"));
+        Graph row = Graph::tile("r");
+        row.store(row.mul(row.tile_input("x", DType::BF16), row.row_input("s", fp8)), "y", DType::BF16);
+        CHECK_THAT(only_problem(row), Contains("row_input takes bf16, f16, f32 or i32"));
+        Graph acc = Graph::gemm("a", GemmSpec{});
+        acc.accumulate(acc.accumulator(), "y", fp8);
+        CHECK_THAT(only_problem(acc), Contains("accumulate takes bf16, f16, f32 or i32"));
     }
 }
 

@@ -229,10 +229,47 @@ TEST_CASE("FP8 operands in another layout, or on the portable mainloop, are a cl
                       Catch::Contains("e5m2 operands need the Hopper mainloop"));
     CHECK_THROWS_WITH(build(fp8_scaled_graph(DType::E4M3), "sm_90a", KernelConfig(PortableConfig{})),
                       Catch::Contains("e4m3 operands need the Hopper mainloop"));
-    // FP8 tensors in the epilogue: not yet.
+    // FP8 tile tensors convert with PTX that sm_89 has and sm_80 does not.
     Graph stores = Graph::gemm("fp8_store", GemmSpec{DType::BF16, Major::K, Major::K});
     stores.store(stores.accumulator(), "D", DType::E4M3);
-    CHECK_THROWS_WITH(build(stores, "sm_90a", std::nullopt), Catch::Contains("e4m3 is so far a GEMM operand type"));
+    CHECK_THROWS_WITH(build(stores, "sm_80", KernelConfig(PortableConfig{})),
+                      Catch::Contains("e4m3 tensor 'D' needs sm_89 or newer"));
+}
+
+// The epilogue that hands the next GEMM its FP8 operand under a per-tensor (delayed) scale: the bf16 output, its
+// e4m3 copy at 1 / scale, and the row partials of |acc| for the next step's amax; and a tile program that reads
+// FP8 tiles of both widths back.
+Graph fp8_quantizing_graph() {
+    Graph g = Graph::gemm("fp8_quantize", GemmSpec{DType::BF16, Major::K, Major::K});
+    Value acc = g.accumulator();
+    g.store(acc, "D", DType::BF16);
+    g.store(g.mul(acc, g.scalar("inv_scale"), "scaled"), "D8", DType::E4M3);
+    g.reduce_row(g.abs(acc, "magnitude"), ReduceOp::Max, "amax_partials");
+    return g;
+}
+
+Graph fp8_reading_program() {
+    Graph g = Graph::tile("fp8_read");
+    Value x = g.tile_input("x", DType::E5M2, Width::Double);
+    Value y = g.tile_input("y", DType::E4M3);
+    g.store(g.mul(g.add(g.even(x), g.odd(x)), y, "sum"), "out", DType::BF16);
+    g.store(x, "x_copy", DType::E5M2);
+    return g;
+}
+
+TEST_CASE("FP8 tile tensors compile for sm_89 and sm_90a on every mainloop without spills", "[compile]") {
+    test::TempDir dir("coda-fp8-tiles");
+    KernelCache cache(dir.path(), false);
+    for (const std::string arch : {"sm_89", "sm_90a"}) {
+        require_compiles_without_spills(fp8_quantizing_graph(), arch, cache, KernelConfig(PortableConfig{}));
+        require_compiles_without_spills(fp8_reading_program(), arch, cache, std::nullopt);
+    }
+    for (const NamedConfig& named : hopper_mainloop().candidates()) {
+        require_compiles_without_spills(fp8_quantizing_graph(), "sm_90a", cache, named.config);
+        HopperConfig direct = *named.config.hopper();
+        direct.direct = true;
+        require_compiles_without_spills(fp8_quantizing_graph(), "sm_90a", cache, KernelConfig(direct));
+    }
 }
 
 TEST_CASE("every built-in block epilogue compiles for sm_80 and sm_90a without spills", "[compile]") {
