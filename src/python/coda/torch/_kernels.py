@@ -47,11 +47,28 @@ def _zero_grad():
     return g
 
 
+def _scaled_mm(recipe: str, fp8: str):
+    # ops_fp8.scaled_mm's epilogue: D = acc * scale_a * scale_b in bf16, the scales per tensor (two scalars) or
+    # row-wise (A's rows, B's columns). FP8 operands are K-major, both.
+    def build():
+        g = coda.Graph.gemm(f"scaled_mm_{recipe}_{fp8}",
+                            coda.GemmSpec(input=getattr(coda, fp8), a=coda.Major.K, b=coda.Major.K))
+        if recipe == "tensorwise":
+            scale = g.mul(g.scalar("scale_a"), g.scalar("scale_b"), name="scale")
+        else:
+            scale = g.mul(g.row_input("scale_a", coda.f32), g.col_input("scale_b", coda.f32), name="scale")
+        g.store(g.mul(g.accumulator(), scale, name="scaled"), "D", coda.bf16)
+        return g
+    return build
+
+
 _LOCAL = {
     "dgrad": _dgrad,
     "wgrad_store": _wgrad_store,
     "wgrad_accumulate": _wgrad_accumulate,
     "zero_grad": _zero_grad,
+    **{f"scaled_mm_{recipe}_{fp8}": _scaled_mm(recipe, fp8)
+       for recipe in ("tensorwise", "rowwise") for fp8 in ("e4m3", "e5m2")},
 }
 
 # Tests set this: every output a launch writes (not accumulate sinks) is filled with NaN first.
