@@ -119,11 +119,20 @@ private:
             if (spec.input == DType::F32 || spec.input == DType::I32)
                 out.push_back({-1, fmt::format("GEMM operands must be bf16, f16, e4m3 or e5m2, got in={}",
                                                to_string(spec.input))});
+            // wgmma mixes e4m3 and e5m2 (either way round) but no other pair of types.
+            if (spec.b_input() != spec.input && !(is_fp8(spec.input) && is_fp8(spec.b_input())))
+                out.push_back({-1, fmt::format("GEMM operands of two types must both be FP8 (e4m3 or e5m2), got "
+                                               "in={} for A and in_b={} for B; give B A's type, or make both FP8",
+                                               to_string(spec.input), to_string(spec.b_input()))});
             // wgmma takes 8-bit operands only from K-major shared memory (it transposes 16-bit ones alone).
-            if (is_fp8(spec.input) && (spec.a != Major::K || spec.b != Major::K))
+            else if (is_fp8(spec.input) && (spec.a != Major::K || spec.b != Major::K))
                 out.push_back({-1, fmt::format("{} operands must both be K-major (A stored M x K, B stored N x K): "
                                                "Hopper's FP8 MMA reads no other layout; got a={}, b={}",
-                                               to_string(spec.input), to_string(spec.a), to_string(spec.b))});
+                                               spec.b_input() == spec.input
+                                                   ? std::string(to_string(spec.input))
+                                                   : fmt::format("{} x {}", to_string(spec.input),
+                                                                 to_string(spec.b_input())),
+                                               to_string(spec.a), to_string(spec.b))});
         }
         if (!is_identifier(g_.name()))
             out.push_back({-1, fmt::format("graph name {} is not an identifier: use letters, digits and '_', "

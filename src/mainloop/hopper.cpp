@@ -87,6 +87,13 @@ const char* operand_type(DType d) {
     throw InternalError(fmt::format("GEMM operands of dtype {} reached the Hopper mainloop", to_string(d)));
 }
 
+// The template's element type for A and B: their own type, or for two FP8 types (validation admits no other pair)
+// a tag that names both, so that a same-type kernel's source reads as it always did.
+std::string operand_type(const GemmSpec& spec) {
+    if (spec.b_input() == spec.input) return operand_type(spec.input);
+    return fmt::format("coda::fp8_operands<{}, {}>", operand_type(spec.input), operand_type(spec.b_input()));
+}
+
 // Why TMA cannot read operand `name`, or "".
 std::string tma_rule(const char* name, const void* base, long long ld, int element_bytes) {
     if (reinterpret_cast<std::uintptr_t>(base) % kTmaAlignment != 0)
@@ -380,7 +387,7 @@ public:
         const HopperConfig& c = hopper_of(config, "instantiate");
         const GemmSpec& spec = graph.spec();
         const std::string args = fmt::format(
-            "{}, {}, {}, {}, {}, {}, {}", operand_type(spec.input),
+            "{}, {}, {}, {}, {}, {}, {}", operand_type(spec),
             spec.a == Major::K ? "true" : "false", spec.b == Major::K ? "true" : "false", c.bm, c.bn, c.stages,
             c.schedule == Schedule::PingPong ? "true" : "false");
         // The cluster's size is the entry point's (__cluster_dims__), so it is not a kernel argument; a pair says

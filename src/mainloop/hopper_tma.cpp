@@ -166,8 +166,8 @@ TmaOperands encode_tma_operands(const GemmProblem& p, const GemmSpec& spec, cons
     // K-major operand shared by a cluster comes in one box per CTA, of the tile's rows / CTAs sharing it.
     t.a = spec.a == Major::K ? encode("A", p.a, spec.input, p.m, p.k, p.lda, info.tile_m / info.cluster_n)
                              : encode("A", p.a, spec.input, p.k, p.m, p.lda, 64);
-    t.b = spec.b == Major::K ? encode("B", p.b, spec.input, p.n, p.k, p.ldb, info.tile_n / info.cluster_m)
-                             : encode("B", p.b, spec.input, p.k, p.n, p.ldb, 64);
+    t.b = spec.b == Major::K ? encode("B", p.b, spec.b_input(), p.n, p.k, p.ldb, info.tile_n / info.cluster_m)
+                             : encode("B", p.b, spec.b_input(), p.k, p.n, p.ldb, 64);
     return t;
 }
 

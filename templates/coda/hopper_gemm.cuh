@@ -4,9 +4,9 @@
 // (epilogue_contract.cuh) exactly as on the portable path.
 //
 // Contract:
-//   - Computes acc = A * B in fp32 for 16-bit T (bf16 or f16), or 8-bit T (e4m3, e5m2) with A and B both K-major
-//     (wgmma reads no other 8-bit layout); A and B as stored are described by the
-//     GemmProblem (as in portable_gemm.cuh) and by two tensor maps the host encodes (cuTensorMapEncodeTiled,
+//   - Computes acc = A * B in fp32 for 16-bit T (bf16 or f16), or 8-bit T (e4m3, e5m2, or fp8_operands<A, B> for
+//     two of them) with A and B both K-major (wgmma reads no other 8-bit layout); A and B as stored are described
+//     by the GemmProblem (as in portable_gemm.cuh) and by two tensor maps the host encodes (cuTensorMapEncodeTiled,
 //     128-byte swizzle, zero fill out of bounds), 2-D with the stored rows' contiguous dimension innermost:
 //       A K-major: dims {K, M}, box {64, BM / Cn}  A M-major: dims {M, K}, box {64, 64}
 //       B K-major: dims {K, N}, box {64, BN / Cm}  B N-major: dims {N, K}, box {64, 64}
@@ -226,7 +226,7 @@ struct HopperGemmTraits {
 
     static_assert(sizeof(T) == 2 || (sizeof(T) == 1 && A_K_MAJOR && B_K_MAJOR),
                   "coda: hopper_gemm takes 16-bit inputs (coda::bf16, coda::f16) or K-major 8-bit ones (coda::e4m3, "
-                  "coda::e5m2)");
+                  "coda::e5m2, coda::fp8_operands)");
     // The host checks the same rules first (src/mainloop/hopper.cpp) and says which one a config breaks.
     static_assert(hopper_rules::check(BM, BN, STAGES, kPingPong, CLUSTER_M, CLUSTER_N, kAKMajor, kBKMajor) ==
                       hopper_rules::Rule::Ok,

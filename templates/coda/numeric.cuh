@@ -1,5 +1,5 @@
-// Storage types (bf16, f16, and the FP8 e4m3 and e5m2), vector loads and stores that widen to / narrow from float,
-// and the activation
+// Storage types (bf16, f16, and the FP8 e4m3 and e5m2; fp8_operands for a GEMM on two of these), vector loads
+// and stores that widen to / narrow from float, and the activation
 // functions of ops.def. Shared by every kernel template and by generated epilogues; NVRTC, no host headers.
 //
 // Contract:
@@ -37,6 +37,12 @@ struct e4m3 {
 struct e5m2 {
     unsigned char bits;
 };
+// GEMM operands of two FP8 types, A's and B's (e5m2 gradients x e4m3 weights): the Hopper mainloop's element type,
+// a byte like either, so that only its wgmma tells them apart (detail::Fp8Operands).
+template <class A, class B>
+struct fp8_operands {
+    unsigned char bits;
+};
 
 namespace detail {
 
@@ -48,6 +54,18 @@ struct SameType {
 template <class A>
 struct SameType<A, A> {
     static constexpr bool value = true;
+};
+
+// The types of A and B under a mainloop's 8-bit element type T: T itself for both, or fp8_operands' two.
+template <class T>
+struct Fp8Operands {
+    using A = T;
+    using B = T;
+};
+template <class TA, class TB>
+struct Fp8Operands<fp8_operands<TA, TB>> {
+    using A = TA;
+    using B = TB;
 };
 
 __device__ __forceinline__ float bf16_bits_to_float(unsigned short b) {

@@ -278,11 +278,12 @@ __device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], unsigned long l
 #undef CODA_WGMMA_M64N128K16
 
 // The 8-bit forms (e4m3, e5m2): K = 32 a wgmma (the same 32 bytes of a K-major row as k16 of a 16-bit type). They
-// take no transpose immediates: wgmma reads 8-bit A and B only K-major.
-#define CODA_WGMMA_M64N256K32(TYPE)                                                            \
+// take no transpose immediates: wgmma reads 8-bit A and B only K-major. A and B may differ in type (T =
+// fp8_operands<A, B>): A_TYPE and B_TYPE spell each one.
+#define CODA_WGMMA_M64N256K32(A_TYPE, B_TYPE)                                                  \
     asm volatile(                                                                              \
         "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"                                          \
-        "wgmma.mma_async.sync.aligned.m64n256k32.f32." TYPE "." TYPE " {"                        \
+        "wgmma.mma_async.sync.aligned.m64n256k32.f32." A_TYPE "." B_TYPE " {"                    \
         "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15," \
         "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31," \
         "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47," \
@@ -312,17 +313,23 @@ __device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], unsigned long l
 
 template <class T>
 __device__ __forceinline__ void wgmma_m64n256k32(float (&d)[128], unsigned long long a_desc, unsigned long long b_desc) {
-    if constexpr (detail::SameType<T, e4m3>::value)
-        CODA_WGMMA_M64N256K32("e4m3");
+    constexpr bool kAE4M3 = detail::SameType<typename detail::Fp8Operands<T>::A, e4m3>::value;
+    constexpr bool kBE4M3 = detail::SameType<typename detail::Fp8Operands<T>::B, e4m3>::value;
+    if constexpr (kAE4M3 && kBE4M3)
+        CODA_WGMMA_M64N256K32("e4m3", "e4m3");
+    else if constexpr (kAE4M3)
+        CODA_WGMMA_M64N256K32("e4m3", "e5m2");
+    else if constexpr (kBE4M3)
+        CODA_WGMMA_M64N256K32("e5m2", "e4m3");
     else
-        CODA_WGMMA_M64N256K32("e5m2");
+        CODA_WGMMA_M64N256K32("e5m2", "e5m2");
 }
 #undef CODA_WGMMA_M64N256K32
 
-#define CODA_WGMMA_M64N128K32(TYPE)                                                            \
+#define CODA_WGMMA_M64N128K32(A_TYPE, B_TYPE)                                                  \
     asm volatile(                                                                              \
         "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"                                          \
-        "wgmma.mma_async.sync.aligned.m64n128k32.f32." TYPE "." TYPE " {"                        \
+        "wgmma.mma_async.sync.aligned.m64n128k32.f32." A_TYPE "." B_TYPE " {"                    \
         "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15," \
         "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31," \
         "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47," \
@@ -340,10 +347,16 @@ __device__ __forceinline__ void wgmma_m64n256k32(float (&d)[128], unsigned long 
 
 template <class T>
 __device__ __forceinline__ void wgmma_m64n128k32(float (&d)[64], unsigned long long a_desc, unsigned long long b_desc) {
-    if constexpr (detail::SameType<T, e4m3>::value)
-        CODA_WGMMA_M64N128K32("e4m3");
+    constexpr bool kAE4M3 = detail::SameType<typename detail::Fp8Operands<T>::A, e4m3>::value;
+    constexpr bool kBE4M3 = detail::SameType<typename detail::Fp8Operands<T>::B, e4m3>::value;
+    if constexpr (kAE4M3 && kBE4M3)
+        CODA_WGMMA_M64N128K32("e4m3", "e4m3");
+    else if constexpr (kAE4M3)
+        CODA_WGMMA_M64N128K32("e4m3", "e5m2");
+    else if constexpr (kBE4M3)
+        CODA_WGMMA_M64N128K32("e5m2", "e4m3");
     else
-        CODA_WGMMA_M64N128K32("e5m2");
+        CODA_WGMMA_M64N128K32("e5m2", "e5m2");
 }
 #undef CODA_WGMMA_M64N128K32
 

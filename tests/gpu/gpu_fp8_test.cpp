@@ -1,7 +1,7 @@
-// FP8 GEMMs on the Hopper mainloop against the CPU reference (fp64): e4m3 and e5m2 operands, both K-major (the
-// one layout Hopper's 8-bit wgmma reads), with the row and column scales of per-tensor and row-wise recipes applied
-// in the epilogue. Inputs are random values representable in the operand's format (verify::check_on_device),
-// outputs poisoned before each run.
+// FP8 GEMMs on the Hopper mainloop against the CPU reference (fp64): e4m3 and e5m2 operands, of one type or two
+// (e5m2 x e4m3, e4m3 x e5m2), both K-major (the one layout Hopper's 8-bit wgmma reads), with the row and column
+// scales of per-tensor and row-wise recipes applied in the epilogue. Inputs are random values representable in the
+// operand's format (verify::check_on_device), outputs poisoned before each run.
 #include <catch2/catch.hpp>
 
 #include <fmt/format.h>
@@ -18,9 +18,12 @@ using namespace coda::test;
 
 namespace {
 
-// D = acc * scale_a[row] * scale_b[col] in bf16: a row-wise recipe; per-tensor is the same with scalars.
-Graph scaled_fp8(DType input) {
-    Graph g = Graph::gemm(fmt::format("fp8_scaled_{}", to_string(input)), GemmSpec{input, Major::K, Major::K});
+// D = acc * scale_a[row] * scale_b[col] in bf16: a row-wise recipe; per-tensor is the same with scalars. B's type
+// is A's unless input_b says otherwise.
+Graph scaled_fp8(DType input, std::optional<DType> input_b = std::nullopt) {
+    const std::string name = input_b ? fmt::format("fp8_scaled_{}_{}", to_string(input), to_string(*input_b))
+                                     : fmt::format("fp8_scaled_{}", to_string(input));
+    Graph g = Graph::gemm(name, GemmSpec{input, Major::K, Major::K, input_b});
     Value scale = g.mul(g.row_input("scale_a", DType::F32), g.col_input("scale_b", DType::F32), "scale");
     g.store(g.mul(g.accumulator(), scale, "scaled"), "D", DType::BF16);
     return g;
@@ -95,6 +98,33 @@ TEST_CASE("FP8 GEMMs with row, column and tensor scales match the reference on e
             p.m = s.m;
             p.n = s.n;
             p.k = s.k;
+            p.seed = seed++;
+            require_pass(verify::check_on_device(kernel, p));
+        }
+}
+
+TEST_CASE("FP8 GEMMs of two types (e5m2 x e4m3, e4m3 x e5m2) match the reference on every Hopper config",
+          "[gpu][fp8]") {
+    if (!on_hopper()) {
+        CHECK_THROWS_WITH(Runtime::instance().compile(scaled_fp8(DType::E5M2, DType::E4M3)),
+                          Catch::Contains("e5m2 operands need the Hopper mainloop"));
+        return;
+    }
+    std::vector<Build> builds;
+    for (const auto& [a, b] : {std::pair{DType::E5M2, DType::E4M3}, std::pair{DType::E4M3, DType::E5M2}})
+        for (const KernelConfig& config : hopper_configs()) builds.push_back({scaled_fp8(a, b), options_for(config)});
+    warm_in_parallel(builds);
+    std::uint64_t seed = 850;
+    for (const Build& b : builds)
+        // A tail of 16 past whole k-tiles with ragged M and N, and many k-tiles.
+        for (const auto& [m, n, k] : {std::tuple<int, int, int>{257, 1000, 1040}, {1024, 512, 4096}}) {
+            INFO("graph " << b.graph.name() << " config " << b.options.config->to_text()
+                          << fmt::format(" M={} N={} K={}", m, n, k));
+            const Kernel kernel = Runtime::instance().compile(b.graph, b.options);
+            verify::CheckProblem p;
+            p.m = m;
+            p.n = n;
+            p.k = k;
             p.seed = seed++;
             require_pass(verify::check_on_device(kernel, p));
         }

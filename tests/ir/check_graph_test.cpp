@@ -152,6 +152,24 @@ TEST_CASE("validation: FP8 operands are K-major GEMM inputs, not epilogue tensor
     }
 }
 
+TEST_CASE("validation: A and B of two types are both FP8 and K-major", "[ir]") {
+    for (const auto& [a, b] : {std::pair{DType::E5M2, DType::E4M3}, std::pair{DType::E4M3, DType::E5M2}}) {
+        Graph ok = Graph::gemm("g", GemmSpec{a, Major::K, Major::K, b});
+        ok.store(ok.accumulator(), "out", DType::BF16);
+        CHECK(find_problems(ok).empty());
+    }
+    Graph half = Graph::gemm("g", GemmSpec{DType::BF16, Major::K, Major::K, DType::E4M3});
+    half.store(half.accumulator(), "out", DType::BF16);
+    CHECK(only_problem(half) == "graph 'g': GEMM operands of two types must both be FP8 (e4m3 or e5m2), got in=bf16 "
+                                "for A and in_b=e4m3 for B; give B A's type, or make both FP8");
+    Graph wide = Graph::gemm("g", GemmSpec{DType::E5M2, Major::K, Major::K, DType::F16});
+    wide.store(wide.accumulator(), "out", DType::BF16);
+    CHECK_THAT(only_problem(wide), Contains("in=e5m2 for A and in_b=f16 for B"));
+    Graph mn = Graph::gemm("g", GemmSpec{DType::E5M2, Major::MN, Major::K, DType::E4M3});
+    mn.store(mn.accumulator(), "out", DType::BF16);
+    CHECK_THAT(only_problem(mn), Contains("e5m2 x e4m3 operands must both be K-major") && Contains("got a=mn, b=k"));
+}
+
 TEST_CASE("validation: graph name", "[ir]") {
     Graph g = Graph::tile("my graph");
     g.store(g.tile_input("t", DType::F32), "out", DType::BF16);

@@ -181,5 +181,17 @@ TEST_CASE("FP8 operands: 16-byte rows are 16 elements, and nothing else takes wh
                Catch::StartsWith("coda::hopper_gemm<coda::e4m3, true, true, 128, 128"));
 }
 
+TEST_CASE("FP8 operands of two types instantiate the mainloop on a tag that names both", "[mainloop]") {
+    const Mainloop& m = hopper_mainloop();
+    const KernelTemplate k =
+        m.instantiate(blocks::out_proj(GemmSpec{DType::E5M2, Major::K, Major::K, DType::E4M3}), HopperConfig{});
+    CHECK_THAT(k.kernel, Catch::StartsWith("coda::hopper_gemm<coda::fp8_operands<coda::e5m2, coda::e4m3>, true, true"));
+    CHECK_THAT(k.traits, Catch::StartsWith("coda::HopperGemmTraits<coda::fp8_operands<coda::e5m2, coda::e4m3>, "));
+    // B's type spelled out as A's is the same kernel as before.
+    CHECK_THAT(m.instantiate(blocks::out_proj(GemmSpec{DType::E4M3, Major::K, Major::K, DType::E4M3}), HopperConfig{})
+                   .kernel,
+               Catch::StartsWith("coda::hopper_gemm<coda::e4m3, true, true"));
+}
+
 }  // namespace
 }  // namespace coda

@@ -12,12 +12,14 @@ import coda.torch  # noqa: E402,F401  (registers torch.ops.coda.*)
 
 M, N, K = 40, 24, 64
 FP8 = [torch.float8_e4m3fn, torch.float8_e5m2]
+# A's and B's types where they differ: FP8 training's backward (e5m2 gradients x e4m3 weights), either way round.
+MIXED = [(torch.float8_e5m2, torch.float8_e4m3fn), (torch.float8_e4m3fn, torch.float8_e5m2)]
 
 
-def operands(dtype, device="cpu", m=M, n=N, k=K, seed=0):
+def operands(dtype, device="cpu", m=M, n=N, k=K, seed=0, dtype_b=None):
     g = torch.Generator().manual_seed(seed)
     a = (torch.rand(m, k, generator=g) * 4 - 2).to(dtype).to(device)
-    w = (torch.rand(n, k, generator=g) * 4 - 2).to(dtype).to(device)
+    w = (torch.rand(n, k, generator=g) * 4 - 2).to(dtype_b or dtype).to(device)
     return a, w.t()  # B [K x N] column-major, as torch._scaled_mm takes it
 
 
@@ -27,9 +29,9 @@ def expected(a, b, scale_a, scale_b):
     return (product * scale_a.double() * scale_b.double()).to(torch.bfloat16)
 
 
-@pytest.mark.parametrize("dtype", FP8)
-def test_tensorwise_and_rowwise_scales_match_the_exact_product(dtype):
-    a, b = operands(dtype)
+@pytest.mark.parametrize("dtype, dtype_b", [(t, t) for t in FP8] + MIXED)
+def test_tensorwise_and_rowwise_scales_match_the_exact_product(dtype, dtype_b):
+    a, b = operands(dtype, dtype_b=dtype_b)
     sa, sb = torch.tensor(0.75), torch.tensor([2.5])
     out = torch.ops.coda.scaled_mm(a, b, sa, sb)
     assert out.dtype == torch.bfloat16 and out.shape == (M, N)
@@ -45,7 +47,7 @@ def test_what_the_fp8_gemm_does_not_take_is_a_clear_error():
     a, b = operands(torch.float8_e4m3fn)
     one = torch.tensor(1.0)
     cases = [
-        ((a, b.to(torch.float8_e5m2), one, one), "must both be float8_e4m3fn or both float8_e5m2"),
+        ((a, b.to(torch.bfloat16), one, one), "must each be float8_e4m3fn or float8_e5m2"),
         ((a.float(), b, one, one), "got torch.float32 and torch.float8_e4m3fn"),
         ((a, b.contiguous(), one, one), "B column-major"),
         ((a.t().contiguous().t(), b, one, one), "A must be row-major"),
@@ -91,3 +93,20 @@ def test_matches_torch_scaled_mm_on_the_gpu(dtype, rowwise):
     if dtype == torch.float8_e4m3fn:  # cuBLASLt's FP8 GEMM takes e4m3 x e4m3 on every torch that has it
         theirs = torch._scaled_mm(a, b, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)
         assert (theirs.double() - exact).norm() / exact.norm() < 1e-2
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype, dtype_b", MIXED)
+def test_two_fp8_types_match_torch_scaled_mm_on_the_gpu(dtype, dtype_b):
+    if not torch.cuda.is_available() or torch.cuda.get_device_capability() < (9, 0):
+        pytest.skip("coda's FP8 GEMM needs an sm_90a GPU")
+    m, n, k = 1000, 1024, 4096
+    a, b = operands(dtype, "cuda", m, n, k, dtype_b=dtype_b)
+    sa, sb = torch.tensor(0.5, device="cuda"), torch.tensor(1.5, device="cuda")
+    out = torch.ops.coda.scaled_mm(a, b, sa, sb)
+    exact = expected(a, b, sa, sb).double()
+    assert (out.double() - exact).norm() / exact.norm() < 1e-2
+    # Per tensor, as cuBLASLt takes e4m3 x e5m2 and e5m2 x e4m3 (its row-wise kernels take e4m3 alone).
+    theirs = torch._scaled_mm(a, b, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)
+    assert (theirs.double() - exact).norm() / exact.norm() < 1e-2
+    assert (out.double() - theirs.double()).norm() / exact.norm() < 2e-2

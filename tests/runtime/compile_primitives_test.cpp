@@ -195,8 +195,11 @@ TEST_CASE("all four operand layouts in bf16 and f16 compile for sm_80 and sm_90a
 
 // An FP8 GEMM's usual epilogue: the accumulator times A's row scales and B's column scales (per-tensor scales are
 // the same with scalars), stored in bf16.
-Graph fp8_scaled_graph(DType input) {
-    Graph g = Graph::gemm(fmt::format("scaled_{}", to_string(input)), GemmSpec{input, Major::K, Major::K});
+Graph fp8_scaled_graph(DType input, std::optional<DType> input_b = std::nullopt) {
+    const GemmSpec spec{input, Major::K, Major::K, input_b};
+    const std::string name = input_b ? fmt::format("scaled_{}_{}", to_string(input), to_string(*input_b))
+                                     : fmt::format("scaled_{}", to_string(input));
+    Graph g = Graph::gemm(name, spec);
     Value scale = g.mul(g.row_input("scale_a", DType::F32), g.col_input("scale_b", DType::F32), "scale");
     g.store(g.mul(g.accumulator(), scale, "scaled"), "D", DType::BF16);
     return g;
@@ -208,6 +211,15 @@ TEST_CASE("FP8 operands, both K-major, compile for sm_90a on every Hopper candid
     for (DType input : {DType::E4M3, DType::E5M2})
         for (const NamedConfig& named : hopper_mainloop().candidates())
             require_compiles_without_spills(fp8_scaled_graph(input), "sm_90a", cache, named.config);
+}
+
+TEST_CASE("FP8 operands of two types (e5m2 x e4m3, e4m3 x e5m2) compile for sm_90a on every Hopper candidate "
+          "without spills", "[compile]") {
+    test::TempDir dir("coda-fp8-mixed");
+    KernelCache cache(dir.path(), false);
+    for (const auto& [a, b] : {std::pair{DType::E5M2, DType::E4M3}, std::pair{DType::E4M3, DType::E5M2}})
+        for (const NamedConfig& named : hopper_mainloop().candidates())
+            require_compiles_without_spills(fp8_scaled_graph(a, b), "sm_90a", cache, named.config);
 }
 
 TEST_CASE("FP8 operands in another layout, or on the portable mainloop, are a clear error", "[compile]") {
@@ -229,6 +241,8 @@ TEST_CASE("FP8 operands in another layout, or on the portable mainloop, are a cl
                       Catch::Contains("e5m2 operands need the Hopper mainloop"));
     CHECK_THROWS_WITH(build(fp8_scaled_graph(DType::E4M3), "sm_90a", KernelConfig(PortableConfig{})),
                       Catch::Contains("e4m3 operands need the Hopper mainloop"));
+    CHECK_THROWS_WITH(build(fp8_scaled_graph(DType::E5M2, DType::E4M3), "sm_90a", KernelConfig(PortableConfig{})),
+                      Catch::Contains("e5m2 operands need the Hopper mainloop"));
     // FP8 tile tensors convert with PTX that sm_89 has and sm_80 does not.
     Graph stores = Graph::gemm("fp8_store", GemmSpec{DType::BF16, Major::K, Major::K});
     stores.store(stores.accumulator(), "D", DType::E4M3);
@@ -269,6 +283,23 @@ TEST_CASE("FP8 tile tensors compile for sm_89 and sm_90a on every mainloop witho
         HopperConfig direct = *named.config.hopper();
         direct.direct = true;
         require_compiles_without_spills(fp8_quantizing_graph(), "sm_90a", cache, KernelConfig(direct));
+    }
+}
+
+TEST_CASE("every FP8 block epilogue compiles for sm_90a without spills", "[compile]") {
+    test::TempDir dir("coda-blocks-fp8");
+    KernelCache cache(dir.path(), false);
+    for (const Graph& g : blocks::llama_block_fp8()) {
+        if (g.domain() != Domain::Gemm) {
+            require_compiles_without_spills(g, "sm_90a", cache, std::nullopt);
+            continue;
+        }
+        // Every named Hopper config, and the direct variant of the default one.
+        for (const NamedConfig& named : hopper_mainloop().candidates())
+            require_compiles_without_spills(g, "sm_90a", cache, named.config);
+        HopperConfig direct = *hopper_mainloop().default_config(g, ProblemShape{}).hopper();
+        direct.direct = true;
+        require_compiles_without_spills(g, "sm_90a", cache, direct);
     }
 }
 

@@ -350,7 +350,8 @@ nb::dict reference(const Graph& graph, nb::dict bindings, long long m, long long
     for (auto [key, value] : bindings) {
         const std::string name = nb::cast<std::string>(key);
         if (domain == Domain::Gemm && (name == "A" || name == "B")) {
-            (name == "A" ? a : b) = host_tensor(name, value, graph.spec().input);
+            (name == "A" ? a : b) =
+                host_tensor(name, value, name == "A" ? graph.spec().input : graph.spec().b_input());
             continue;
         }
         const auto it = by_name.find(name);

@@ -1,14 +1,15 @@
 """FP8 GEMMs as a torch custom op: torch.ops.coda.scaled_mm, torch._scaled_mm's contract (A [M x K] row-major, B
-[K x N] column-major, i.e. w.t() of an [N x K] weight, both float8_e4m3fn or float8_e5m2) on coda's FP8 Hopper
-mainloop, the scales applied in the epilogue: per tensor (two one-element f32 tensors, read on the GPU, so no host
-sync) or row-wise (scale_a [M x 1], scale_b [1 x N]). The output is bf16. CPU tensors run the fp64 reference.
+[K x N] column-major, i.e. w.t() of an [N x K] weight, each float8_e4m3fn or float8_e5m2: the pairs torch._scaled_mm
+takes, e4m3 x e4m3, e4m3 x e5m2 and e5m2 x e4m3, and e5m2 x e5m2 too) on coda's FP8 Hopper mainloop, the scales
+applied in the epilogue: per tensor (two one-element f32 tensors, read on the GPU, so no host sync) or row-wise
+(scale_a [M x 1], scale_b [1 x N]). The output is bf16. CPU tensors run the fp64 reference.
 
 No autograd: FP8 training (which operand is quantized how, and the transposed copies the backward GEMMs need)
 is coda.torch's next stage (issue 28)."""
 import torch
 from torch import Tensor
 
-from coda.torch._kernels import run
+from coda.torch._kernels import run, scaled_mm_name
 from coda.torch._register import fake
 
 _FP8 = {torch.float8_e4m3fn: "e4m3", torch.float8_e5m2: "e5m2"}
@@ -16,8 +17,8 @@ _FP8 = {torch.float8_e4m3fn: "e4m3", torch.float8_e5m2: "e5m2"}
 
 def _recipe(a: Tensor, b: Tensor, scale_a: Tensor, scale_b: Tensor) -> str:
     """'tensorwise' or 'rowwise', after checking what coda's FP8 GEMM takes; a ValueError names what does not fit."""
-    if a.dtype not in _FP8 or b.dtype != a.dtype:
-        raise ValueError(f"coda.torch.scaled_mm: A and B must both be float8_e4m3fn or both float8_e5m2, got "
+    if a.dtype not in _FP8 or b.dtype not in _FP8:
+        raise ValueError(f"coda.torch.scaled_mm: A and B must each be float8_e4m3fn or float8_e5m2, got "
                          f"{a.dtype} and {b.dtype}")
     if a.dim() != 2 or b.dim() != 2 or a.shape[1] != b.shape[0]:
         raise ValueError(f"coda.torch.scaled_mm: need A [M x K] and B [K x N], got {tuple(a.shape)} and "
@@ -50,7 +51,7 @@ def scaled_mm(a: Tensor, b: Tensor, scale_a: Tensor, scale_b: Tensor) -> Tensor:
         scales = {"scale_a": scale_a.reshape(()), "scale_b": scale_b.reshape(())}
     else:
         scales = {"scale_a": scale_a.reshape(m), "scale_b": scale_b.reshape(n)}
-    run(f"scaled_mm_{recipe}_{_FP8[a.dtype]}", {"A": a, "B": b, **scales}, {"D": out}, m, n, k)
+    run(scaled_mm_name(recipe, _FP8[a.dtype], _FP8[b.dtype]), {"A": a, "B": b, **scales}, {"D": out}, m, n, k)
     return out
 
 
