@@ -7,6 +7,8 @@ d = 2048, vocab 32768, AdamW) in tokens/s and peak memory (coda eager, coda unde
 captured in a CUDA graph and replayed, besides the baselines), and whether torch.compile(fullgraph=True) of a small coda
 model (4 layers, d = 512) compiles and matches. Last, "llama3.2-1b step": a training step of LLaMA-3.2-1B's
 architecture (llama_rows). One table on stdout; bench_block.csv and bench_block.md in $OUT (or --out).
+--fp8: the layers instead with coda's FP8 layer (fp8="tensorwise") against coda bf16, torch.compile bf16 and torchao's
+float8 recipes under torch.compile, x_floor against the FP8 GEMM floor (fp8_layer_rows).
 
 Timing: every system runs twice (compiles, autotuning), then all run in turn for 500 ms to settle the GPU clock,
 then rounds: in each round every system runs `per_round` times between two CUDA events; the median over rounds.
@@ -27,8 +29,11 @@ import types
 import torch
 import torch.nn.functional as F
 
-import coda.torch as ct
-from coda.torch import reference as ref
+# --fp8: coda's FP8 kernels launch only where this allows it until a GPU has run their tests (issue 28). Set before
+# coda reads its settings.
+os.environ.setdefault("CODA_EXPERIMENTAL_FP8", "1")
+import coda.torch as ct  # noqa: E402
+from coda.torch import reference as ref  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import power_hold  # noqa: E402
@@ -262,6 +267,140 @@ def layer_rows(d, f, heads, attention, rounds, per_round, skip_compile, kv_heads
                      "note": f"rel. error vs fp32 {err:.1e}" if name == "coda" else ""})
     add_holds(rows, systems)
     del systems, layer, eager_layer, x
+    torch.cuda.empty_cache()
+    return rows
+
+
+# --- FP8 (--fp8): coda's FP8 layer against torchao's float8 training under torch.compile ----------------------
+
+class LinearLayer(torch.nn.Module):
+    """ref.decoder_layer with its four GEMMs as nn.Linear modules (bias-free, the coda layer's weights): what torchao's
+    convert_to_float8_training swaps for its Float8Linear."""
+
+    def __init__(self, layer):
+        super().__init__()
+        self.eps, self.n_heads, self.n_kv_heads, self.head_dim = layer.eps, layer.n_heads, layer.n_kv_heads, layer.head_dim
+        self.attention = layer.attention
+        self.attn_norm = torch.nn.Parameter(layer.attn_norm.detach().clone())
+        self.mlp_norm = torch.nn.Parameter(layer.mlp_norm.detach().clone())
+        self.register_buffer("theta", layer.theta.clone())
+        self.linears = torch.nn.ModuleList()
+        for w in (layer.w_qkv, layer.w_o, layer.w_gate_up, layer.w_down):
+            lin = torch.nn.Linear(w.shape[1], w.shape[0], bias=False, device=w.device, dtype=w.dtype)
+            with torch.no_grad():
+                lin.weight.copy_(w)
+            self.linears.append(lin)
+
+    def forward(self, x, pos):
+        qkv_l, o_l, gu_l, down_l = self.linears
+        qkv = ref.rope(qkv_l(ref.rms_norm(x, self.attn_norm, self.eps)), pos, self.theta)
+        x1 = x + o_l(ref.attend(qkv, self.n_heads, SEQ, self.attention, self.n_kv_heads, self.head_dim))
+        return x1 + down_l(ref.swiglu(gu_l(ref.rms_norm(x1, self.mlp_norm, self.eps))))
+
+
+def torchao_layer(layer, recipe):
+    """LinearLayer converted by torchao.float8 (convert_to_float8_training) with one of its recipes."""
+    from torchao.float8 import Float8LinearConfig, convert_to_float8_training
+    module = LinearLayer(layer)
+    convert_to_float8_training(module, config=Float8LinearConfig.from_recipe_name(recipe))
+    return module
+
+
+def fp8_floor_fn(layer, attention):
+    """The FP8 layer's GEMMs alone: the 4 forward (e4m3 x e4m3) and 4 dgrad (e5m2 x e4m3) GEMMs through
+    torch._scaled_mm (cuBLASLt, per-tensor scales, bf16 out), the 4 weight gradients in bf16 (torch.matmul), and with
+    real attention SDPA forward and backward."""
+    e4, e5 = torch.float8_e4m3fn, torch.float8_e5m2
+    bf = dict(device="cuda", dtype=torch.bfloat16)
+    one = torch.ones((), device="cuda")
+    shapes = [(w.shape[0], w.shape[1]) for w in (layer.w_qkv, layer.w_o, layer.w_gate_up, layer.w_down)]
+    ws = [torch.randn(n, k, **bf).to(e4) for n, k in shapes]
+    wts = [w.t().contiguous() for w in ws]
+    ins = [torch.randn(M, k, **bf) for _, k in shapes]
+    ins8 = [x.to(e4) for x in ins]
+    douts = [torch.randn(M, n, **bf) for n, _ in shapes]
+    douts8 = [dy.to(e5) for dy in douts]
+    hd, kv = layer.head_dim, layer.n_kv_heads
+    qkv = [torch.randn(BATCH, heads, SEQ, hd, **bf, requires_grad=True) for heads in (layer.n_heads, kv, kv)]
+    do = torch.randn(BATCH, layer.n_heads, SEQ, hd, **bf)
+
+    def run():
+        for x, w in zip(ins8, ws):
+            torch._scaled_mm(x, w.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+        for dy, wt in zip(douts8, wts):
+            torch._scaled_mm(dy, wt.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+        for x, dy in zip(ins, douts):
+            torch.matmul(dy.t(), x)
+        if attention == "sdpa":
+            o = F.scaled_dot_product_attention(*qkv, is_causal=True, enable_gqa=kv != layer.n_heads)
+            torch.autograd.grad(o, qkv, do)
+    return run
+
+
+def fp8_layer_rows(d, f, heads, attention, rounds, per_round, skip_compile, kv_heads=None):
+    """coda's FP8 layer (fp8="tensorwise") against coda's bf16 layer, torch.compile in bf16, torchao's float8
+    tensorwise and rowwise recipes under torch.compile, and the FP8 GEMM floor; x_floor is against that floor."""
+    kv_heads = kv_heads or heads
+    torch.manual_seed(0)
+    layer = ct.LlamaDecoderLayer(d, heads, f, eps=EPS, attention=attention, device="cuda", n_kv_heads=kv_heads,
+                                 fp8="tensorwise")
+    bf16_layer = ct.LlamaDecoderLayer(d, heads, f, eps=EPS, attention=attention, device="cuda", n_kv_heads=kv_heads)
+    bf16_layer.load_state_dict(layer.state_dict(), strict=False)  # the same weights, less the FP8 scales
+    eager_layer = copy.deepcopy(bf16_layer)
+    x = torch.randn(M, d, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    dy = torch.randn(M, d, device="cuda", dtype=torch.bfloat16) / M  # of a mean loss's order: the e5m2 scales' prior
+    pos = torch.arange(SEQ, device="cuda", dtype=torch.int32).repeat(BATCH)
+    next_gamma = torch.ones(d, device="cuda", dtype=torch.bfloat16)
+    entry = ct.fp8.Fp8Scaling({"h": "e4m3"}, device="cuda")
+    with torch.no_grad():
+        h, rstd = torch.ops.coda.rms_stats(x, layer.attn_norm, EPS)
+        # The layer's input in e4m3 under a scale calibrated on this x (a model's previous layer writes it so).
+        entry.update(M)
+        entry.record(torch.ops.coda.rms_stats_fp8(x, layer.attn_norm, EPS, entry.inv_scale("h"))[2])
+        entry.update(M)
+        h8, _, _ = torch.ops.coda.rms_stats_fp8(x, layer.attn_norm, EPS, entry.inv_scale("h"))
+    h_scale = entry.scale("h")
+
+    def step(module, fwd):
+        return layer_step(module, x, dy, fwd)
+
+    systems = {"coda fp8": step(layer, lambda: layer(x, h8, rstd, next_gamma, pos, SEQ, h_scale)[0]),
+               "coda bf16": step(bf16_layer, lambda: bf16_layer(x, h, rstd, next_gamma, pos, SEQ)[0])}
+    if not skip_compile:
+        compiled = torch.compile(lambda x_: ref.decoder_layer(eager_layer, x_, pos, SEQ))
+        systems["torch.compile bf16"] = step(eager_layer, lambda: compiled(x))
+        for recipe in ("tensorwise", "rowwise"):
+            try:
+                ao = torchao_layer(bf16_layer, recipe)
+                ao_compiled = torch.compile(ao)
+                systems[f"torchao {recipe} + compile"] = step(ao, lambda c=ao_compiled: c(x, pos))
+            except Exception as e:  # noqa: BLE001
+                log(f"torchao {recipe} unavailable: {e!r}")
+    systems["FP8 GEMM floor"] = fp8_floor_fn(layer, attention)
+
+    # The FP8 layer against the fp32 eager reference (a few steps first: its delayed scales calibrate).
+    for _ in range(3):
+        systems["coda fp8"]()
+    with torch.no_grad():
+        out = layer(x, h8, rstd, next_gamma, pos, SEQ, h_scale)[0]
+        out32 = ref.decoder_layer(copy.deepcopy(bf16_layer).float(), x.float(), pos, SEQ)
+        err = ((out.float() - out32).norm() / out32.norm()).item()
+        del out, out32
+
+    log(f"fp8 {layer_label(d, f, heads, kv_heads)} {attention}: compiling and warming {list(systems)}")
+    ms = time_systems(systems, rounds, per_round)
+    mem = {name: peak_gib(fn) for name, fn in systems.items()}
+    floor = ms["FP8 GEMM floor"]
+    rows = []
+    for name in systems:
+        note = f"rel. error vs fp32 {err:.1e}" if name == "coda fp8" else ""
+        if name != "coda fp8" and "floor" not in name:
+            note = f"coda fp8 is {ms[name] / ms['coda fp8']:.3f}x faster"
+        rows.append({"bench": "fp8 " + layer_label(d, f, heads, kv_heads), "attention": attention, "system": name,
+                     "ms": round(ms[name], 3), "x_floor": round(ms[name] / floor, 3),
+                     "tokens_per_s": round(M / ms[name] * 1e3), "peak_GiB": round(mem[name], 2), "note": note})
+    add_holds(rows, systems)
+    del systems, layer, bf16_layer, eager_layer, x
     torch.cuda.empty_cache()
     return rows
 
@@ -540,6 +679,9 @@ def main():
                    help="sequences of 8192 tokens in the llama3.2-1b step (default 2: M = 16384, as the others)")
     p.add_argument("--llama-layers", type=int, default=LLAMA32_1B["num_hidden_layers"],
                    help="layers of the llama3.2-1b step (default its 16; fewer if memory runs out, said in the row)")
+    p.add_argument("--fp8", action="store_true",
+                   help="the FP8 layer sections instead (fp8 layer d=2048 / d=4096, each attention): coda's "
+                        "fp8='tensorwise' layer against coda bf16, torch.compile bf16, torchao float8 + compile")
     p.add_argument("--hold-s", type=float, default=0.0,
                    help="also run each system alone this many seconds, with nvidia-smi sampling clock and power: "
                         "its sustained ms per step, MHz, W and joules per step (default 0: off)")
@@ -559,6 +701,10 @@ def main():
     sections.append(("torch.compile fullgraph", fullgraph_rows))
     sections.append(("llama3.2-1b step", lambda: llama_rows(max(3, args.rounds // 2), args.skip_compile,
                                                             args.llama_batch, args.llama_layers)))
+    if args.fp8:
+        sections = [("fp8 " + name, lambda d=d, f=f, h=h, kv=kv, att=att: fp8_layer_rows(
+                        d, f, h, att, args.rounds, args.per_round, args.skip_compile, kv))
+                    for name, d, f, h, kv, att in layer_sections(LAYER_SIZES)]
     sections = select_sections(sections, args.only)
     rows = []
     for name, run in sections:

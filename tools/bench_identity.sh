@@ -5,6 +5,7 @@
 # on PATH, also one profiled launch of each at two shapes, for instructions per output tile.
 # Writes to $OUT (default ./device-logs): coda.csv, coda.log, torch.csv, torch.log, smi.csv, identity_table.md;
 # with ncu also ncu_<coda|cublas>_<M>x<N>x<K>.csv (and .ncu-rep) and ncu.log. Prints the table.
+# With CODA_FP8=e4m3 (or e5m2): FP8 operands, coda's identity scaled per tensor against torch._scaled_mm.
 # Usage: bash tools/bench_identity.sh BUILD_DIR
 set -uo pipefail
 shopt -s nullglob
@@ -16,6 +17,15 @@ fi
 build=$1
 out=${OUT:-device-logs}
 hold_ms=${CODA_HOLD_MS:-1500}
+fp8=${CODA_FP8:-}
+# coda's FP8 kernels launch only where this allows it until a GPU has run their tests (issue 28).
+[ -n "$fp8" ] && export CODA_EXPERIMENTAL_FP8=${CODA_EXPERIMENTAL_FP8:-1}
+fp8_args=()
+baseline=torch.matmul
+if [ -n "$fp8" ]; then
+  fp8_args=(--fp8 "$fp8")
+  baseline=torch._scaled_mm
+fi
 # The GPU the benchmarks run on: CUDA's first visible device (nvidia-smi -i takes an index or a UUID).
 gpu=${CODA_SMI_GPU:-${CUDA_VISIBLE_DEVICES:-0}}
 gpu=${gpu%%,*}
@@ -57,12 +67,12 @@ else
   echo "no nvidia-smi: no clock or power samples"
 fi
 
-echo "== coda bench gemm --shapes all --identity-only --hold-ms $hold_ms"
-"$build/coda" bench gemm --shapes all --identity-only --hold-ms "$hold_ms" --csv "$out/coda.csv" 2>&1 |
+echo "== coda bench gemm --shapes all --identity-only --hold-ms $hold_ms ${fp8_args[*]}"
+"$build/coda" bench gemm --shapes all --identity-only --hold-ms "$hold_ms" "${fp8_args[@]}" --csv "$out/coda.csv" 2>&1 |
   tee "$out/coda.log" || status=1
 
-echo "== torch.matmul (cuBLAS) --shapes all --hold-ms $hold_ms"
-python3 tools/bench_torch.py --shapes all --no-chain --hold-ms "$hold_ms" --csv "$out/torch.csv" 2>&1 |
+echo "== $baseline (cuBLAS) --shapes all --hold-ms $hold_ms"
+python3 tools/bench_torch.py --shapes all --no-chain --hold-ms "$hold_ms" "${fp8_args[@]}" --csv "$out/torch.csv" 2>&1 |
   tee "$out/torch.log" || status=1
 
 if [ -n "$smi_pid" ]; then
@@ -117,7 +127,7 @@ fi
 
 echo "== identity table"
 if [ -s "$out/coda.csv" ] && [ -s "$out/torch.csv" ]; then
-  table_args=("$out/coda.csv" "$out/torch.csv" --holds "$out/coda.log" "$out/torch.log")
+  table_args=("$out/coda.csv" "$out/torch.csv" --holds "$out/coda.log" "$out/torch.log" --baseline "$baseline")
   [ -s "$out/smi.csv" ] && table_args+=(--smi "$out/smi.csv")
   ncu_csvs=("$out"/ncu_*.csv)
   ((${#ncu_csvs[@]})) && table_args+=(--ncu "${ncu_csvs[@]}")

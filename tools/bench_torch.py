@@ -9,7 +9,10 @@ under torch.compile. Prints one line per measurement: `name M N K ms TFLOP/s` (T
 times no GEMM (with --copy: only the copy bandwidth that `coda bench tile` compares against).
 
 --hold-ms MS runs each shape's torch.matmul alone for MS of GPU time after timing it, between
-`HOLD cublas M N K start|stop UNIX_SECONDS` lines (as `coda bench gemm --hold-ms`; tools/bench_identity.sh)."""
+`HOLD cublas M N K start|stop UNIX_SECONDS` lines (as `coda bench gemm --hold-ms`; tools/bench_identity.sh).
+
+--fp8 e4m3|e5m2 times torch._scaled_mm (cuBLASLt) instead, per-tensor scaled, both operands K-major, bf16 out, as
+the row `torch._scaled_mm` (what `coda bench gemm --fp8` is compared with); no chains."""
 import argparse
 import sys
 import time
@@ -92,7 +95,26 @@ class Report:
 DYNAMIC_COMPILE = [False, None]
 
 
-def bench_shape(report, m, n, k, chain, chain_iters, iters=50, hold_ms=0.0):
+FP8_DTYPES = {"e4m3": "float8_e4m3fn", "e5m2": "float8_e5m2"}
+
+
+def bench_scaled_mm(report, m, n, k, fp8, iters=50, hold_ms=0.0):
+    """torch._scaled_mm with one fp32 scale per operand: A (M x K) row-major, B given as the transpose of an
+    N x K row-major tensor (the column-major B cuBLASLt's FP8 GEMM takes)."""
+    torch.manual_seed(0)
+    dtype = getattr(torch, FP8_DTYPES[fp8])
+    a = torch.randn(m, k, device="cuda").to(dtype)
+    w = torch.randn(n, k, device="cuda").to(dtype)
+    one = torch.ones((), device="cuda", dtype=torch.float32)
+    fn = lambda: torch._scaled_mm(a, w.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+    report.row("torch._scaled_mm", m, n, k, median_ms(fn, iters=iters))
+    if hold_ms > 0:
+        hold(fn, m, n, k, hold_ms)
+
+
+def bench_shape(report, m, n, k, chain, chain_iters, iters=50, hold_ms=0.0, fp8=None):
+    if fp8:
+        return bench_scaled_mm(report, m, n, k, fp8, iters, hold_ms)
     torch.manual_seed(0)
     a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
     w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16) / k**0.5
@@ -151,6 +173,8 @@ def main():
                              "largest chains are slow")
     parser.add_argument("--csv", help="also write the measurements to this CSV file")
     parser.add_argument("--copy", action="store_true", help="also time a device-to-device copy of a 16384 x 4096 bf16 tile")
+    parser.add_argument("--fp8", choices=sorted(FP8_DTYPES),
+                        help="time torch._scaled_mm per-tensor on FP8 operands of this type instead of torch.matmul")
     parser.add_argument("--dynamic-compile", action="store_true",
                         help="torch.compile the chain once with dynamic shapes instead of once per shape")
     args = parser.parse_args()
@@ -162,13 +186,16 @@ def main():
         parser.error(f"--iters must be at least 1, got {args.iters}")
     if not 0 <= args.hold_ms <= 600000:  # as coda bench gemm: longer is a typo, not a measurement
         parser.error(f"--hold-ms must be in [0, 600000], got {args.hold_ms}")
+    if args.fp8 and args.chain:
+        parser.error("--fp8 times torch._scaled_mm alone: no --chain")
     report = Report(args.csv)
     if args.shapes == "one":
         bench_shape(report, args.m, args.n, args.k, args.chain and not args.no_chain, chain_iters, args.iters,
-                    args.hold_ms)
+                    args.hold_ms, args.fp8)
     elif args.shapes != "none":
         for m, n, k in shape_set(args.shapes):
-            bench_shape(report, m, n, k, not args.no_chain, chain_iters, args.iters, args.hold_ms)
+            bench_shape(report, m, n, k, not args.no_chain and not args.fp8, chain_iters, args.iters, args.hold_ms,
+                        args.fp8)
             torch.cuda.empty_cache()
     if args.copy:
         copy_bandwidth(16384, 4096)

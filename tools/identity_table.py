@@ -236,9 +236,9 @@ def ncu_table(paths, coda):
     return lines
 
 
-def table(coda_path, torch_path, smi_path=None, hold_paths=(), ncu_paths=()):
+def table(coda_path, torch_path, smi_path=None, hold_paths=(), ncu_paths=(), baseline="torch.matmul"):
     coda = read_csv(coda_path, "epilogue", "identity", ["epilogue", "m", "n", "k", "ms", "tflops", "config"])
-    cublas = read_csv(torch_path, "name", "torch.matmul", ["name", "m", "n", "k", "ms", "tflops"])
+    cublas = read_csv(torch_path, "name", baseline, ["name", "m", "n", "k", "ms", "tflops"])
     hold_lines = []
     for path in hold_paths:
         with open(path, errors="replace") as f:
@@ -321,8 +321,11 @@ def main():
                         help="logs with the HOLD lines of coda bench gemm and bench_torch.py")
     parser.add_argument("--ncu", nargs="+", default=[], metavar="NCU_CSV",
                         help="ncu --csv --page raw exports named ncu_<coda|cublas>_<M>x<N>x<K>.csv")
+    parser.add_argument("--baseline", default="torch.matmul",
+                        help="the torch_csv rows to compare with: torch.matmul (default) or torch._scaled_mm "
+                             "(bench_torch.py --fp8)")
     args = parser.parse_args()
-    print(table(args.coda_csv, args.torch_csv, args.smi, args.holds, args.ncu))
+    print(table(args.coda_csv, args.torch_csv, args.smi, args.holds, args.ncu, args.baseline))
 
 
 if __name__ == "__main__":

@@ -86,4 +86,60 @@ Graph cross_entropy_backward_row_scale();
 // output); rmsnorm_backward (f32 accumulate) and rope_backward are for C++ users who keep those tensors.
 std::vector<Graph> llama_block();
 
+// ---------------------------------------------------------------------------------------------------------
+// FP8 training (issue 28): the same block with its GEMMs on FP8 operands under per-tensor scales, delayed scaling
+// (each step quantizes with a scale from earlier steps' amax, so a tensor is written once, already quantized, by the
+// epilogue that makes it), e4m3 forward and e5m2 gradients; the weight-gradient GEMMs stay in bf16 (they read the
+// bf16 tensors these graphs store beside the FP8 ones). coda.torch's LlamaDecoderLayer(fp8="tensorwise") runs them.
+//
+// Conventions of every graph here:
+//   - An FP8 GEMM's accumulator is scaled by a_scale * b_scale (scalars: each operand's dequantization factor, so
+//     that A ~ a_scale * A_fp8), read on the device when bound to one.
+//   - A tensor `t` that the next GEMM reads in FP8 is stored as t_fp8 = t * t_fp8_inv_scale (an e4m3 or e5m2 tile
+//     output; cvt.rn.satfinite: values past the format's largest saturate to it), beside the row partials of |t|
+//     (Max) in t_amax, from which the caller keeps the amax history and the next step's scales.
+// The default specs: e4m3 x e4m3 forward, e5m2 (gradient) x e4m3 (transposed weight, N x K) backward.
+
+// The embedding entry: h_fp8 = x * gamma * h_fp8_inv_scale (e4m3), h_amax, x1_sumsq. Bindings: x, gamma,
+// h_fp8_inv_scale, h_fp8, h_amax, x1_sumsq.
+Graph rms_entry_fp8();
+// Any bf16 tensor to FP8 as a tile program (attention's output for the out-projection, the SwiGLU output for the
+// down projection, a gradient from another op, a weight): x_fp8 = x * x_fp8_inv_scale in e4m3 (e5m2), and x_amax.
+// Bindings: x, x_fp8_inv_scale, x_fp8, x_amax.
+Graph quantize_e4m3();
+Graph quantize_e5m2();
+// qkv_rope on FP8 operands: z = rstd * a_scale * b_scale * acc, rotated. Bindings: A, B, a_scale, b_scale, rstd,
+// pos, theta, qkv.
+Graph qkv_rope_fp8(GemmSpec spec = {DType::E4M3, Major::K, Major::K});
+// out_proj on FP8 operands: x1 = a_scale * b_scale * acc + residual (bf16), h = x1 * gamma as h_fp8 (e4m3) with
+// h_amax, row partials of x1^2. Bindings: A, B, a_scale, b_scale, residual, gamma, x1, h_fp8_inv_scale, h_fp8,
+// h_amax, x1_sumsq.
+Graph out_proj_fp8(GemmSpec spec = {DType::E4M3, Major::K, Major::K});
+// The same with h stored in bf16 (no FP8 copy): the last layer's, whose h the bf16 LM head reads. Bindings: A, B,
+// a_scale, b_scale, residual, gamma, x1, h, x1_sumsq.
+Graph out_proj_fp8_bf16_h(GemmSpec spec = {DType::E4M3, Major::K, Major::K});
+// gate_up_swiglu on FP8 operands: z = rstd * a_scale * b_scale * acc (bf16, saved for the backward), y (bf16;
+// quantize_e4m3 makes the down projection's operand: a half-width FP8 tile is too narrow to stage). Bindings: A, B,
+// a_scale, b_scale, rstd, z, y.
+Graph gate_up_swiglu_fp8(GemmSpec spec = {DType::E4M3, Major::K, Major::K});
+// A plain dgrad on FP8 operands: D = a_scale * b_scale * acc (bf16). Bindings: A, B, a_scale, b_scale, D.
+Graph dgrad_fp8(GemmSpec spec = {DType::E5M2, Major::K, Major::K, DType::E4M3});
+// swiglu_backward on FP8 operands (dy = dx2 W_d from dx2_fp8 and W_d^T): dz (bf16, for the bf16 weight gradient),
+// dz_fp8 (e5m2) with dz_amax, y, zdz_partials. Bindings: A, B, a_scale, b_scale, z, dz, y, zdz_partials,
+// dz_fp8_inv_scale, dz_fp8, dz_amax.
+Graph swiglu_backward_fp8(GemmSpec spec = {DType::E5M2, Major::K, Major::K, DType::E4M3});
+// rmsnorm_backward_residual on FP8 operands: dx = dx_in + rstd * (do * gamma - n * s) in bf16 and as dx_fp8 (e5m2)
+// with dx_amax, o, dgamma_partials. Bindings: A, B, a_scale, b_scale, rstd, x, gamma, s, dx_in, dx,
+// dx_fp8_inv_scale, dx_fp8, dx_amax, o, dgamma_partials.
+Graph rmsnorm_backward_residual_fp8(GemmSpec spec = {DType::E5M2, Major::K, Major::K, DType::E4M3});
+// The same with dx in bf16 alone: where dx leaves the op that would read it in FP8 (coda.torch quantizes it there).
+// Bindings: A, B, a_scale, b_scale, rstd, x, gamma, s, dx_in, dx, o, dgamma_partials.
+Graph rmsnorm_backward_residual_fp8_bf16_dx(GemmSpec spec = {DType::E5M2, Major::K, Major::K, DType::E4M3});
+// rope_backward_from_output writing dz also as dz_fp8 (e5m2) with dz_amax. Bindings: dqkv, pos, theta, dz,
+// dz_fp8_inv_scale, dz_fp8, dz_amax, qkv, zdz_partials.
+Graph rope_backward_from_output_fp8();
+
+// Every FP8 graph above, forward then backward.
+std::vector<Graph> llama_block_fp8();
+
 }  // namespace coda::blocks

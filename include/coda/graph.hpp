@@ -30,12 +30,18 @@ struct OpInfo {
 const OpInfo& op_info(Op op);
 std::optional<Op> parse_op(std::string_view text);
 
-// The operands of a GEMM-domain graph: A (M x K) and B (K x N) in bf16 or f16, fp32 accumulation.
+// The operands of a GEMM-domain graph: A (M x K) and B (K x N) in bf16, f16, e4m3 or e5m2, fp32 accumulation.
+// FP8 operands are both K-major and may differ in type (e5m2 gradients x e4m3 weights: input_b); 16-bit ones
+// are one type.
 struct GemmSpec {
-    DType input = DType::BF16;
+    DType input = DType::BF16;  // A's type, and B's unless input_b says otherwise
     Major a = Major::K;  // K: A stored M x K row-major; MN: A stored K x M row-major
     Major b = Major::K;  // K: B stored N x K row-major (Y = X W^T); MN: B stored K x N row-major
-    bool operator==(const GemmSpec& o) const { return input == o.input && a == o.a && b == o.b; }
+    std::optional<DType> input_b = std::nullopt;  // B's type when it is not A's
+    DType b_input() const { return input_b.value_or(input); }
+    bool operator==(const GemmSpec& o) const {
+        return input == o.input && a == o.a && b == o.b && b_input() == o.b_input();
+    }
 };
 
 // One node of the graph. Attributes that an op does not use keep their defaults and are not printed.

@@ -8,8 +8,10 @@
 
 namespace coda {
 
-// Storage dtype of a tensor in memory. Arithmetic inside a kernel is always fp32 (i32 for indices).
-enum class DType { BF16, F16, F32, I32 };
+// Storage dtype of a tensor in memory. Arithmetic inside a kernel is always fp32 (i32 for indices). E4M3 and E5M2
+// are the 8-bit floats of FP8 training (OCP FP8: e4m3 saturates at 448 and has no infinity; e5m2 is IEEE-like up to
+// 57344); so far only GEMM operands (GemmSpec::input) may have them.
+enum class DType { BF16, F16, F32, I32, E4M3, E5M2 };
 
 // What a graph runs over.
 enum class Domain {

@@ -2,62 +2,15 @@
 // tools/graphs/*.coda hold their canonical text; a test keeps the two identical.
 #include "coda/blocks.hpp"
 
+#include "blocks/block_parts.hpp"
+
 namespace coda::blocks {
 namespace {
 
-enum class Rotation { Forward, Inverse };
-
-// RoPE: rotates each (even, odd) column pair of x by pos_i * theta_j (Inverse: by its negative, which is the
-// backward pass). The angle comes from a row vector of positions and a column vector of frequencies, so no
-// cos/sin table is streamed; theta_j = 0 leaves a pair as it is (V columns).
-// Here and below every node is created in a statement of its own: C++ leaves the order in which a call's
-// arguments are evaluated unspecified, and node order is part of the canonical text and the cache key.
-Value rotate_pairs(Graph& g, Value x, Rotation rotation) {
-    Value pos_i32 = g.row_input("pos", DType::I32);
-    Value pos = g.to_f32(pos_i32, "position");
-    Value theta = g.col_input("theta", DType::F32, Width::Half);
-    Value angle = g.mul(pos, theta, "angle");
-    Value c = g.cos(angle, "cos_angle");
-    Value s = g.sin(angle, "sin_angle");
-    if (rotation == Rotation::Inverse) s = g.neg(s, "minus_sin_angle");
-    Value e = g.even(x, "x_even");
-    Value o = g.odd(x, "x_odd");
-    Value ec = g.mul(e, c, "even_cos");
-    Value os = g.mul(o, s, "odd_sin");
-    Value es = g.mul(e, s, "even_sin");
-    Value oc = g.mul(o, c, "odd_cos");
-    Value re = g.sub(ec, os, "rotated_even");
-    Value ro = g.add(es, oc, "rotated_odd");
-    return g.join(re, ro, "rotated");
-}
-
-// The RMSNorm backward's values in the epilogue of do = dz * W (DESIGN.md section 3): n = x * rstd and
-// dx = rstd * (do * gamma - n * s), named `dx_name`; o = n * gamma stored; column partials of do * n (dgamma).
-struct NormBackward {
-    Value d_out;
-    Value dx;
-    Value normed;
-    Value gamma;
-};
-
-NormBackward norm_backward_values(Graph& g, const std::string& dx_name) {
-    Value d_out = g.accumulator("d_out");
-    Value rstd = g.row_input("rstd", DType::F32);
-    Value x = g.tile_input("x", DType::BF16);
-    Value n = g.mul(x, rstd, "normed");
-    Value gamma = g.col_input("gamma", DType::BF16);
-    Value s = g.row_input("s", DType::F32);
-    Value dn = g.mul(d_out, gamma, "d_normed");
-    Value ns = g.mul(n, s, "normed_s");
-    Value dx = g.mul(rstd, g.sub(dn, ns, "d_centered"), dx_name);
-    return {d_out, dx, n, gamma};
-}
-
-// The outputs every RMSNorm backward variant shares after its dx: o = n * gamma and dgamma's column partials.
-void norm_backward_outputs(Graph& g, const NormBackward& v) {
-    g.store(g.mul(v.normed, v.gamma, "o_value"), "o", DType::BF16);
-    g.reduce_col(g.mul(v.d_out, v.normed, "dgamma_terms"), ReduceOp::Sum, "dgamma_partials");
-}
+using parts::NormBackward;
+using parts::Rotation;
+using parts::norm_backward_outputs;
+using parts::rotate_pairs;
 
 // Where the cross-entropy backward reads d(loss)/d(row loss): one scalar `scale` (dloss / M, the mean over all
 // rows), or a row vector `row_scale` (dloss / n_valid, and 0 for rows whose label is ignored).
@@ -81,13 +34,6 @@ void cross_entropy_gradient(Graph& g, Value logits, LossScale how) {
     Value dlogits = g.mul(g.sub(p, onehot, "p_minus_onehot"), scale, "dlogits_value");
     g.store(dlogits, "dlogits", DType::BF16);
     g.reduce_row(g.mul(logits, dlogits, "z_dz"), ReduceOp::Sum, "zdz_partials");
-}
-
-// z = rstd * acc: the row scale that completes the previous RMSNorm (DESIGN.md section 3).
-Value rms_scaled_accumulator(Graph& g, const std::string& name) {
-    Value acc = g.accumulator();
-    Value rstd = g.row_input("rstd", DType::F32);
-    return g.mul(acc, rstd, name);
 }
 
 }  // namespace
@@ -118,7 +64,7 @@ Graph rms_finalize() {
 
 Graph gate_up_swiglu(GemmSpec spec) {
     Graph g = Graph::gemm("gate_up_swiglu", spec);
-    Value z = rms_scaled_accumulator(g, "z_value");
+    Value z = parts::rms_scaled(g, g.accumulator(), "z_value");
     g.store(z, "z", DType::BF16);
     Value gate = g.even(z, "gate");
     Value up = g.odd(z, "up");
@@ -129,14 +75,14 @@ Graph gate_up_swiglu(GemmSpec spec) {
 
 Graph qkv_rope(GemmSpec spec) {
     Graph g = Graph::gemm("qkv_rope", spec);
-    Value z = rms_scaled_accumulator(g, "z_value");
+    Value z = parts::rms_scaled(g, g.accumulator(), "z_value");
     g.store(rotate_pairs(g, z, Rotation::Forward), "qkv", DType::BF16);
     return g;
 }
 
 Graph lm_head_ce(GemmSpec spec) {
     Graph g = Graph::gemm("lm_head_ce", spec);
-    Value logits = rms_scaled_accumulator(g, "logit");
+    Value logits = parts::rms_scaled(g, g.accumulator(), "logit");
     g.store(logits, "logits", DType::BF16);
     g.reduce_row(logits, ReduceOp::Lse, "lse_partials");
     Value column = g.col_index();
@@ -149,7 +95,7 @@ Graph lm_head_ce(GemmSpec spec) {
 // The same statistics without the logits: what a training step needs when lm_head_ce_backward recomputes them.
 Graph lm_head_ce_stats(GemmSpec spec) {
     Graph g = Graph::gemm("lm_head_ce_stats", spec);
-    Value logits = rms_scaled_accumulator(g, "logit");
+    Value logits = parts::rms_scaled(g, g.accumulator(), "logit");
     g.reduce_row(logits, ReduceOp::Lse, "lse_partials");
     Value column = g.col_index();
     Value labels = g.row_input("labels", DType::I32);
@@ -161,13 +107,13 @@ Graph lm_head_ce_stats(GemmSpec spec) {
 // cross_entropy_backward on logits recomputed by the LM head GEMM (rstd * acc, in fp32) instead of read back.
 Graph lm_head_ce_backward(GemmSpec spec) {
     Graph g = Graph::gemm("lm_head_ce_backward", spec);
-    cross_entropy_gradient(g, rms_scaled_accumulator(g, "logit"), LossScale::Scalar);
+    cross_entropy_gradient(g, parts::rms_scaled(g, g.accumulator(), "logit"), LossScale::Scalar);
     return g;
 }
 
 Graph lm_head_ce_backward_row_scale(GemmSpec spec) {
     Graph g = Graph::gemm("lm_head_ce_backward_row_scale", spec);
-    cross_entropy_gradient(g, rms_scaled_accumulator(g, "logit"), LossScale::PerRow);
+    cross_entropy_gradient(g, parts::rms_scaled(g, g.accumulator(), "logit"), LossScale::PerRow);
     return g;
 }
 
@@ -180,41 +126,15 @@ Graph ce_finalize() {
     return g;
 }
 
-namespace {
-
-// SwiGLU's backward from dy (the gradient of y = silu(gate) * up) and the saved interleaved z: stores dz = join(dgate,
-// dup) and the recomputed y; row partials of sum_j z * dz for the RMSNorm backward.
-void swiglu_gradient(Graph& g, Value dy) {
-    Value z = g.tile_input("z", DType::BF16, Width::Double);
-    Value gate = g.even(z, "gate");
-    Value up = g.odd(z, "up");
-    Value sig = g.sigmoid(gate, "sig");
-    Value silu_gate = g.mul(gate, sig, "silu_gate");
-    // silu'(g) = sig * (1 + g * (1 - sig))
-    Value one = g.constant(1.0f, "one");
-    Value one_minus_sig = g.sub(one, sig, "one_minus_sig");
-    Value slope = g.add(one, g.mul(gate, one_minus_sig), "slope");
-    Value dsilu = g.mul(sig, slope, "dsilu");
-    Value dy_up = g.mul(dy, up, "dy_up");
-    Value dgate = g.mul(dy_up, dsilu, "dgate");
-    Value dup = g.mul(dy, silu_gate, "dup");
-    Value dz = g.join(dgate, dup, "dz_value");
-    g.store(dz, "dz", DType::BF16);
-    g.store(g.mul(silu_gate, up, "y_value"), "y", DType::BF16);
-    g.reduce_row(g.mul(z, dz, "z_dz"), ReduceOp::Sum, "zdz_partials");
-}
-
-}  // namespace
-
 Graph swiglu_backward(GemmSpec spec) {
     Graph g = Graph::gemm("swiglu_backward", spec);
-    swiglu_gradient(g, g.accumulator("dy"));
+    parts::swiglu_gradient(g, g.accumulator("dy"));
     return g;
 }
 
 Graph swiglu_backward_tile() {
     Graph g = Graph::tile("swiglu_backward_tile");
-    swiglu_gradient(g, g.tile_input("dy", DType::BF16));
+    parts::swiglu_gradient(g, g.tile_input("dy", DType::BF16));
     return g;
 }
 
@@ -228,7 +148,7 @@ Graph rms_backward_finalize() {
 
 Graph rmsnorm_backward(GemmSpec spec) {
     Graph g = Graph::gemm("rmsnorm_backward", spec);
-    const NormBackward v = norm_backward_values(g, "dx");
+    const NormBackward v = parts::norm_backward_values(g, g.accumulator("d_out"), "dx");
     g.accumulate(v.dx, "dx_residual", DType::F32);
     norm_backward_outputs(g, v);
     return g;
@@ -236,7 +156,7 @@ Graph rmsnorm_backward(GemmSpec spec) {
 
 Graph rmsnorm_backward_bf16(GemmSpec spec) {
     Graph g = Graph::gemm("rmsnorm_backward_bf16", spec);
-    const NormBackward v = norm_backward_values(g, "dx_norm");
+    const NormBackward v = parts::norm_backward_values(g, g.accumulator("d_out"), "dx_norm");
     g.store(v.dx, "dx", DType::BF16);
     norm_backward_outputs(g, v);
     return g;
@@ -244,7 +164,7 @@ Graph rmsnorm_backward_bf16(GemmSpec spec) {
 
 Graph rmsnorm_backward_residual(GemmSpec spec) {
     Graph g = Graph::gemm("rmsnorm_backward_residual", spec);
-    const NormBackward v = norm_backward_values(g, "dx_norm");
+    const NormBackward v = parts::norm_backward_values(g, g.accumulator("d_out"), "dx_norm");
     Value dx_in = g.tile_input("dx_in", DType::BF16);
     g.store(g.add(v.dx, dx_in, "dx_value"), "dx", DType::BF16);
     norm_backward_outputs(g, v);

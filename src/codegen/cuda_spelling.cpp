@@ -66,6 +66,8 @@ std::string_view storage_type(DType d) {
         case DType::F16: return "coda::f16";
         case DType::F32: return "float";
         case DType::I32: return "int";
+        case DType::E4M3: return "coda::e4m3";
+        case DType::E5M2: return "coda::e5m2";
     }
     throw InternalError("unknown dtype");
 }

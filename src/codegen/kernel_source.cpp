@@ -28,6 +28,11 @@ void check_arch(const Graph& g, const std::string& arch) {
         throw Error(fmt::format("graph '{}': {} is not supported: coda's kernels need sm_80 or newer (mma.sync "
                                 "with bf16, cp.async)",
                                 g.name(), arch));
+    // Converting to and from e4m3 and e5m2 (PTX cvt ...x2) takes sm_89 or newer.
+    for (const Node& n : g.nodes())
+        if ((n.dtype == DType::E4M3 || n.dtype == DType::E5M2) && *number < 89)
+            throw Error(fmt::format("graph '{}': its {} tensor '{}' needs sm_89 or newer (FP8 conversions), not {}",
+                                    g.name(), to_string(n.dtype), n.name, arch));
 }
 
 std::string banner(const Graph& g, const std::string& config_text, const std::string& arch, const KernelTemplate& k) {
@@ -46,7 +51,7 @@ std::string banner(const Graph& g, const std::string& config_text, const std::st
 KernelSource generate_kernel_source(const CheckedGraph& g, const Mainloop& mainloop,
                                     const std::optional<KernelConfig>& config, const std::string& arch) {
     check_arch(g.graph, arch);
-    if (g.graph.domain() == Domain::Gemm && g.graph.spec().input != DType::BF16 && g.graph.spec().input != DType::F16)
+    if (g.graph.domain() == Domain::Gemm && (g.graph.spec().input == DType::F32 || g.graph.spec().input == DType::I32))
         throw InternalError(fmt::format("gemm graph '{}' has input dtype {}; validation should reject it",
                                         g.graph.name(), to_string(g.graph.spec().input)));
     mainloop.validate(g.graph, config, arch);

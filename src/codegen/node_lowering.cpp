@@ -196,9 +196,11 @@ private:
             case DType::BF16: return "coda::round_to_bf16({0})";
             case DType::F16: return "coda::round_to_f16({0})";
             case DType::F32: return "({0})";
-            case DType::I32: break;
+            case DType::I32:
+            case DType::E4M3:
+            case DType::E5M2: break;
         }
-        throw InternalError("round to i32 reached codegen; validation should reject it");
+        throw InternalError(fmt::format("round to {} reached codegen; validation should reject it", to_string(d)));
     }
 
     // even (parity 0) / odd (parity 1): lane j of the result is lane 2j + parity of the operand.

@@ -41,6 +41,8 @@ std::string describe(const ValueType& t) {
 
 bool has_width(Kind k) { return k == Kind::Tile || k == Kind::Col; }
 
+bool is_fp8(DType d) { return d == DType::E4M3 || d == DType::E5M2; }
+
 class Checker {
 public:
     explicit Checker(const Graph& g)
@@ -61,6 +63,7 @@ public:
             check_name(id);
             bad_ = false;
             const std::optional<ValueType> t = type_node(id);
+            check_fp8(id);
             ok_[id] = t.has_value() && !bad_;
             if (t) types_[id] = *t;
             if (!used[id] && op_info(g_.node(id).op).category != OpCategory::Sink)
@@ -89,10 +92,48 @@ public:
     }
 
 private:
+    // FP8 (e4m3, e5m2) tensors: GEMM operands, and tile tensors of full or double width (a tile_input, or a store
+    // in a tile-shaped graph). A half-width one would stage 16-byte rows of a chunk, under TMA's smallest swizzle.
+    void check_fp8(int id) {
+        const Node& n = g_.node(id);
+        if (!is_fp8(n.dtype)) return;
+        const bool tile_tensor = n.op == Op::TileInput || (n.op == Op::Store && g_.domain() != Domain::Finalize);
+        if (!tile_tensor) {
+            fail(id, fmt::format("{} is a GEMM operand (GemmSpec input) or tile tensor (tile_input, store) type: {} "
+                                 "takes bf16, f16, f32 or i32",
+                                 to_string(n.dtype), op_name(id)));
+            return;
+        }
+        const int value = n.op == Op::Store ? n.args.at(0) : id;
+        const Width width = n.op == Op::Store ? types_[value].width : n.width;
+        if (width == Width::Half)
+            fail(id, fmt::format("{} tile tensors are full or double width; a half-width one is too narrow to stage "
+                                 "(store the full-width value, or use bf16)",
+                                 to_string(n.dtype)));
+    }
+
     std::vector<Problem> check_header() const {
         std::vector<Problem> out;
-        if (g_.domain() == Domain::Gemm && g_.spec().input != DType::BF16 && g_.spec().input != DType::F16)
-            out.push_back({-1, fmt::format("GEMM operands must be bf16 or f16, got in={}", to_string(g_.spec().input))});
+        if (g_.domain() == Domain::Gemm) {
+            const GemmSpec& spec = g_.spec();
+            if (spec.input == DType::F32 || spec.input == DType::I32)
+                out.push_back({-1, fmt::format("GEMM operands must be bf16, f16, e4m3 or e5m2, got in={}",
+                                               to_string(spec.input))});
+            // wgmma mixes e4m3 and e5m2 (either way round) but no other pair of types.
+            if (spec.b_input() != spec.input && !(is_fp8(spec.input) && is_fp8(spec.b_input())))
+                out.push_back({-1, fmt::format("GEMM operands of two types must both be FP8 (e4m3 or e5m2), got "
+                                               "in={} for A and in_b={} for B; give B A's type, or make both FP8",
+                                               to_string(spec.input), to_string(spec.b_input()))});
+            // wgmma takes 8-bit operands only from K-major shared memory (it transposes 16-bit ones alone).
+            else if (is_fp8(spec.input) && (spec.a != Major::K || spec.b != Major::K))
+                out.push_back({-1, fmt::format("{} operands must both be K-major (A stored M x K, B stored N x K): "
+                                               "Hopper's FP8 MMA reads no other layout; got a={}, b={}",
+                                               spec.b_input() == spec.input
+                                                   ? std::string(to_string(spec.input))
+                                                   : fmt::format("{} x {}", to_string(spec.input),
+                                                                 to_string(spec.b_input())),
+                                               to_string(spec.a), to_string(spec.b))});
+        }
         if (!is_identifier(g_.name()))
             out.push_back({-1, fmt::format("graph name {} is not an identifier: use letters, digits and '_', "
                                            "starting with a letter",

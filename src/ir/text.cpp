@@ -47,6 +47,8 @@ std::string header_to_text(const Graph& g) {
     if (g.domain() == Domain::Gemm) {
         const GemmSpec& s = g.spec();
         out += fmt::format(" in={} a={} b={}", to_string(s.input), to_string(s.a), to_string(s.b));
+        // Only where B's type is not A's, so that every other graph's text (and hash) reads as before.
+        if (s.b_input() != s.input) out += fmt::format(" in_b={}", to_string(s.b_input()));
     }
     return out;
 }

@@ -21,8 +21,9 @@ std::optional<E> value_of(const std::array<std::pair<E, std::string_view>, N>& t
     return std::nullopt;
 }
 
-constexpr std::array<std::pair<DType, std::string_view>, 4> kDTypes{
-    {{DType::BF16, "bf16"}, {DType::F16, "f16"}, {DType::F32, "f32"}, {DType::I32, "i32"}}};
+constexpr std::array<std::pair<DType, std::string_view>, 6> kDTypes{
+    {{DType::BF16, "bf16"}, {DType::F16, "f16"}, {DType::F32, "f32"}, {DType::I32, "i32"}, {DType::E4M3, "e4m3"},
+     {DType::E5M2, "e5m2"}}};
 constexpr std::array<std::pair<Domain, std::string_view>, 3> kDomains{
     {{Domain::Gemm, "gemm"}, {Domain::Tile, "tile"}, {Domain::Finalize, "finalize"}}};
 constexpr std::array<std::pair<Width, std::string_view>, 3> kWidths{
@@ -50,6 +51,8 @@ std::optional<Major> parse_major(std::string_view s) { return value_of(kMajors, 
 
 std::size_t size_of(DType d) {
     switch (d) {
+        case DType::E4M3:
+        case DType::E5M2: return 1;
         case DType::BF16:
         case DType::F16: return 2;
         case DType::F32:

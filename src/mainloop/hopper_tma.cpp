@@ -13,26 +13,40 @@
 namespace coda {
 namespace {
 
-constexpr cuuint32_t kSwizzleElements = 64;  // 128 bytes of a 16-bit type: one swizzle row
+constexpr cuuint32_t kSwizzleBytes = 128;  // one swizzle row: 64 elements of a 16-bit type, 128 of an 8-bit one
 
-// A row-major matrix of `rows` x `cols` stored with leading dimension `ld`, cut into boxes of
-// kSwizzleElements columns x box_rows rows.
+// TMA has no 8-bit float type; it moves FP8 operands as bytes, which is all a copy needs.
+CUtensorMapDataType tma_type(DType dtype) {
+    switch (dtype) {
+        case DType::BF16: return CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+        case DType::F16: return CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+        case DType::E4M3:
+        case DType::E5M2: return CU_TENSOR_MAP_DATA_TYPE_UINT8;
+        case DType::F32:
+        case DType::I32: break;
+    }
+    throw InternalError(fmt::format("GEMM operands of dtype {} reached the Hopper mainloop's TMA", to_string(dtype)));
+}
+
+// A row-major matrix of `rows` x `cols` stored with leading dimension `ld`, cut into boxes of one swizzle row's
+// columns x box_rows rows.
 CUtensorMap encode(const char* operand, const void* base, DType dtype, long long rows, long long cols, long long ld,
                    int box_rows) {
     CUtensorMap map{};
+    const cuuint32_t box_columns = kSwizzleBytes / static_cast<cuuint32_t>(size_of(dtype));
     const cuuint64_t dims[2] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(rows)};
-    const cuuint64_t strides[1] = {static_cast<cuuint64_t>(ld) * 2};
-    const cuuint32_t box[2] = {kSwizzleElements, static_cast<cuuint32_t>(box_rows)};
+    const cuuint64_t strides[1] = {static_cast<cuuint64_t>(ld) * size_of(dtype)};
+    const cuuint32_t box[2] = {box_columns, static_cast<cuuint32_t>(box_rows)};
     const cuuint32_t element_strides[2] = {1, 1};
     Driver& d = Driver::instance();
     const CUresult r = d.api().cuTensorMapEncodeTiled(
-        &map, dtype == DType::BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2,
-        const_cast<void*>(base), dims, strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-        CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+        &map, tma_type(dtype), 2, const_cast<void*>(base), dims, strides, box, element_strides,
+        CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+        CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
     if (r != CUDA_SUCCESS)
         d.check(r, "cuTensorMapEncodeTiled",
                 fmt::format("operand {}: {} x {} stored with leading dimension {}, box {} x {}", operand, rows, cols, ld,
-                            box_rows, kSwizzleElements));
+                            box_rows, box_columns));
     return map;
 }
 
@@ -152,8 +166,8 @@ TmaOperands encode_tma_operands(const GemmProblem& p, const GemmSpec& spec, cons
     // K-major operand shared by a cluster comes in one box per CTA, of the tile's rows / CTAs sharing it.
     t.a = spec.a == Major::K ? encode("A", p.a, spec.input, p.m, p.k, p.lda, info.tile_m / info.cluster_n)
                              : encode("A", p.a, spec.input, p.k, p.m, p.lda, 64);
-    t.b = spec.b == Major::K ? encode("B", p.b, spec.input, p.n, p.k, p.ldb, info.tile_n / info.cluster_m)
-                             : encode("B", p.b, spec.input, p.k, p.n, p.ldb, 64);
+    t.b = spec.b == Major::K ? encode("B", p.b, spec.b_input(), p.n, p.k, p.ldb, info.tile_n / info.cluster_m)
+                             : encode("B", p.b, spec.b_input(), p.k, p.n, p.ldb, 64);
     return t;
 }
 

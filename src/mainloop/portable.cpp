@@ -72,6 +72,11 @@ public:
 
     void validate(const Graph& graph, const std::optional<KernelConfig>& config,
                   const std::string& arch) const override {
+        const DType input = graph.spec().input;
+        if (input != DType::BF16 && input != DType::F16)
+            throw Error(fmt::format("graph '{}': {} operands need the Hopper mainloop (sm_90a, a 'hopper ...' "
+                                    "config); the portable mainloop multiplies bf16 and f16 only",
+                                    graph.name(), to_string(input)));
         const PortableConfig& c = portable_of(config, "validate");
         const auto fail = [&](const std::string& rule) {
             return Error(fmt::format("graph '{}': kernel config '{}' is not valid for the portable mainloop: {} (its "

@@ -130,7 +130,7 @@ private:
         check(*p_.b, p_.k, p_.n, "b");
         std::vector<double> a(p_.a->values.size()), b(p_.b->values.size());
         for (std::size_t i = 0; i < a.size(); ++i) a[i] = round_to_dtype(p_.a->values[i], spec.input);
-        for (std::size_t i = 0; i < b.size(); ++i) b[i] = round_to_dtype(p_.b->values[i], spec.input);
+        for (std::size_t i = 0; i < b.size(); ++i) b[i] = round_to_dtype(p_.b->values[i], spec.b_input());
         Dense d = shaped(ValueType{Kind::Tile, Width::Full, Scalar::F32});
         for (long long i = 0; i < p_.m; ++i)
             for (long long kk = 0; kk < p_.k; ++kk) {

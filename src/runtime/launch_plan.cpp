@@ -197,11 +197,12 @@ void check_extent(const Checker& c, const std::string& what, std::int64_t value)
 void plan_gemm_operands(const Checker& c, const GemmSpec& spec, LaunchPlan& plan, std::int64_t& m, std::int64_t& n) {
     const TensorRef& a = c.tensor("A", "GEMM operand A (M x K)");
     const TensorRef& b = c.tensor("B", "GEMM operand B (K x N)");
-    for (const auto& [name, t] : {std::pair<const char*, const TensorRef*>{"A", &a}, {"B", &b}}) {
+    for (const auto& [name, t, dtype] : {std::tuple<const char*, const TensorRef*, DType>{"A", &a, spec.input},
+                                         {"B", &b, spec.b_input()}}) {
         if (t->shape.size() != 2 || t->strides.size() != 2)
             c.fail(name, fmt::format("must be a 2-D tensor, got {}", t->describe()));
-        c.expect_dtype(name, *t, spec.input);
-        c.expect_alignment(name, *t, size_of(spec.input));
+        c.expect_dtype(name, *t, dtype);
+        c.expect_alignment(name, *t, size_of(dtype));
     }
     m = a.shape[0];
     const std::int64_t k = a.shape[1];
@@ -245,6 +246,7 @@ void plan_gemm_operands(const Checker& c, const GemmSpec& spec, LaunchPlan& plan
     plan.gemm.n = static_cast<int>(n);
     plan.gemm.k = static_cast<int>(k);
     plan.gemm.flags = (vectorizable(a.data, lda) ? kGemmVectorA : 0) | (vectorizable(b.data, ldb) ? kGemmVectorB : 0);
+    plan.operand_bytes = static_cast<int>(size_of(spec.input));  // B's too: two types are both FP8
 }
 
 // Tile programs take M and N from their first tile tensor; every other binding must then agree.
@@ -407,8 +409,8 @@ void expect_pointer(const std::string& kernel_name, const std::string& name, con
 void rebind_pointer(const CheckedGraph& g, LaunchPlan& plan, const std::string& name, const void* data,
                     const std::string& kernel_name) {
     if (g.graph.domain() == Domain::Gemm && (name == "A" || name == "B")) {
-        expect_pointer(kernel_name, name, data, size_of(g.graph.spec().input));
         const bool is_a = name == "A";
+        expect_pointer(kernel_name, name, data, size_of(is_a ? g.graph.spec().input : g.graph.spec().b_input()));
         (is_a ? plan.gemm.a : plan.gemm.b) = data;
         const int flag = is_a ? kGemmVectorA : kGemmVectorB;
         plan.gemm.flags = (plan.gemm.flags & ~flag) | (vectorizable(data, is_a ? plan.gemm.lda : plan.gemm.ldb) ? flag : 0);

@@ -22,6 +22,7 @@ struct LaunchPlan {
     std::vector<std::uint64_t> slots;  // the EpilogueArgs words; at least one
     long long m = 0;  // rows (finalize: elements)
     long long n = 0;  // full columns (finalize: 0)
+    int operand_bytes = 2;  // GEMMs: bytes of an A or B element (GemmSpec::input)
 };
 
 // Checks the arguments of a launch of a kernel of graph `g` and tile `tile` (every binding bound and nothing else;

@@ -16,6 +16,7 @@
 #include "ir/graph_access.hpp"
 #include "mainloop/mainloops.hpp"
 #include "runtime/config_choice.hpp"
+#include "runtime/fp8_gate.hpp"
 #include "runtime/launch_plan.hpp"
 #include "runtime/pipeline.hpp"
 #include "util/log.hpp"
@@ -305,7 +306,8 @@ const LoadedKernel& Kernel::runner(const LaunchPlan& plan) const {
     const std::string why = k.launcher->unsupported(plan);
     if (why.empty()) return k;
     const LoadedKernel* fallback = fallback_of(k, plan, why, pinned_);
-    const bool could_fall_back = k.config && k.mainloop->fallback_config(*k.config).has_value();
+    const bool could_fall_back = k.config && k.mainloop->fallback_config(*k.config).has_value() &&
+                                 size_of(k.checked.graph.spec().input) == 2;
     if (fallback == nullptr)
         throw Error(fmt::format("kernel '{}' ({}): {}{}", k.report.kernel_name, k.mainloop->key_text(k.config), why,
                                 could_fall_back ? "; without a config in CompileOptions coda runs such launches on "
@@ -319,6 +321,7 @@ const LoadedKernel& Kernel::runner(const LaunchPlan& plan) const {
 
 void Kernel::launch(const Args& args, CUstream_st* stream) const {
     const LoadedKernel& k = loaded();
+    expect_fp8_allowed(k.checked.graph, k.report.kernel_name);
     const LaunchPlan plan = plan_launch(k.checked, k.tile(), args, k.report.kernel_name);
     expect_context(k);
     const LoadedKernel& run = runner(plan);
@@ -343,6 +346,7 @@ struct BoundLaunch::State {
 
 BoundLaunch Kernel::bind(const Args& args) const {
     const LoadedKernel& k = loaded();
+    expect_fp8_allowed(k.checked.graph, k.report.kernel_name);
     const LaunchPlan plan = plan_launch(k.checked, k.tile(), args, k.report.kernel_name);
     expect_context(k);  // a fallback compiles for the current context
     BoundLaunch bound;

@@ -32,6 +32,12 @@ Tolerance tolerance_for(DType d) {
         case DType::F16: return {5e-3, 2e-2};
         case DType::F32: return {1e-3, 1e-2};
         case DType::I32: return {0, 0};
+        // A tolerance follows an output's dtype, not the GEMM operands' (FP8 operands are exact, their products
+        // exact in f32). An FP8 output rounds the kernel's f32 value, which may lie across a rounding boundary
+        // from the reference's f64 one: one ulp apart, 2^-3 relative at most for e4m3 (4 significant bits), 2^-2
+        // for e5m2 (3).
+        case DType::E4M3: return {1e-1, 2e-1};
+        case DType::E5M2: return {2e-1, 4e-1};
     }
     return {0, 0};
 }
@@ -49,7 +55,7 @@ constexpr std::uint8_t kSentinel = 0x5A;  // row padding and guard bytes: no ker
 constexpr std::size_t kGuardBytes = 256;  // after a guarded tile tensor's last row
 
 // A rows x cols tile tensor stored with row pitch `ld`, followed by kGuardBytes: the logical elements from
-// `logical` (or, without values, 0xFF bytes: NaN in bf16, f16 and f32), padding and guard the sentinel.
+// `logical` (or, without values, 0xFF bytes: NaN in every float dtype), padding and guard the sentinel.
 DeviceTensor guarded_tile(const std::vector<double>* logical, DType dtype, std::int64_t rows, std::int64_t cols,
                           std::int64_t ld) {
     const std::size_t elem = size_of(dtype);
@@ -98,7 +104,7 @@ DeviceTensor upload(const std::vector<double>& stored_values, DType dtype, std::
     return t;
 }
 
-// An output tensor filled with NaN bytes (0xFF..: NaN in bf16, f16 and f32; -1 in i32).
+// An output tensor filled with NaN bytes (0xFF..: NaN in every float dtype, e4m3 and e5m2 included; -1 in i32).
 DeviceTensor poisoned(DType dtype, std::vector<std::int64_t> shape) {
     std::size_t count = 1;
     for (auto e : shape) count *= static_cast<std::size_t>(e);
@@ -207,19 +213,32 @@ CheckReport check_on_device(const Kernel& kernel, const CheckProblem& p) {
     HostTensor a_host, b_host;
     if (domain == Domain::Gemm) {
         const GemmSpec spec = g.graph.spec();
-        a_host = {spec.input, {m, k}, random_values(rng, static_cast<std::size_t>(m * k), spec.input, Distribution::Normal)};
-        b_host = {spec.input, {k, n},
-                  random_values(rng, static_cast<std::size_t>(k * n), spec.input, Distribution::Normal,
-                                1.0 / std::sqrt(static_cast<double>(k)))};
+        const DType a_type = spec.input, b_type = spec.b_input();  // two types are both FP8
+        if (a_type == DType::E4M3 || a_type == DType::E5M2) {
+            // Scaling only B by 1/sqrt(k) would push it into FP8's few coarse subnormals (e4m3 is normal from
+            // 2^-6 only), so both operands share the scale: uniform in [-s, s], s = sqrt(3) * k^(-1/4), keeps
+            // the accumulator's variance at 1 as below. random_values rounds them to FP8: the inputs are exact.
+            const double s = std::sqrt(3.0) * std::pow(static_cast<double>(std::max<std::int64_t>(k, 1)), -0.25);
+            a_host = {a_type, {m, k},
+                      random_values(rng, static_cast<std::size_t>(m * k), a_type, Distribution::Uniform, s)};
+            b_host = {b_type, {k, n},
+                      random_values(rng, static_cast<std::size_t>(k * n), b_type, Distribution::Uniform, s)};
+        } else {
+            a_host = {a_type, {m, k},
+                      random_values(rng, static_cast<std::size_t>(m * k), a_type, Distribution::Normal)};
+            b_host = {b_type, {k, n},
+                      random_values(rng, static_cast<std::size_t>(k * n), b_type, Distribution::Normal,
+                                    1.0 / std::sqrt(static_cast<double>(k)))};
+        }
         const bool a_t = spec.a == Major::MN;  // stored K x M
         const bool b_t = spec.b == Major::K;   // stored N x K
         const std::int64_t lda = (a_t ? m : k) + p.operand_pad, ldb = (b_t ? k : n) + p.operand_pad;
-        device["A"] = upload(lay_out(a_host.values, m, k, a_t, lda), spec.input, {m, k}, lda);
-        device["B"] = upload(lay_out(b_host.values, k, n, b_t, ldb), spec.input, {k, n}, ldb);
+        device["A"] = upload(lay_out(a_host.values, m, k, a_t, lda), a_type, {m, k}, lda);
+        device["B"] = upload(lay_out(b_host.values, k, n, b_t, ldb), b_type, {k, n}, ldb);
         const void* pa = reinterpret_cast<const void*>(static_cast<std::uintptr_t>(device["A"].buffer.ptr()));
         const void* pb = reinterpret_cast<const void*>(static_cast<std::uintptr_t>(device["B"].buffer.ptr()));
-        args.bind("A", a_t ? matrix_col_major(pa, spec.input, m, k, lda) : matrix(pa, spec.input, m, k, lda));
-        args.bind("B", b_t ? matrix_col_major(pb, spec.input, k, n, ldb) : matrix(pb, spec.input, k, n, ldb));
+        args.bind("A", a_t ? matrix_col_major(pa, a_type, m, k, lda) : matrix(pa, a_type, m, k, lda));
+        args.bind("B", b_t ? matrix_col_major(pb, b_type, k, n, ldb) : matrix(pb, b_type, k, n, ldb));
         ref.a = &a_host;
         ref.b = &b_host;
     }

@@ -34,6 +34,9 @@ std::vector<std::uint8_t> encode(const std::vector<double>& values, DType dtype)
                 std::memcpy(p, &v, 4);
                 break;
             }
+            // Rounded from the double first (exact in f32 afterwards): no double rounding through f32.
+            case DType::E4M3: *p = float_to_e4m3_bits(static_cast<float>(round_to_dtype(values[i], dtype))); break;
+            case DType::E5M2: *p = float_to_e5m2_bits(static_cast<float>(round_to_dtype(values[i], dtype))); break;
         }
     }
     return bytes;
@@ -69,6 +72,8 @@ std::vector<double> decode(const std::vector<std::uint8_t>& bytes, DType dtype) 
                 values[i] = v;
                 break;
             }
+            case DType::E4M3: values[i] = e4m3_bits_to_float(*p); break;
+            case DType::E5M2: values[i] = e5m2_bits_to_float(*p); break;
         }
     }
     return values;
@@ -84,11 +89,13 @@ std::vector<double> random_values(std::mt19937_64& rng, std::size_t count, DType
     std::normal_distribution<double> normal(0.0, scale);
     std::uniform_real_distribution<double> positive(0.5 * scale, 1.5 * scale);
     std::uniform_int_distribution<std::int64_t> index(0, std::max<std::int64_t>(limit, 1) - 1);
+    std::uniform_real_distribution<double> uniform(-scale, scale);
     for (double& v : values) {
         switch (d) {
             case Distribution::Normal: v = normal(rng); break;
             case Distribution::Positive: v = positive(rng); break;
             case Distribution::Index: v = static_cast<double>(index(rng)); break;
+            case Distribution::Uniform: v = uniform(rng); break;
         }
     }
     if (dtype == DType::I32 && d != Distribution::Index)

@@ -11,8 +11,8 @@
 
 namespace coda::verify {
 
-// Raw bytes of `values` stored as dtype (round-to-nearest-even for 16-bit floats; i32 by truncation of
-// values that are already integers).
+// Raw bytes of `values` stored as dtype (round-to-nearest-even for 16- and 8-bit floats, the 8-bit ones
+// saturating at their largest finite value; i32 by truncation of values that are already integers).
 std::vector<std::uint8_t> encode(const std::vector<double>& values, DType dtype);
 // Logical values of raw bytes of dtype.
 std::vector<double> decode(const std::vector<std::uint8_t>& bytes, DType dtype);
@@ -24,6 +24,8 @@ enum class Distribution {
     Normal,        // N(0, scale^2): activations, weights, logits
     Positive,      // uniform [0.5, 1.5] * scale: rstd, gamma, scalars, sum-of-squares partials
     Index,         // integers uniform in [0, limit): labels, positions
+    Uniform,       // uniform [-scale, scale]: FP8 GEMM operands (bounded, and less mass than a normal near 0,
+                   // where e4m3 and e5m2 have only a few coarse subnormals)
 };
 
 std::vector<double> random_values(std::mt19937_64& rng, std::size_t count, DType dtype, Distribution d,

@@ -4,8 +4,9 @@
 // (epilogue_contract.cuh) exactly as on the portable path.
 //
 // Contract:
-//   - Computes acc = A * B in fp32 for 16-bit T (bf16 or f16); A and B as stored are described by the
-//     GemmProblem (as in portable_gemm.cuh) and by two tensor maps the host encodes (cuTensorMapEncodeTiled,
+//   - Computes acc = A * B in fp32 for 16-bit T (bf16 or f16), or 8-bit T (e4m3, e5m2, or fp8_operands<A, B> for
+//     two of them) with A and B both K-major (wgmma reads no other 8-bit layout); A and B as stored are described
+//     by the GemmProblem (as in portable_gemm.cuh) and by two tensor maps the host encodes (cuTensorMapEncodeTiled,
 //     128-byte swizzle, zero fill out of bounds), 2-D with the stored rows' contiguous dimension innermost:
 //       A K-major: dims {K, M}, box {64, BM / Cn}  A M-major: dims {M, K}, box {64, 64}
 //       B K-major: dims {K, N}, box {64, BN / Cm}  B N-major: dims {N, K}, box {64, 64}
@@ -112,7 +113,8 @@ struct HopperGemmTraits {
     static constexpr bool kPingPong = PING_PONG;
     static constexpr int kBM = BM;
     static constexpr int kBN = BN;
-    static constexpr int BK = kHopperBK;
+    // A k-tile is one 128-byte swizzle row of each operand: 64 elements of a 16-bit type, 128 of an 8-bit one.
+    static constexpr int BK = kHopperBK * 2 / static_cast<int>(sizeof(T));
     // CTAs of a cluster along M and N (2 at most in all). A pair along M works on two M-tiles of one N-tile: each
     // CTA loads half of the B tile and multicasts it to both (K-major B: a box of BN / 2 rows; N-major: alternate
     // 64-column boxes). A pair along N shares A the same way.
@@ -127,8 +129,8 @@ struct HopperGemmTraits {
     static constexpr int kWgM = kPingPong ? BM : BM / 2;  // rows of one consumer warpgroup's accumulator
     using Layout = WgmmaLayout<BM, BN, kWgM, kPingPong ? 1 : 2>;
     static constexpr int kM64 = Layout::kM64;
-    static constexpr int kABytes = BM * BK * 2;
-    static constexpr int kBBytes = BN * BK * 2;
+    static constexpr int kABytes = BM * BK * static_cast<int>(sizeof(T));
+    static constexpr int kBBytes = BN * BK * static_cast<int>(sizeof(T));
     static constexpr int kStageBytes = kABytes + kBBytes;
     // Each ping-pong consumer reduces its own tile, so each has its own scratch.
     static constexpr int kScratchPerTile = (Epilogue::template scratch_floats<Layout>() * 4 + 15) / 16 * 16;
@@ -222,7 +224,9 @@ struct HopperGemmTraits {
                           TmaTileInfo{kTileMaps, kStageInputs ? 1 : 0, kChunkColumns, BM, kOutputMaps, kWgM});
     }
 
-    static_assert(sizeof(T) == 2, "coda: hopper_gemm takes 16-bit inputs (coda::bf16 or coda::f16)");
+    static_assert(sizeof(T) == 2 || (sizeof(T) == 1 && A_K_MAJOR && B_K_MAJOR),
+                  "coda: hopper_gemm takes 16-bit inputs (coda::bf16, coda::f16) or K-major 8-bit ones (coda::e4m3, "
+                  "coda::e5m2, coda::fp8_operands)");
     // The host checks the same rules first (src/mainloop/hopper.cpp) and says which one a config breaks.
     static_assert(hopper_rules::check(BM, BN, STAGES, kPingPong, CLUSTER_M, CLUSTER_N, kAKMajor, kBKMajor) ==
                       hopper_rules::Rule::Ok,

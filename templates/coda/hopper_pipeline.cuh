@@ -281,13 +281,19 @@ __device__ __forceinline__ void hopper_mma_stage(unsigned a_low, unsigned b_low,
     constexpr int BN = Tr::kBN;
     using A = HopperOperand<kAKMajor>;
     using B = HopperOperand<kBKMajor>;
+    // A wgmma takes 32 bytes of K: k16 of a 16-bit type, k32 of an 8-bit one (K-major: offset() steps 32 bytes).
+    constexpr bool kEightBit = sizeof(T) == 1;
 #pragma unroll
-    for (int kk = 0; kk < Tr::BK / 16; ++kk) {
+    for (int kk = 0; kk < Tr::BK * static_cast<int>(sizeof(T)) / 32; ++kk) {
         const unsigned long long b_desc = sm90::smem_descriptor_join(b_low + B::offset(0, kk), B::kHigh);
 #pragma unroll
         for (int i = 0; i < Tr::kM64; ++i) {
             const unsigned long long a_desc = sm90::smem_descriptor_join(a_low + A::offset(64 * i, kk), A::kHigh);
-            if constexpr (BN == 256)
+            if constexpr (kEightBit && BN == 256)
+                sm90::wgmma_m64n256k32<T>(acc[i], a_desc, b_desc);
+            else if constexpr (kEightBit)
+                sm90::wgmma_m64n128k32<T>(acc[i], a_desc, b_desc);
+            else if constexpr (BN == 256)
                 sm90::wgmma_m64n256k16<T, kAKMajor ? 0 : 1, kBKMajor ? 0 : 1>(acc[i], a_desc, b_desc);
             else
                 sm90::wgmma_m64n128k16<T, kAKMajor ? 0 : 1, kBKMajor ? 0 : 1>(acc[i], a_desc, b_desc);

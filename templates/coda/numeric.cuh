@@ -1,4 +1,5 @@
-// Storage types (bf16, f16), vector loads and stores that widen to / narrow from float, and the activation
+// Storage types (bf16, f16, and the FP8 e4m3 and e5m2; fp8_operands for a GEMM on two of these), vector loads
+// and stores that widen to / narrow from float, and the activation
 // functions of ops.def. Shared by every kernel template and by generated epilogues; NVRTC, no host headers.
 //
 // Contract:
@@ -13,7 +14,8 @@
 //     element is read after it is written: every visit reads its inputs before its stores, visits own disjoint
 //     elements, and in-place updates (an output bound to the same tensor as an input) touch the same element
 //     in the same visit. Partially overlapping inputs and outputs are unsupported (README).
-//   - Narrowing rounds to nearest even (PTX cvt.rn), keeps subnormals, infinities and NaN.
+//   - Narrowing rounds to nearest even (PTX cvt.rn), keeps subnormals, infinities and NaN; to e4m3 and e5m2 it
+//     saturates to the largest finite value instead of overflowing (satfinite), and needs sm_89 or newer.
 //   - The activations use the accurate expf/erff/tanhf; on sm_90 sigmoid divides with __fdividef where its
 //     denominator is in [1, 2] (exact to 2 ulps there): results match a double reference to a few float ulps.
 #pragma once
@@ -28,6 +30,19 @@ struct bf16 {
 struct f16 {
     unsigned short bits;
 };
+// The 8-bit floats of FP8 training, as GEMM operands (OCP FP8 E4M3 and E5M2).
+struct e4m3 {
+    unsigned char bits;
+};
+struct e5m2 {
+    unsigned char bits;
+};
+// GEMM operands of two FP8 types, A's and B's (e5m2 gradients x e4m3 weights): the Hopper mainloop's element type,
+// a byte like either, so that only its wgmma tells them apart (detail::Fp8Operands).
+template <class A, class B>
+struct fp8_operands {
+    unsigned char bits;
+};
 
 namespace detail {
 
@@ -39,6 +54,18 @@ struct SameType {
 template <class A>
 struct SameType<A, A> {
     static constexpr bool value = true;
+};
+
+// The types of A and B under a mainloop's 8-bit element type T: T itself for both, or fp8_operands' two.
+template <class T>
+struct Fp8Operands {
+    using A = T;
+    using B = T;
+};
+template <class TA, class TB>
+struct Fp8Operands<fp8_operands<TA, TB>> {
+    using A = TA;
+    using B = TB;
 };
 
 __device__ __forceinline__ float bf16_bits_to_float(unsigned short b) {
@@ -97,17 +124,22 @@ struct SharedReader {
     __device__ __forceinline__ W get() const {
         union {
             W w;
+            unsigned char b;
             unsigned short h;
             unsigned u[4];
         } r;
-        if constexpr (sizeof(W) == 2) {
+        if constexpr (sizeof(W) == 1) {
+            unsigned short h;
+            asm volatile("ld.shared.u8 %0, [%1];" : "=h"(h) : "r"(a) : "memory");
+            r.b = static_cast<unsigned char>(h);
+        } else if constexpr (sizeof(W) == 2) {
             asm volatile("ld.shared.u16 %0, [%1];" : "=h"(r.h) : "r"(a) : "memory");
         } else if constexpr (sizeof(W) == 4) {
             asm volatile("ld.shared.u32 %0, [%1];" : "=r"(r.u[0]) : "r"(a) : "memory");
         } else if constexpr (sizeof(W) == 8) {
             asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];" : "=r"(r.u[0]), "=r"(r.u[1]) : "r"(a) : "memory");
         } else {
-            static_assert(sizeof(W) == 16, "coda: shared reads are 2, 4, 8 or 16 bytes");
+            static_assert(sizeof(W) == 16, "coda: shared reads are 1, 2, 4, 8 or 16 bytes");
             asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
                          : "=r"(r.u[0]), "=r"(r.u[1]), "=r"(r.u[2]), "=r"(r.u[3])
                          : "r"(a)
@@ -222,8 +254,95 @@ struct Convert16<f16> {
     using pack = PackF16;
 };
 
+// The FP8 types' conversions (PTX cvt, sm_89 and newer), two elements at a time, the lower column in the low byte:
+// narrowing rounds to nearest even and saturates to the largest finite value (satfinite: what FP8 training casts
+// do; NaN stays NaN); widening goes through f16, exactly.
+template <class T>
+struct Convert8;
+template <>
+struct Convert8<e4m3> {
+    __device__ static unsigned short pack(float lo, float hi) {
+        unsigned short d;
+        asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(d) : "f"(hi), "f"(lo));
+        return d;
+    }
+    __device__ static unsigned widen(unsigned short pair) {
+        unsigned d;
+        asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(d) : "h"(pair));
+        return d;
+    }
+};
+template <>
+struct Convert8<e5m2> {
+    __device__ static unsigned short pack(float lo, float hi) {
+        unsigned short d;
+        asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;" : "=h"(d) : "f"(hi), "f"(lo));
+        return d;
+    }
+    __device__ static unsigned widen(unsigned short pair) {
+        unsigned d;
+        asm("cvt.rn.f16x2.e5m2x2 %0, %1;" : "=r"(d) : "h"(pair));
+        return d;
+    }
+};
+
+// Two FP8 elements (the low byte first) as floats.
+template <class T>
+__device__ __forceinline__ void widen8_pair(unsigned short pair, float& lo, float& hi) {
+    const unsigned h2 = Convert8<T>::widen(pair);
+    lo = f16_bits_to_float(static_cast<unsigned short>(h2 & 0xffffu));
+    hi = f16_bits_to_float(static_cast<unsigned short>(h2 >> 16));
+}
+
+// The 8-bit access pattern: one access of V bytes.
+template <class T, int V, class Reader>
+__device__ __forceinline__ void load8(Reader at, float (&out)[V]) {
+    check_width<V>();
+    float unused;
+    if constexpr (V == 1) {
+        widen8_pair<T>(at.template get<unsigned char>(), out[0], unused);
+    } else if constexpr (V == 2) {
+        widen8_pair<T>(at.template get<unsigned short>(), out[0], out[1]);
+    } else {
+        const unsigned w = at.template get<unsigned>();
+        widen8_pair<T>(static_cast<unsigned short>(w & 0xffffu), out[0], out[1]);
+        widen8_pair<T>(static_cast<unsigned short>(w >> 16), out[2], out[3]);
+    }
+}
+
+// The bytes store8 writes, in the order of memory (at most 4).
+template <class T, int V>
+__device__ __forceinline__ unsigned pack8(const float (&in)[V]) {
+    check_width<V>();
+    if constexpr (V == 1)
+        return Convert8<T>::pack(in[0], 0.0f) & 0xffu;
+    else if constexpr (V == 2)
+        return Convert8<T>::pack(in[0], in[1]);
+    else
+        return Convert8<T>::pack(in[0], in[1]) | static_cast<unsigned>(Convert8<T>::pack(in[2], in[3])) << 16;
+}
+
+template <class T, int V>
+__device__ __forceinline__ void store8(unsigned char* p, const float (&in)[V]) {
+    const unsigned w = pack8<T, V>(in);
+    if constexpr (V == 1)
+        *p = static_cast<unsigned char>(w);
+    else if constexpr (V == 2)
+        *reinterpret_cast<unsigned short*>(p) = static_cast<unsigned short>(w);
+    else
+        *reinterpret_cast<unsigned*>(p) = w;
+}
+
 }  // namespace detail
 
+template <int V>
+__device__ __forceinline__ void load(const e4m3* p, float (&out)[V]) {
+    detail::load8<e4m3, V>(detail::GlobalReader{p}, out);
+}
+template <int V>
+__device__ __forceinline__ void load(const e5m2* p, float (&out)[V]) {
+    detail::load8<e5m2, V>(detail::GlobalReader{p}, out);
+}
 template <int V>
 __device__ __forceinline__ void load(const bf16* p, float (&out)[V]) {
     detail::load16<V>(detail::GlobalReader{p}, out, detail::WidenBf16{});
@@ -241,10 +360,13 @@ __device__ __forceinline__ void load(const int* p, int (&out)[V]) {
     detail::load32<V, int, int2, int4>(detail::GlobalReader{p}, out);
 }
 
-// T is the element type stored at the shared address: bf16, f16 or float (into float lanes), int (into int).
+// T is the element type stored at the shared address: e4m3, e5m2, bf16, f16 or float (into float lanes), int (into
+// int).
 template <class T, int V>
 __device__ __forceinline__ void load_shared(unsigned address, float (&out)[V]) {
-    if constexpr (sizeof(T) == 2)
+    if constexpr (sizeof(T) == 1)
+        detail::load8<T, V>(detail::SharedReader{address}, out);
+    else if constexpr (sizeof(T) == 2)
         detail::load16<V>(detail::SharedReader{address}, out, typename detail::Convert16<T>::widen{});
     else
         detail::load32<V, float, float2, float4>(detail::SharedReader{address}, out);
@@ -254,6 +376,14 @@ __device__ __forceinline__ void load_shared(unsigned address, int (&out)[V]) {
     detail::load32<V, int, int2, int4>(detail::SharedReader{address}, out);
 }
 
+template <int V>
+__device__ __forceinline__ void store(e4m3* p, const float (&in)[V]) {
+    detail::store8<e4m3, V>(reinterpret_cast<unsigned char*>(p), in);
+}
+template <int V>
+__device__ __forceinline__ void store(e5m2* p, const float (&in)[V]) {
+    detail::store8<e5m2, V>(reinterpret_cast<unsigned char*>(p), in);
+}
 template <int V>
 __device__ __forceinline__ void store(bf16* p, const float (&in)[V]) {
     detail::store16<V>(reinterpret_cast<unsigned short*>(p), in, detail::NarrowBf16{}, detail::PackBf16{});
@@ -274,6 +404,9 @@ __device__ __forceinline__ void store(int* p, const int (&in)[V]) {
 namespace detail {
 
 // Shared-memory writes of raw words, volatile with a "memory" clobber (kept in program order, as the reads).
+__device__ __forceinline__ void st_shared_u8(unsigned a, unsigned short x) {
+    asm volatile("st.shared.u8 [%0], %1;" ::"r"(a), "h"(x) : "memory");
+}
 __device__ __forceinline__ void st_shared_u16(unsigned a, unsigned short x) {
     asm volatile("st.shared.u16 [%0], %1;" ::"r"(a), "h"(x) : "memory");
 }
@@ -309,7 +442,17 @@ __device__ __forceinline__ unsigned pack_pair(const float (&in)[2]) {
 template <class T, int V>
 __device__ __forceinline__ void store_shared(unsigned address, const float (&in)[V]) {
     detail::check_width<V>();
-    if constexpr (sizeof(T) == 2) {
+    if constexpr (sizeof(T) == 1) {
+        const unsigned w = detail::pack8<T, V>(in);
+        if constexpr (V == 1) {
+            detail::st_shared_u8(address, static_cast<unsigned short>(w));
+        } else if constexpr (V == 2) {
+            detail::st_shared_u16(address, static_cast<unsigned short>(w));
+        } else {
+            const unsigned words[1] = {w};
+            detail::st_shared_words(address, words);
+        }
+    } else if constexpr (sizeof(T) == 2) {
         const typename detail::Convert16<T>::narrow narrow;
         const typename detail::Convert16<T>::pack pack;
         if constexpr (V == 1) {

@@ -13,8 +13,19 @@
 
 using namespace coda;
 
+namespace {
+
+// The BF16 block's graphs and the FP8 block's.
+std::vector<Graph> every_block_graph() {
+    std::vector<Graph> graphs = blocks::llama_block();
+    for (const Graph& g : blocks::llama_block_fp8()) graphs.push_back(g);
+    return graphs;
+}
+
+}  // namespace
+
 TEST_CASE("every block epilogue validates", "[blocks]") {
-    for (const Graph& g : blocks::llama_block()) {
+    for (const Graph& g : every_block_graph()) {
         INFO(g.name());
         CHECK_NOTHROW(check_graph(g));
     }
@@ -22,7 +33,7 @@ TEST_CASE("every block epilogue validates", "[blocks]") {
 
 TEST_CASE("tools/graphs hold the block epilogues' canonical text", "[blocks]") {
     const bool update = std::getenv("CODA_UPDATE_GRAPHS") != nullptr;
-    for (const Graph& g : blocks::llama_block()) {
+    for (const Graph& g : every_block_graph()) {
         const std::string path = std::string(CODA_SOURCE_DIR) + "/tools/graphs/" + g.name() + ".coda";
         INFO(path);
         if (update) {

@@ -39,13 +39,14 @@ bool runs_every_case(const KernelConfig& config) {
 
 
 // The Hopper mainloop loads A and B by TMA, which needs every row to start on a 16-byte boundary: a leading
-// dimension that is a multiple of 8 elements (inputs are 16-bit; check_on_device allocates each operand on its
+// dimension that is a multiple of 8 elements (16 for FP8; check_on_device allocates each operand on its
 // own, so the base is aligned). Anything else must be a clear coda::Error at launch, not a wrong result.
 bool tma_can_load(const GemmSpec& spec, const Shape& s) {
     // The leading dimensions check_on_device gives A and B (src/verify/device_check.cpp).
     const std::int64_t lda = (spec.a == Major::MN ? s.m : s.k) + s.pad;
     const std::int64_t ldb = (spec.b == Major::K ? s.k : s.n) + s.pad;
-    return lda % 8 == 0 && ldb % 8 == 0;
+    const std::int64_t per_16_bytes = 16 / static_cast<std::int64_t>(size_of(spec.input));
+    return lda % per_16_bytes == 0 && ldb % per_16_bytes == 0;
 }
 
 struct GemmCase {
@@ -55,7 +56,11 @@ struct GemmCase {
     bool every_config;  // false: only the configs for which runs_every_case holds
 };
 
-bool takes(const GemmCase& c, const KernelConfig& config) { return c.every_config || runs_every_case(config); }
+// FP8 operands run on the Hopper mainloop alone (the portable one rejects them).
+bool takes(const GemmCase& c, const KernelConfig& config) {
+    if (size_of(c.graph.spec().input) == 1 && config.hopper() == nullptr) return false;
+    return c.every_config || runs_every_case(config);
+}
 
 // Checks every case under every config that takes it; all (graph, config) pairs are compiled in parallel first.
 // Each config of a case sees the same inputs (the case's seed).
@@ -88,19 +93,15 @@ void check_gemm_cases(const std::vector<GemmCase>& cases) {
         }
 }
 
-}  // namespace
-
-TEST_CASE("the block's epilogues match the reference at odd shapes", "[gpu]") {
-    const auto graphs = blocks::llama_block();
-    const Shape shapes[] = {{1000, 1000, 1000, 0}, {1, 512, 4096, 0}, {257, 130, 72, 2}};
+// Every graph of `graphs` against the reference at each shape; the GEMMs named in `every_config` on every config.
+void check_block_graphs(const std::vector<Graph>& graphs, const std::vector<Shape>& shapes,
+                        const std::vector<std::string>& every_config, std::uint64_t seed) {
     std::vector<GemmCase> gemm_cases;
     std::vector<Build> others;
-    std::uint64_t seed = 100;
     for (const Graph& g : graphs) {
         if (g.domain() == Domain::Gemm) {
-            // The other configs take one GEMM of each B layout: out_proj (B K-major) and swiglu_backward (N-major).
-            const bool every_config = g.name() == "out_proj" || g.name() == "swiglu_backward";
-            for (const Shape& s : shapes) gemm_cases.push_back({g, s, seed++, every_config});
+            const bool all = std::find(every_config.begin(), every_config.end(), g.name()) != every_config.end();
+            for (const Shape& s : shapes) gemm_cases.push_back({g, s, seed++, all});
         } else {
             others.push_back({g, {}});
         }
@@ -119,6 +120,20 @@ TEST_CASE("the block's epilogues match the reference at odd shapes", "[gpu]") {
             require_pass(verify::check_on_device(Runtime::instance().compile(b.graph), p));
         }
     }
+}
+
+}  // namespace
+
+TEST_CASE("the block's epilogues match the reference at odd shapes", "[gpu]") {
+    // The other configs take one GEMM of each B layout: out_proj (B K-major) and swiglu_backward (N-major).
+    check_block_graphs(blocks::llama_block(), {{1000, 1000, 1000, 0}, {1, 512, 4096, 0}, {257, 130, 72, 2}},
+                       {"out_proj", "swiglu_backward"}, 100);
+}
+
+TEST_CASE("the block's FP8 epilogues match the reference at odd shapes", "[gpu]") {
+    // FP8 rows need a multiple of 16 bytes (TMA, no fallback): K = 1008 and 144, not 1000 and 72.
+    check_block_graphs(blocks::llama_block_fp8(), {{1000, 1000, 1008, 0}, {1, 512, 4096, 0}, {257, 130, 144, 16}},
+                       {"out_proj_fp8", "swiglu_backward_fp8"}, 300);
 }
 
 TEST_CASE("random GEMM epilogues over all layouts and both dtypes match the reference", "[gpu]") {

@@ -117,7 +117,57 @@ TEST_CASE("validation: GEMM operand dtype", "[ir]") {
     spec.input = DType::F32;
     Graph g = Graph::gemm("g", spec);
     g.store(g.accumulator(), "out", DType::BF16);
-    CHECK(only_problem(g) == "graph 'g': GEMM operands must be bf16 or f16, got in=f32");
+    CHECK(only_problem(g) == "graph 'g': GEMM operands must be bf16, f16, e4m3 or e5m2, got in=f32");
+}
+
+TEST_CASE("validation: FP8 operands are K-major GEMM inputs, not epilogue tensors", "[ir]") {
+    Graph mn = Graph::gemm("g", GemmSpec{DType::E5M2, Major::K, Major::MN});
+    mn.store(mn.accumulator(), "out", DType::BF16);
+    CHECK(only_problem(mn) == "graph 'g': e5m2 operands must both be K-major (A stored M x K, B stored N x K): Hopper's "
+                              "FP8 MMA reads no other layout; got a=k, b=mn");
+    Graph ok = Graph::gemm("g", GemmSpec{DType::E4M3, Major::K, Major::K});
+    ok.store(ok.accumulator(), "out", DType::BF16);
+    CHECK(find_problems(ok).empty());
+    for (DType fp8 : {DType::E4M3, DType::E5M2}) {
+        INFO(to_string(fp8));
+        // Full- and double-width tile tensors: read and written.
+        Graph t = Graph::tile("t");
+        Value x = t.tile_input("x", fp8, Width::Double);
+        t.store(x, "y", fp8);
+        t.store(t.even(x), "z", fp8);
+        CHECK(find_problems(t).empty());
+        Graph q = Graph::gemm("q", GemmSpec{});
+        q.store(q.accumulator(), "y", fp8);
+        CHECK(find_problems(q).empty());
+        // Half width, vectors, accumulates and rounding: not FP8.
+        Graph half = Graph::tile("h");
+        half.store(half.even(half.tile_input("x", DType::BF16)), "y", fp8);
+        CHECK_THAT(only_problem(half), Contains("full or double width"));
+        Graph row = Graph::tile("r");
+        row.store(row.mul(row.tile_input("x", DType::BF16), row.row_input("s", fp8)), "y", DType::BF16);
+        CHECK_THAT(only_problem(row), Contains("row_input takes bf16, f16, f32 or i32"));
+        Graph acc = Graph::gemm("a", GemmSpec{});
+        acc.accumulate(acc.accumulator(), "y", fp8);
+        CHECK_THAT(only_problem(acc), Contains("accumulate takes bf16, f16, f32 or i32"));
+    }
+}
+
+TEST_CASE("validation: A and B of two types are both FP8 and K-major", "[ir]") {
+    for (const auto& [a, b] : {std::pair{DType::E5M2, DType::E4M3}, std::pair{DType::E4M3, DType::E5M2}}) {
+        Graph ok = Graph::gemm("g", GemmSpec{a, Major::K, Major::K, b});
+        ok.store(ok.accumulator(), "out", DType::BF16);
+        CHECK(find_problems(ok).empty());
+    }
+    Graph half = Graph::gemm("g", GemmSpec{DType::BF16, Major::K, Major::K, DType::E4M3});
+    half.store(half.accumulator(), "out", DType::BF16);
+    CHECK(only_problem(half) == "graph 'g': GEMM operands of two types must both be FP8 (e4m3 or e5m2), got in=bf16 "
+                                "for A and in_b=e4m3 for B; give B A's type, or make both FP8");
+    Graph wide = Graph::gemm("g", GemmSpec{DType::E5M2, Major::K, Major::K, DType::F16});
+    wide.store(wide.accumulator(), "out", DType::BF16);
+    CHECK_THAT(only_problem(wide), Contains("in=e5m2 for A and in_b=f16 for B"));
+    Graph mn = Graph::gemm("g", GemmSpec{DType::E5M2, Major::MN, Major::K, DType::E4M3});
+    mn.store(mn.accumulator(), "out", DType::BF16);
+    CHECK_THAT(only_problem(mn), Contains("e5m2 x e4m3 operands must both be K-major") && Contains("got a=mn, b=k"));
 }
 
 TEST_CASE("validation: graph name", "[ir]") {

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "coda/error.hpp"
+#include "ir/hash.hpp"
 #include "ir/text.hpp"
 
 using namespace coda;
@@ -153,12 +154,31 @@ TEST_CASE("gemm headers default a missing spec and reject bad ones", "[ir]") {
     CHECK(g.spec().a == Major::K);
     CHECK(g.spec().b == Major::MN);
     CHECK(header_to_text(g) == "graph g gemm in=bf16 a=k b=mn");
-    CHECK_THAT(parse_error("graph g gemm in=f64\n"), Contains("f.coda:1:") && Contains("in=<bf16|f16>") &&
-                                                         Contains("'in=f64'"));
+    CHECK_THAT(parse_error("graph g gemm in=f64\n"), Contains("f.coda:1:") && Contains("in=<bf16|f16|e4m3|e5m2>") &&
+                                                         Contains("in_b=<e4m3|e5m2>") && Contains("'in=f64'"));
+    CHECK_THAT(parse_error("graph g gemm in_b=e4m3 in_b=e5m2\n"), Contains("'in_b=' is given twice"));
     CHECK_THAT(parse_error("graph g gemm a=k a=mn\n"), Contains("'a=' is given twice"));
-    CHECK_THAT(parse_error("graph g tile in=bf16\n"), Contains("only gemm graphs take in=, a= and b="));
+    CHECK_THAT(parse_error("graph g tile in=bf16\n"), Contains("only gemm graphs take in=, in_b=, a= and b="));
     CHECK_THAT(parse_error("graph g\n"), Contains("f.coda:1: graph header: expected `graph NAME DOMAIN`"));
     CHECK_THAT(parse_error("graph g gem\n"), Contains("unknown domain 'gem'"));
+}
+
+TEST_CASE("a B type other than A's prints as in_b= and reads back, and the same type prints as before", "[ir]") {
+    Graph g = Graph::gemm("g", GemmSpec{DType::E5M2, Major::K, Major::K, DType::E4M3});
+    g.store(g.accumulator(), "D", DType::BF16);
+    CHECK(header_to_text(g) == "graph g gemm in=e5m2 a=k b=k in_b=e4m3");
+    const Graph back = parse_graph(to_text(g));
+    CHECK(back.spec().input == DType::E5M2);
+    CHECK(back.spec().b_input() == DType::E4M3);
+    CHECK(back == g);
+    CHECK(to_text(back) == to_text(g));
+    // in_b equal to in is the default spelled out: the same spec, text and hash as without it.
+    const Graph same = parse_graph("graph g gemm in=e4m3 in_b=e4m3 a=k b=k\n%acc = accumulator\n");
+    const Graph plain = parse_graph("graph g gemm in=e4m3 a=k b=k\n%acc = accumulator\n");
+    CHECK(same.spec() == plain.spec());
+    CHECK(to_text(same) == to_text(plain));
+    CHECK(header_to_text(same) == "graph g gemm in=e4m3 a=k b=k");
+    CHECK(graph_hash(same) == graph_hash(plain));
 }
 
 TEST_CASE("parse errors name the file, line and node, and what was expected", "[ir]") {

@@ -155,5 +155,43 @@ TEST_CASE("a staging kernel's launch with unstageable tile tensors goes to its d
                Catch::EndsWith("coda_gen::Epilogue>"));
 }
 
+TEST_CASE("FP8 operands: 16-byte rows are 16 elements, and nothing else takes what TMA cannot read", "[mainloop]") {
+    const GemmSpec spec{DType::E4M3, Major::K, Major::K};
+    const CheckedGraph g = check_graph(blocks::out_proj(spec));
+    const Mainloop& m = hopper_mainloop();
+    const auto plan = [&](std::int64_t lda) {
+        Args args = out_proj_args(300, 512, 256);
+        args.bind("A", matrix(reinterpret_cast<const void*>(0x100000), DType::E4M3, 300, 256, lda));
+        args.bind("B", matrix_col_major(reinterpret_cast<const void*>(0x200000), DType::E4M3, 256, 512));
+        return plan_launch(g, TileShape{128, 128}, args, "out_proj");
+    };
+    const LaunchPlan tight = plan(256);
+    CHECK(tight.operand_bytes == 1);
+    HopperConfig direct;
+    direct.direct = true;
+    const std::optional<KernelConfig> variant = m.fallback_config(HopperConfig{}, tight);
+    REQUIRE(variant);
+    CHECK(*variant == direct);  // a staging kernel's own direct variant still takes FP8
+    // lda = 264 bytes: a bf16 operand's 528 would be aligned; this one is not, and the portable mainloop
+    // multiplies no FP8.
+    const LaunchPlan off = plan(264);
+    CHECK_FALSE(m.fallback_config(HopperConfig{}, off));
+    CHECK(plan(272).operand_bytes == 1);
+    CHECK_THAT(m.instantiate(blocks::out_proj(spec), KernelConfig(HopperConfig{})).kernel,
+               Catch::StartsWith("coda::hopper_gemm<coda::e4m3, true, true, 128, 128"));
+}
+
+TEST_CASE("FP8 operands of two types instantiate the mainloop on a tag that names both", "[mainloop]") {
+    const Mainloop& m = hopper_mainloop();
+    const KernelTemplate k =
+        m.instantiate(blocks::out_proj(GemmSpec{DType::E5M2, Major::K, Major::K, DType::E4M3}), HopperConfig{});
+    CHECK_THAT(k.kernel, Catch::StartsWith("coda::hopper_gemm<coda::fp8_operands<coda::e5m2, coda::e4m3>, true, true"));
+    CHECK_THAT(k.traits, Catch::StartsWith("coda::HopperGemmTraits<coda::fp8_operands<coda::e5m2, coda::e4m3>, "));
+    // B's type spelled out as A's is the same kernel as before.
+    CHECK_THAT(m.instantiate(blocks::out_proj(GemmSpec{DType::E4M3, Major::K, Major::K, DType::E4M3}), HopperConfig{})
+                   .kernel,
+               Catch::StartsWith("coda::hopper_gemm<coda::e4m3, true, true"));
+}
+
 }  // namespace
 }  // namespace coda

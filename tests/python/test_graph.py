@@ -112,6 +112,18 @@ def test_sources_keep_their_attributes():
     assert f.domain == coda.Domain.Finalize
 
 
+def test_fp8_operands_are_k_major_gemm_inputs():
+    g = coda.Graph.gemm("fp8", coda.GemmSpec(input=coda.e4m3))
+    assert lines(g)[0] == "graph fp8 gemm in=e4m3 a=k b=k"
+    g.store(g.accumulator() * g.row_input("scale_a", coda.f32) * g.col_input("scale_b", coda.f32), "out", coda.bf16)
+    coda.check(g)
+    assert coda.size_of(coda.e5m2) == 1
+    bad = coda.Graph.gemm("fp8_mn", coda.GemmSpec(input=coda.e5m2, b=coda.Major.MN))
+    bad.store(bad.accumulator(), "out", coda.bf16)
+    with pytest.raises(coda.Error, match="must both be K-major"):
+        coda.check(bad)
+
+
 def test_copies_share_nodes_and_clones_do_not():
     g = out_proj_by_hand()
     clone = g.clone()

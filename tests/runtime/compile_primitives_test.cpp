@@ -193,6 +193,116 @@ TEST_CASE("all four operand layouts in bf16 and f16 compile for sm_80 and sm_90a
                     require_compiles_without_spills(identity_graph({input, a, b}), "sm_90a", cache, named.config);
 }
 
+// An FP8 GEMM's usual epilogue: the accumulator times A's row scales and B's column scales (per-tensor scales are
+// the same with scalars), stored in bf16.
+Graph fp8_scaled_graph(DType input, std::optional<DType> input_b = std::nullopt) {
+    const GemmSpec spec{input, Major::K, Major::K, input_b};
+    const std::string name = input_b ? fmt::format("scaled_{}_{}", to_string(input), to_string(*input_b))
+                                     : fmt::format("scaled_{}", to_string(input));
+    Graph g = Graph::gemm(name, spec);
+    Value scale = g.mul(g.row_input("scale_a", DType::F32), g.col_input("scale_b", DType::F32), "scale");
+    g.store(g.mul(g.accumulator(), scale, "scaled"), "D", DType::BF16);
+    return g;
+}
+
+TEST_CASE("FP8 operands, both K-major, compile for sm_90a on every Hopper candidate without spills", "[compile]") {
+    test::TempDir dir("coda-fp8");
+    KernelCache cache(dir.path(), false);
+    for (DType input : {DType::E4M3, DType::E5M2})
+        for (const NamedConfig& named : hopper_mainloop().candidates())
+            require_compiles_without_spills(fp8_scaled_graph(input), "sm_90a", cache, named.config);
+}
+
+TEST_CASE("FP8 operands of two types (e5m2 x e4m3, e4m3 x e5m2) compile for sm_90a on every Hopper candidate "
+          "without spills", "[compile]") {
+    test::TempDir dir("coda-fp8-mixed");
+    KernelCache cache(dir.path(), false);
+    for (const auto& [a, b] : {std::pair{DType::E5M2, DType::E4M3}, std::pair{DType::E4M3, DType::E5M2}})
+        for (const NamedConfig& named : hopper_mainloop().candidates())
+            require_compiles_without_spills(fp8_scaled_graph(a, b), "sm_90a", cache, named.config);
+}
+
+TEST_CASE("FP8 operands in another layout, or on the portable mainloop, are a clear error", "[compile]") {
+    test::TempDir dir("coda-fp8-errors");
+    KernelCache cache(dir.path(), false);
+    const auto build = [&](const Graph& g, const std::string& arch, const std::optional<KernelConfig>& config) {
+        build_kernel(g, BuildTarget{arch, &mainloop_for(g, config, arch), config}, cache);
+    };
+    for (Major a : {Major::K, Major::MN})
+        for (Major b : {Major::K, Major::MN}) {
+            if (a == Major::K && b == Major::K) continue;
+            Graph g = Graph::gemm("fp8_layout", GemmSpec{DType::E4M3, a, b});
+            g.store(g.accumulator(), "D", DType::BF16);
+            INFO("a=" << to_string(a) << " b=" << to_string(b));
+            CHECK_THROWS_WITH(build(g, "sm_90a", std::nullopt),
+                              Catch::Contains("must both be K-major") && Catch::Contains("FP8 MMA"));
+        }
+    CHECK_THROWS_WITH(build(fp8_scaled_graph(DType::E5M2), "sm_80", std::nullopt),
+                      Catch::Contains("e5m2 operands need the Hopper mainloop"));
+    CHECK_THROWS_WITH(build(fp8_scaled_graph(DType::E4M3), "sm_90a", KernelConfig(PortableConfig{})),
+                      Catch::Contains("e4m3 operands need the Hopper mainloop"));
+    CHECK_THROWS_WITH(build(fp8_scaled_graph(DType::E5M2, DType::E4M3), "sm_90a", KernelConfig(PortableConfig{})),
+                      Catch::Contains("e5m2 operands need the Hopper mainloop"));
+    // FP8 tile tensors convert with PTX that sm_89 has and sm_80 does not.
+    Graph stores = Graph::gemm("fp8_store", GemmSpec{DType::BF16, Major::K, Major::K});
+    stores.store(stores.accumulator(), "D", DType::E4M3);
+    CHECK_THROWS_WITH(build(stores, "sm_80", KernelConfig(PortableConfig{})),
+                      Catch::Contains("e4m3 tensor 'D' needs sm_89 or newer"));
+}
+
+// The epilogue that hands the next GEMM its FP8 operand under a per-tensor (delayed) scale: the bf16 output, its
+// e4m3 copy at 1 / scale, and the row partials of |acc| for the next step's amax; and a tile program that reads
+// FP8 tiles of both widths back.
+Graph fp8_quantizing_graph() {
+    Graph g = Graph::gemm("fp8_quantize", GemmSpec{DType::BF16, Major::K, Major::K});
+    Value acc = g.accumulator();
+    g.store(acc, "D", DType::BF16);
+    g.store(g.mul(acc, g.scalar("inv_scale"), "scaled"), "D8", DType::E4M3);
+    g.reduce_row(g.abs(acc, "magnitude"), ReduceOp::Max, "amax_partials");
+    return g;
+}
+
+Graph fp8_reading_program() {
+    Graph g = Graph::tile("fp8_read");
+    Value x = g.tile_input("x", DType::E5M2, Width::Double);
+    Value y = g.tile_input("y", DType::E4M3);
+    g.store(g.mul(g.add(g.even(x), g.odd(x)), y, "sum"), "out", DType::BF16);
+    g.store(x, "x_copy", DType::E5M2);
+    return g;
+}
+
+TEST_CASE("FP8 tile tensors compile for sm_89 and sm_90a on every mainloop without spills", "[compile]") {
+    test::TempDir dir("coda-fp8-tiles");
+    KernelCache cache(dir.path(), false);
+    for (const std::string arch : {"sm_89", "sm_90a"}) {
+        require_compiles_without_spills(fp8_quantizing_graph(), arch, cache, KernelConfig(PortableConfig{}));
+        require_compiles_without_spills(fp8_reading_program(), arch, cache, std::nullopt);
+    }
+    for (const NamedConfig& named : hopper_mainloop().candidates()) {
+        require_compiles_without_spills(fp8_quantizing_graph(), "sm_90a", cache, named.config);
+        HopperConfig direct = *named.config.hopper();
+        direct.direct = true;
+        require_compiles_without_spills(fp8_quantizing_graph(), "sm_90a", cache, KernelConfig(direct));
+    }
+}
+
+TEST_CASE("every FP8 block epilogue compiles for sm_90a without spills", "[compile]") {
+    test::TempDir dir("coda-blocks-fp8");
+    KernelCache cache(dir.path(), false);
+    for (const Graph& g : blocks::llama_block_fp8()) {
+        if (g.domain() != Domain::Gemm) {
+            require_compiles_without_spills(g, "sm_90a", cache, std::nullopt);
+            continue;
+        }
+        // Every named Hopper config, and the direct variant of the default one.
+        for (const NamedConfig& named : hopper_mainloop().candidates())
+            require_compiles_without_spills(g, "sm_90a", cache, named.config);
+        HopperConfig direct = *hopper_mainloop().default_config(g, ProblemShape{}).hopper();
+        direct.direct = true;
+        require_compiles_without_spills(g, "sm_90a", cache, direct);
+    }
+}
+
 TEST_CASE("every built-in block epilogue compiles for sm_80 and sm_90a without spills", "[compile]") {
     test::TempDir dir("coda-blocks");
     KernelCache cache(dir.path(), false);

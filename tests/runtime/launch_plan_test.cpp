@@ -73,6 +73,32 @@ TEST_CASE("a valid launch fills the problem, the slots and the extents", "[runti
     CHECK(plan.slots[7] == 0x700000);
 }
 
+TEST_CASE("FP8 operands are planned as bytes, and must be the spec's dtype", "[runtime]") {
+    const CheckedGraph g = check_graph(blocks::out_proj(GemmSpec{DType::E5M2, Major::K, Major::K}));
+    Args a = out_proj_args();
+    a.bind("A", matrix(fake(0x100000), DType::E5M2, M, K));
+    a.bind("B", matrix_col_major(fake(0x200000), DType::E5M2, K, N));
+    const LaunchPlan plan = plan_launch(g, kTile, a, "out_proj");
+    CHECK(plan.operand_bytes == 1);
+    CHECK(plan.gemm.lda == K);
+    CHECK(plan_launch(check_graph(blocks::out_proj()), kTile, out_proj_args(), "out_proj").operand_bytes == 2);
+    a.bind("B", matrix_col_major(fake(0x200000), DType::E4M3, K, N));
+    CHECK_THAT(error_of(a, g), Catch::Contains("B") && Catch::Contains("e5m2") && Catch::Contains("e4m3"));
+}
+
+TEST_CASE("FP8 operands of two types: each must be its own one", "[runtime]") {
+    const CheckedGraph g = check_graph(blocks::out_proj(GemmSpec{DType::E5M2, Major::K, Major::K, DType::E4M3}));
+    Args a = out_proj_args();
+    a.bind("A", matrix(fake(0x100000), DType::E5M2, M, K));
+    a.bind("B", matrix_col_major(fake(0x200000), DType::E4M3, K, N));
+    CHECK(plan_launch(g, kTile, a, "out_proj").operand_bytes == 1);
+    a.bind("B", matrix_col_major(fake(0x200000), DType::E5M2, K, N));
+    CHECK_THAT(error_of(a, g), Catch::Contains("'B'") && Catch::Contains("expected dtype e4m3"));
+    a.bind("A", matrix(fake(0x100000), DType::E4M3, M, K));
+    a.bind("B", matrix_col_major(fake(0x200000), DType::E4M3, K, N));
+    CHECK_THAT(error_of(a, g), Catch::Contains("'A'") && Catch::Contains("expected dtype e5m2"));
+}
+
 TEST_CASE("an unaligned leading dimension turns off 16-byte operand loads but still launches", "[runtime]") {
     const CheckedGraph g = check_graph(blocks::out_proj());
     Args a = out_proj_args();

@@ -139,6 +139,16 @@ class IdentityTableTest(unittest.TestCase):
                       "(target >= 0.97: met).", text)
         self.assertIn("No HOLD lines given", text)
 
+    def test_the_baseline_rows_are_chosen_by_name(self):
+        # bench_torch.py --fp8 writes torch._scaled_mm rows: with --baseline they are what coda is compared with.
+        with open(self.run.torch) as f:
+            scaled = [line.replace("torch.matmul,", "torch._scaled_mm,") for line in f]
+        with open(self.run.torch, "w") as f:
+            f.writelines(scaled)
+        self.assertIn("12-shape set: no shape measured by both.", identity_table.table(self.run.coda, self.run.torch))
+        text = identity_table.table(self.run.coda, self.run.torch, baseline="torch._scaled_mm")
+        self.assertIn("over 12 of 12 shapes", text)
+
     def test_missing_shapes_are_named(self):
         with open(self.run.torch) as f:
             kept = [line for line in f if not line.startswith("torch.matmul,4096,6144,4096,")]

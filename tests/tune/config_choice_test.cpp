@@ -151,6 +151,13 @@ TEST_CASE("choose_config on sm_90a: cooperative 128x128 only where per-visit epi
     CHECK(coda::choose_config(gemm_graph(), "sm_90a", {16384, 4096, 64}, {}, nullptr) == kDefault);
 }
 
+TEST_CASE("choose_config on sm_90a: FP8 operands keep ping-pong 128x128 until their rules are measured", "[tune]") {
+    coda::Graph g = coda::Graph::gemm("fp8", coda::GemmSpec{coda::DType::E4M3, coda::Major::K, coda::Major::K});
+    g.store(g.accumulator(), "D", coda::DType::BF16);
+    CHECK(coda::choose_config(g, "sm_90a", {16384, 4096, 8192}, {}, nullptr) == kDefault);  // bf16: 256x128 pairs
+    CHECK(coda::choose_config(g, "sm_90a", {16384, 4096, 64}, {}, nullptr) == kDefault);
+}
+
 TEST_CASE("choose_config on sm_90a: a vocabulary-sized N keeps the rules of any other N", "[tune]") {
     // Cooperative 256x128 pairs along N were the default at N >= 98304 for a day; side by side they ran the CE-stats
     // LM head 6-36% slower than ping-pong (src/mainloop/hopper.cpp, default_config), so no N has a rule of its own.

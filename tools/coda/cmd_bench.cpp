@@ -33,9 +33,16 @@
 namespace coda::cli {
 namespace {
 
-Graph identity_graph() {
-    Graph g = Graph::gemm("identity");
-    g.store(g.accumulator(), "D", DType::BF16);
+// The identity epilogue: D = acc in bf16. With FP8 operands (both K-major), D = acc * scale: a per-tensor
+// recipe's one scale (scale_a * scale_b), what torch._scaled_mm is timed with in tools/bench_torch.py --fp8.
+Graph identity_graph(DType input = DType::BF16) {
+    if (input == DType::BF16) {
+        Graph g = Graph::gemm("identity");
+        g.store(g.accumulator(), "D", DType::BF16);
+        return g;
+    }
+    Graph g = Graph::gemm("identity", GemmSpec{input, Major::K, Major::K});
+    g.store(g.mul(g.accumulator(), g.scalar("scale"), "scaled"), "D", DType::BF16);
     return g;
 }
 
@@ -72,6 +79,7 @@ struct GemmOptions {
     double hold_ms = 0;
     bool identity_only = false;
     bool stream_k_ab = false;
+    std::string fp8;  // e4m3 or e5m2: FP8 operands; empty: bf16
     std::string config_text;
     std::string csv_path;
 };
@@ -150,7 +158,8 @@ int bench_gemm(const GemmOptions& given) {
 
     // Every kernel first (the default config may differ per shape: CompileOptions::shape lets the tuning
     // database choose), so that no compile runs between timed launches.
-    const Graph identity_g = identity_graph(), out_proj_g = blocks::out_proj();
+    const DType input = given.fp8.empty() ? DType::BF16 : *parse_dtype(given.fp8);
+    const Graph identity_g = identity_graph(input), out_proj_g = blocks::out_proj(GemmSpec{input, Major::K, Major::K});
     std::vector<const Graph*> graphs{&identity_g};
     if (with_out_proj) graphs.push_back(&out_proj_g);
     struct Kernels {
@@ -189,8 +198,8 @@ int bench_gemm(const GemmOptions& given) {
     // the 50 MB L2, but a GEMM is compute-bound and re-reads its operand tiles from L2 many times within one
     // launch anyway, so starting with them in L2 changes little. Rotation matters for memory-bound kernels.
     std::mt19937_64 rng(7);
-    const auto a = large_random_buffer(rng, max_mk, DType::BF16, verify::Distribution::Normal);
-    const auto b = large_random_buffer(rng, max_nk, DType::BF16, verify::Distribution::Normal);
+    const auto a = large_random_buffer(rng, max_mk, input, verify::Distribution::Normal);
+    const auto b = large_random_buffer(rng, max_nk, input, verify::Distribution::Normal);
     const DeviceBuffer d_out(max_mn * 2);
     DeviceBuffer residual, gamma, x1, h, partials;  // out_proj's; left empty with --identity-only
     if (with_out_proj) {
@@ -219,8 +228,9 @@ int bench_gemm(const GemmOptions& given) {
     for (std::size_t i = 0; i < shapes.size(); ++i) {
         const ProblemShape& s = shapes[i];
         Args ia;
-        ia.bind("A", matrix(ptr(a), DType::BF16, s.m, s.k)).bind("B", matrix_col_major(ptr(b), DType::BF16, s.k, s.n));
+        ia.bind("A", matrix(ptr(a), input, s.m, s.k)).bind("B", matrix_col_major(ptr(b), input, s.k, s.n));
         ia.bind("D", matrix(ptr(d_out), DType::BF16, s.m, s.n));
+        if (input != DType::BF16) ia.bind("scale", 1.0f);
         std::vector<TimedLaunch> launches{{&kernels[i].identity, &ia}};
         // --stream-k-ab: the same identity kernel without stream-K first (the reference), then with it.
         if (given.stream_k_ab)
@@ -228,8 +238,7 @@ int bench_gemm(const GemmOptions& given) {
         Args oa;
         if (with_out_proj) {
             const auto& pshape = kernels[i].partials;
-            oa.bind("A", matrix(ptr(a), DType::BF16, s.m, s.k))
-                .bind("B", matrix_col_major(ptr(b), DType::BF16, s.k, s.n));
+            oa.bind("A", matrix(ptr(a), input, s.m, s.k)).bind("B", matrix_col_major(ptr(b), input, s.k, s.n));
             oa.bind("residual", matrix(ptr(residual), DType::BF16, s.m, s.n))
                 .bind("gamma", vector(ptr(gamma), DType::BF16, s.n));
             oa.bind("x1", matrix(ptr(x1), DType::BF16, s.m, s.n)).bind("h", matrix(ptr(h), DType::BF16, s.m, s.n));
@@ -488,6 +497,12 @@ void add_bench(Commands& commands, CLI::App& coda) {
                           "time the identity kernel without stream-K (reported as identity) and with it "
                           "(identity+sk, its time over identity's), interleaved; needs --identity-only")
         ->needs("--identity-only");
+    gemm_command
+        .add_option("--fp8", gemm->fp8,
+                    "FP8 operands (e4m3 or e5m2), both K-major, the identity scaled by a per-tensor scale "
+                    "(tools/bench_torch.py --fp8 times torch._scaled_mm the same way); default bf16")
+        ->type_name("TYPE")
+        ->check(CLI::IsMember({"e4m3", "e5m2"}));
     gemm_command.add_option("--config", gemm->config_text, "the tile config instead of the default")->type_name("TEXT");
     gemm_command.add_option("--csv", gemm->csv_path, "also write the results to this CSV file")->type_name("FILE");
 

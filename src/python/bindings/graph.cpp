@@ -54,11 +54,15 @@ void bind_types(nb::module_& m) {
         .value("BF16", DType::BF16)
         .value("F16", DType::F16)
         .value("F32", DType::F32)
-        .value("I32", DType::I32);
+        .value("I32", DType::I32)
+        .value("E4M3", DType::E4M3)
+        .value("E5M2", DType::E5M2);
     m.attr("bf16") = DType::BF16;
     m.attr("f16") = DType::F16;
     m.attr("f32") = DType::F32;
     m.attr("i32") = DType::I32;
+    m.attr("e4m3") = DType::E4M3;
+    m.attr("e5m2") = DType::E5M2;
     nb::enum_<Domain>(m, "Domain").value("Gemm", Domain::Gemm).value("Tile", Domain::Tile).value("Finalize",
                                                                                                Domain::Finalize);
     nb::enum_<Width>(m, "Width").value("Half", Width::Half).value("Full", Width::Full).value("Double", Width::Double);
@@ -71,18 +75,24 @@ void bind_types(nb::module_& m) {
     nb::enum_<Major>(m, "Major").value("K", Major::K).value("MN", Major::MN);
     m.def("size_of", &size_of, "dtype"_a, "Bytes of one element of dtype.");
 
-    nb::class_<GemmSpec>(m, "GemmSpec", "The operands of a GEMM graph: A (M x K) and B (K x N) in bf16 or f16.")
+    nb::class_<GemmSpec>(m, "GemmSpec",
+                         "The operands of a GEMM graph: A (M x K) and B (K x N) in bf16, f16, e4m3 or e5m2; input_b "
+                         "is B's type where it is not A's (two FP8 types, e.g. e5m2 gradients x e4m3 weights).")
         .def(
             "__init__",
-            [](GemmSpec* self, DType input, Major a, Major b) { new (self) GemmSpec{input, a, b}; },
-            "input"_a = DType::BF16, "a"_a = Major::K, "b"_a = Major::K)
+            [](GemmSpec* self, DType input, Major a, Major b, std::optional<DType> input_b) {
+                new (self) GemmSpec{input, a, b, input_b};
+            },
+            "input"_a = DType::BF16, "a"_a = Major::K, "b"_a = Major::K, "input_b"_a = nb::none())
         .def_rw("input", &GemmSpec::input)
         .def_rw("a", &GemmSpec::a)
         .def_rw("b", &GemmSpec::b)
+        .def_rw("input_b", &GemmSpec::input_b, "B's type where it is not A's; None: A's.")
         .def("__eq__", [](const GemmSpec& x, const GemmSpec& y) { return x == y; })
         .def("__repr__", [](const GemmSpec& s) {
-            return fmt::format("coda.GemmSpec(input=coda.{}, a=coda.Major.{}, b=coda.Major.{})", to_string(s.input),
-                               s.a == Major::K ? "K" : "MN", s.b == Major::K ? "K" : "MN");
+            return fmt::format("coda.GemmSpec(input=coda.{}, a=coda.Major.{}, b=coda.Major.{}{})", to_string(s.input),
+                               s.a == Major::K ? "K" : "MN", s.b == Major::K ? "K" : "MN",
+                               s.input_b ? fmt::format(", input_b=coda.{}", to_string(*s.input_b)) : "");
         });
 }
 
@@ -228,6 +238,7 @@ void bind_checks_and_text(nb::module_& m) {
 void bind_blocks(nb::module_& m) {
     nb::module_ b = m.def_submodule("blocks", "Ready-made epilogues of a LLaMA-style block (include/coda/blocks.hpp).");
     const GemmSpec backward_spec{DType::BF16, Major::K, Major::MN};
+    const GemmSpec fp8_backward_spec = blocks::dgrad_fp8().spec();  // e5m2 gradients x e4m3 weights
     b.def("rms_entry", &blocks::rms_entry);
     b.def("out_proj", &blocks::out_proj, "spec"_a = GemmSpec{});
     b.def("rms_finalize", &blocks::rms_finalize);
@@ -250,6 +261,21 @@ void bind_blocks(nb::module_& m) {
     b.def("cross_entropy_backward", &blocks::cross_entropy_backward);
     b.def("cross_entropy_backward_row_scale", &blocks::cross_entropy_backward_row_scale);
     b.def("llama_block", &blocks::llama_block, "Every graph above, forward then backward.");
+    // FP8 training: tensorwise scales, delayed scaling (blocks.hpp).
+    b.def("rms_entry_fp8", &blocks::rms_entry_fp8);
+    b.def("quantize_e4m3", &blocks::quantize_e4m3);
+    b.def("quantize_e5m2", &blocks::quantize_e5m2);
+    b.def("qkv_rope_fp8", &blocks::qkv_rope_fp8, "spec"_a = GemmSpec{DType::E4M3, Major::K, Major::K});
+    b.def("out_proj_fp8", &blocks::out_proj_fp8, "spec"_a = GemmSpec{DType::E4M3, Major::K, Major::K});
+    b.def("out_proj_fp8_bf16_h", &blocks::out_proj_fp8_bf16_h, "spec"_a = GemmSpec{DType::E4M3, Major::K, Major::K});
+    b.def("gate_up_swiglu_fp8", &blocks::gate_up_swiglu_fp8, "spec"_a = GemmSpec{DType::E4M3, Major::K, Major::K});
+    b.def("dgrad_fp8", &blocks::dgrad_fp8, "spec"_a = fp8_backward_spec);
+    b.def("swiglu_backward_fp8", &blocks::swiglu_backward_fp8, "spec"_a = fp8_backward_spec);
+    b.def("rmsnorm_backward_residual_fp8", &blocks::rmsnorm_backward_residual_fp8, "spec"_a = fp8_backward_spec);
+    b.def("rmsnorm_backward_residual_fp8_bf16_dx", &blocks::rmsnorm_backward_residual_fp8_bf16_dx,
+          "spec"_a = fp8_backward_spec);
+    b.def("rope_backward_from_output_fp8", &blocks::rope_backward_from_output_fp8);
+    b.def("llama_block_fp8", &blocks::llama_block_fp8, "Every FP8 graph above, forward then backward.");
 }
 
 }  // namespace

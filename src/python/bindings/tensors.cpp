@@ -34,6 +34,10 @@ std::optional<DType> coda_dtype(nb::dlpack::dtype t) {
     if (t.code == static_cast<std::uint8_t>(dlpack_code::Float) && t.bits == 16) return DType::F16;
     if (t.code == static_cast<std::uint8_t>(dlpack_code::Float) && t.bits == 32) return DType::F32;
     if (t.code == static_cast<std::uint8_t>(dlpack_code::Int) && t.bits == 32) return DType::I32;
+    // DLPack 1.1's kDLFloat8_e4m3fn and kDLFloat8_e5m2 (torch.float8_e4m3fn, torch.float8_e5m2).
+    constexpr std::uint8_t kFloat8E4M3FN = 10, kFloat8E5M2 = 12;
+    if (t.code == kFloat8E4M3FN && t.bits == 8) return DType::E4M3;
+    if (t.code == kFloat8E5M2 && t.bits == 8) return DType::E5M2;
     return std::nullopt;
 }
 
@@ -153,10 +157,12 @@ public:
                                     text_of(object.attr("device"))));
         const nb::object dtype_object = steal(PyObject_GetAttr(object.ptr(), dtype_));
         std::optional<DType> dtype;
-        for (int i = 0; i < 4; ++i)
+        for (int i = 0; i < kTorchDTypes; ++i)
             if (dtype_object.ptr() == dtypes_[i]) dtype = kDTypes[i];
         if (!dtype)
-            throw Error(fmt::format("launch binding '{}': dtype {} is not a coda dtype (bf16, f16, f32, i32)", name,
+            throw Error(fmt::format("launch binding '{}': dtype {} is not a coda dtype (bf16, f16, f32, i32, "
+                                    "float8_e4m3fn, float8_e5m2)",
+                                    name,
                                     text_of(dtype_object)));
         const std::vector<std::int64_t> dims = integers(steal(PyObject_GetAttr(object.ptr(), shape_)));
         std::vector<std::int64_t> steps = integers(steal(PyObject_CallMethodNoArgs(object.ptr(), stride_)));
@@ -182,8 +188,9 @@ private:
         // Kept for the life of the process (references never released: no work at interpreter exit).
         nb::handle t(torch);
         tensor_type_ = reinterpret_cast<PyTypeObject*>(nb::object(t.attr("Tensor")).release().ptr());
-        const char* const names[] = {"bfloat16", "float16", "float32", "int32"};  // as kDTypes
-        for (int i = 0; i < 4; ++i) dtypes_[i] = nb::object(t.attr(names[i])).release().ptr();
+        const char* const names[] = {"bfloat16", "float16", "float32", "int32", "float8_e4m3fn",
+                                     "float8_e5m2"};  // as kDTypes
+        for (int i = 0; i < kTorchDTypes; ++i) dtypes_[i] = nb::object(t.attr(names[i])).release().ptr();
         is_cuda_ = PyUnicode_InternFromString("is_cuda");
         dtype_ = PyUnicode_InternFromString("dtype");
         shape_ = PyUnicode_InternFromString("shape");
@@ -193,10 +200,12 @@ private:
         return true;
     }
 
-    static constexpr DType kDTypes[4] = {DType::BF16, DType::F16, DType::F32, DType::I32};
+    static constexpr int kTorchDTypes = 6;
+    static constexpr DType kDTypes[kTorchDTypes] = {DType::BF16, DType::F16,  DType::F32,
+                                                    DType::I32,  DType::E4M3, DType::E5M2};
     bool ready_ = false;
     PyTypeObject* tensor_type_ = nullptr;
-    PyObject* dtypes_[4] = {};
+    PyObject* dtypes_[kTorchDTypes] = {};
     PyObject *is_cuda_ = nullptr, *dtype_ = nullptr, *shape_ = nullptr, *stride_ = nullptr, *data_ptr_ = nullptr;
 };
 
@@ -341,7 +350,8 @@ nb::dict reference(const Graph& graph, nb::dict bindings, long long m, long long
     for (auto [key, value] : bindings) {
         const std::string name = nb::cast<std::string>(key);
         if (domain == Domain::Gemm && (name == "A" || name == "B")) {
-            (name == "A" ? a : b) = host_tensor(name, value, graph.spec().input);
+            (name == "A" ? a : b) =
+                host_tensor(name, value, name == "A" ? graph.spec().input : graph.spec().b_input());
             continue;
         }
         const auto it = by_name.find(name);

@@ -31,6 +31,8 @@ from ._coda import (
     device_arch,
     device_available,
     device_unavailable_reason,
+    e4m3,
+    e5m2,
     f16,
     f32,
     i32,

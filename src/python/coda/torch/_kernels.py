@@ -47,12 +47,50 @@ def _zero_grad():
     return g
 
 
+def _zero_grad_fp8():
+    # _zero_grad for the FP8 layer's RoPE backward: also dz in e5m2 (zeros) and its amax partials (zeros).
+    g = coda.Graph.tile("zero_grad_fp8")
+    zero = g.mul(g.tile_input("values", coda.bf16), g.constant(0.0), name="zero")
+    g.store(zero, "dz", coda.bf16)
+    g.reduce_row(zero, coda.ReduceOp.Sum, "zdz_partials")
+    g.store(g.mul(zero, g.scalar("dz_fp8_inv_scale"), name="zero_quantized"), "dz_fp8", coda.e5m2)
+    g.reduce_row(g.abs(zero, name="zero_magnitude"), coda.ReduceOp.Max, "dz_amax")
+    return g
+
+
+def scaled_mm_name(recipe: str, fp8_a: str, fp8_b: str) -> str:
+    """The graph of ops_fp8.scaled_mm for `recipe` and A's and B's FP8 types: B's type is in the name only where
+    it is not A's."""
+    return f"scaled_mm_{recipe}_{fp8_a}" if fp8_a == fp8_b else f"scaled_mm_{recipe}_{fp8_a}_{fp8_b}"
+
+
+def _scaled_mm(recipe: str, fp8_a: str, fp8_b: str):
+    # ops_fp8.scaled_mm's epilogue: D = acc * scale_a * scale_b in bf16, the scales per tensor (two scalars) or
+    # row-wise (A's rows, B's columns). FP8 operands are K-major, both, of one type or two.
+    def build():
+        input_b = None if fp8_b == fp8_a else getattr(coda, fp8_b)
+        g = coda.Graph.gemm(scaled_mm_name(recipe, fp8_a, fp8_b),
+                            coda.GemmSpec(input=getattr(coda, fp8_a), a=coda.Major.K, b=coda.Major.K, input_b=input_b))
+        if recipe == "tensorwise":
+            scale = g.mul(g.scalar("scale_a"), g.scalar("scale_b"), name="scale")
+        else:
+            scale = g.mul(g.row_input("scale_a", coda.f32), g.col_input("scale_b", coda.f32), name="scale")
+        g.store(g.mul(g.accumulator(), scale, name="scaled"), "D", coda.bf16)
+        return g
+    return build
+
+
 _LOCAL = {
     "dgrad": _dgrad,
     "wgrad_store": _wgrad_store,
     "wgrad_accumulate": _wgrad_accumulate,
     "zero_grad": _zero_grad,
+    "zero_grad_fp8": _zero_grad_fp8,
+    **{scaled_mm_name(recipe, fp8_a, fp8_b): _scaled_mm(recipe, fp8_a, fp8_b)
+       for recipe in ("tensorwise", "rowwise") for fp8_a in ("e4m3", "e5m2") for fp8_b in ("e4m3", "e5m2")},
 }
+
+_FP8_LARGEST = {torch.float8_e4m3fn: 448.0, torch.float8_e5m2: 57344.0}
 
 # Tests set this: every output a launch writes (not accumulate sinks) is filled with NaN first.
 POISON = False
@@ -143,7 +181,11 @@ def run(name: str, inputs: dict, outputs: dict, m: int, n: int, k: int = 0, part
     else:
         result = coda.reference(g, host, m, n, k)
     for key, out in outputs.items():
-        out.copy_(torch.from_numpy(np.asarray(result[key])).reshape(out.shape))
+        value = torch.from_numpy(np.asarray(result[key])).reshape(out.shape)
+        largest = _FP8_LARGEST.get(out.dtype)
+        if largest is not None:  # stores in FP8 saturate (cvt.rn.satfinite); torch's cast would make NaN (e4m3) or inf
+            value = value.clamp(-largest, largest)
+        out.copy_(value)
     return {p: torch.from_numpy(np.asarray(result[p])) for p in partials}
 
 

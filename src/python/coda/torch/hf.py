@@ -135,7 +135,7 @@ def from_hf(model_or_config, state_dict: Optional[dict] = None, device=None, dty
     model_or_config: a LlamaForCausalLM (its config and weights are taken; device and dtype default to its own) or
     a LlamaConfig (weights from state_dict, else freshly initialized). state_dict: a Hugging Face state dict
     (LlamaForCausalLM's keys, or a bare LlamaModel's), which overrides the model's own weights. overrides: other
-    LlamaModel arguments (attention, store_logits, fp32_grad_accumulation).
+    LlamaModel arguments (attention, store_logits, fp32_grad_accumulation, fp8).
 
     The returned model's loss is Hugging Face's: forward(input_ids, labels) scores position t against labels[t + 1]
     and skips labels equal to -100 (shift_labels=True, ignore_index=-100, unless overridden)."""
@@ -152,6 +152,8 @@ def from_hf(model_or_config, state_dict: Optional[dict] = None, device=None, dty
     if state_dict is not None:
         converted = convert_from_hf(state_dict, kwargs)
         missing, unexpected = model.load_state_dict(converted, strict=False)
+        # An FP8 model's delayed scales (Fp8Scaling buffers) start fresh: a Hugging Face checkpoint has none.
+        missing = [k for k in missing if not (k.startswith("fp8_entry.") or ".fp8." in k)]
         if missing or unexpected:
             raise ValueError(f"coda.torch.from_hf: state dict does not fit the config: missing {missing}, "
                              f"unexpected {unexpected}")

@@ -12,7 +12,8 @@ from torch import Tensor
 from torch.distributed.fsdp import FSDPModule
 from torch.distributed.tensor import DTensor
 
-from coda.torch import ops, ops_lm_head  # noqa: F401  (registers torch.ops.coda.*)
+from coda.torch import ops, ops_fp8_layer, ops_lm_head  # noqa: F401  (registers torch.ops.coda.*)
+from coda.torch.fp8 import Fp8Scaling, check_recipe
 from coda.torch.reference import rope_theta
 
 
@@ -83,13 +84,20 @@ class LlamaDecoderLayer(nn.Module):
     i // (n_heads / n_kv_heads)). rope_scaling: LLaMA 3.1's frequency rescaling, in Hugging Face's config form
     (reference.rope_frequencies).
 
-    fp32_grad_accumulation: the weight-gradient GEMMs add into p.main_grad (f32) instead of returning p.grad."""
+    fp32_grad_accumulation: the weight-gradient GEMMs add into p.main_grad (f32) instead of returning p.grad.
+
+    fp8="tensorwise": the layer's forward and dgrad GEMMs run on FP8 operands (coda.torch.fp8; the weight gradients
+    stay bf16), as one op (ops_fp8_layer); h arrives in e4m3 with its scale, and forward takes and returns the scale:
+    forward((x, h, rstd), next_gamma, pos, seq_len, h_scale, fp8_out) -> (x, h, rstd, h_scale), h in e4m3 where
+    fp8_out (else bf16, for a bf16 LM head). The delayed scales (self.fp8, an Fp8Scaling) move on at each forward:
+    run each step's forward once (no activation checkpointing). fp8_history: the steps of amax they look back on."""
 
     def __init__(self, d: int, n_heads: int, ffn: int, eps: float = 1e-5, rope_base: float = 10000.0,
                  attention: str = "sdpa", fp32_grad_accumulation: bool = False, device=None,
                  dtype=torch.bfloat16, n_kv_heads: Optional[int] = None, head_dim: Optional[int] = None,
-                 rope_scaling: Optional[dict] = None):
+                 rope_scaling: Optional[dict] = None, fp8: Optional[str] = None, fp8_history: int = 16):
         super().__init__()
+        check_recipe(fp8)
         n_kv_heads = n_kv_heads or n_heads
         head_dim = head_dim or (d // n_heads if d % n_heads == 0 else 0)
         if head_dim <= 0 or head_dim % 2:
@@ -110,6 +118,8 @@ class LlamaDecoderLayer(nn.Module):
         self.w_down = nn.Parameter(torch.empty(d, ffn, **kw))
         self.register_buffer("theta", rope_theta(d, n_heads, rope_base, device, n_kv_heads, rope_scaling, head_dim),
                              persistent=False)
+        self.fp8_recipe = fp8
+        self.fp8 = Fp8Scaling(ops_fp8_layer.SLOTS, fp8_history, device) if fp8 else None
         self.reset_parameters()
         if fp32_grad_accumulation:
             grad_buffers(self)
@@ -131,8 +141,20 @@ class LlamaDecoderLayer(nn.Module):
         for w in (self.w_qkv, self.w_o, self.w_gate_up, self.w_down):
             nn.init.normal_(w, std=1.0 / math.sqrt(w.shape[1]))
 
-    def forward(self, x: Tensor, h: Tensor, rstd: Tensor, next_gamma: Tensor, pos: Tensor, seq_len: int):
+    def forward(self, x: Tensor, h: Tensor, rstd: Tensor, next_gamma: Tensor, pos: Tensor, seq_len: int,
+                h_scale: Optional[Tensor] = None, fp8_out: bool = True):
         acc = self.fp32_grad_accumulation
+        if self.fp8 is not None:
+            if h_scale is None:
+                raise ValueError("coda.torch: an FP8 layer needs h_scale, the scale its e4m3 h was written with")
+            self.fp8.update(x.shape[0])
+            buffers = [_grad_buffer(w, acc, self) for w in (self.w_qkv, self.w_o, self.w_gate_up, self.w_down)]
+            x2, h2, rstd2, amax, *_ = torch.ops.coda.decoder_layer_fp8(
+                x, h, h_scale, rstd, self.attn_norm, self.w_qkv, self.w_o, self.mlp_norm, self.w_gate_up, self.w_down,
+                next_gamma, pos, self.theta, self.fp8.state, self.eps, self.n_heads, seq_len, self.attention, fp8_out,
+                *buffers)
+            self.fp8.record(amax)
+            return x2, h2, rstd2, self.fp8.scale("h_next")
         x1, h1, rstd1, *_ = torch.ops.coda.attention_block(
             x, h, rstd, self.attn_norm, self.w_qkv, self.w_o, self.mlp_norm, pos, self.theta, self.eps, self.n_heads,
             seq_len, self.attention, _grad_buffer(self.w_qkv, acc, self), _grad_buffer(self.w_o, acc, self))
@@ -190,8 +212,10 @@ class LlamaModel(nn.Module):
                  rope_base: float = 10000.0, attention: str = "sdpa", fp32_grad_accumulation: bool = False,
                  store_logits: bool = True, device=None, dtype=torch.bfloat16, n_kv_heads: Optional[int] = None,
                  head_dim: Optional[int] = None, rope_scaling: Optional[dict] = None, tie_embeddings: bool = False,
-                 ignore_index: Optional[int] = None, shift_labels: bool = False):
+                 ignore_index: Optional[int] = None, shift_labels: bool = False, fp8: Optional[str] = None,
+                 fp8_history: int = 16):
         super().__init__()
+        check_recipe(fp8)
         if shift_labels and ignore_index is None:
             raise ValueError("coda.torch: shift_labels needs an ignore_index for the last position of each sequence")
         self.eps, self.fp32_grad_accumulation, self.tie_embeddings = eps, fp32_grad_accumulation, tie_embeddings
@@ -199,8 +223,10 @@ class LlamaModel(nn.Module):
         self.embed = nn.Embedding(vocab, d, device=device, dtype=dtype)
         self.layers = nn.ModuleList(
             LlamaDecoderLayer(d, n_heads, ffn, eps, rope_base, attention, fp32_grad_accumulation, device, dtype,
-                              n_kv_heads, head_dim, rope_scaling)
+                              n_kv_heads, head_dim, rope_scaling, fp8, fp8_history)
             for _ in range(n_layers))
+        # The embedding entry's h, the first layer's FP8 operand.
+        self.fp8_entry = Fp8Scaling({"h": "e4m3"}, fp8_history, device) if fp8 else None
         self.head = LlamaLMHead(d, vocab, fp32_grad_accumulation, store_logits, device=device, dtype=dtype,
                                 ignore_index=ignore_index)
         if tie_embeddings:
@@ -249,10 +275,25 @@ class LlamaModel(nn.Module):
         b, s = tokens.shape
         x = self.embedding(tokens)
         pos = self.positions(b, s, tokens.device)
+        if self.fp8_entry is not None:
+            return self._forward_fp8(x, pos, s, labels)
         h, rstd = torch.ops.coda.rms_stats(x, _norm_weight(self.layers[0].attn_norm), self.eps)
         for i, layer in enumerate(self.layers):
             nxt = self.layers[i + 1].attn_norm if i + 1 < len(self.layers) else self.head.norm
             x, h, rstd = layer(x, h, rstd, _norm_weight(nxt), pos, s)
         # Tied: the head gets the embedding's weight by name, so that torch.compile guards on tie_embeddings and never
         # runs an untied model's graph (two weights, two gradient buffers) on a tied one, whose buffers alias.
+        return self.head(x, h, rstd, self.targets(labels), self.embed.weight if self.tie_embeddings else None)
+
+    def _forward_fp8(self, x: Tensor, pos: Tensor, seq_len: int, labels: Tensor) -> Tensor:
+        # The layers hand h over in e4m3 with its scale; the last one writes it in bf16 for the bf16 LM head.
+        self.fp8_entry.update(x.shape[0])
+        h, rstd, amax = torch.ops.coda.rms_stats_fp8(x, _norm_weight(self.layers[0].attn_norm), self.eps,
+                                                     self.fp8_entry.inv_scale("h"))
+        self.fp8_entry.record(amax)
+        h_scale = self.fp8_entry.scale("h")
+        for i, layer in enumerate(self.layers):
+            last = i + 1 == len(self.layers)
+            nxt = self.head.norm if last else self.layers[i + 1].attn_norm
+            x, h, rstd, h_scale = layer(x, h, rstd, _norm_weight(nxt), pos, seq_len, h_scale, fp8_out=not last)
         return self.head(x, h, rstd, self.targets(labels), self.embed.weight if self.tie_embeddings else None)

@@ -100,3 +100,61 @@ def model_loss(model, tokens: Tensor, labels: Tensor) -> Tensor:
     logits = rms_norm(x, model.norm, model.eps) @ model.lm_head.t()
     ignore = {} if model.ignore_index is None else {"ignore_index": model.ignore_index}
     return F.cross_entropy(logits if logits.dtype == torch.float64 else logits.float(), model.targets(labels), **ignore)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# FP8 (coda.torch.fp8's "tensorwise" recipe) emulated in the activations' dtype, for the FP8 layer's tests: every
+# GEMM operand rounded to its FP8 format under the scales the layer used, the rest as decoder_layer.
+
+_FP8 = {"e4m3": (torch.float8_e4m3fn, 448.0), "e5m2": (torch.float8_e5m2, 57344.0)}
+
+
+def fp8_round(t: Tensor, scale: float, inv_scale: float, fmt: str) -> Tensor:
+    """t as an FP8 GEMM sees it: t * inv_scale rounded to `fmt` (saturating at its largest), times scale."""
+    dtype, largest = _FP8[fmt]
+    return (t * inv_scale).clamp(-largest, largest).to(dtype).to(t.dtype) * scale
+
+
+def fp8_weight_scales(w: Tensor) -> tuple[float, float]:
+    """(scale, inv_scale) of a weight under dynamic scaling, in f32 as coda.torch.fp8.quantize_weight has them."""
+    amax = w.detach().abs().amax().to(torch.float32).clamp_min(1e-30)
+    return float(amax / 448.0), float(448.0 / amax)
+
+
+class _Fp8Gemm(torch.autograd.Function):
+    """rows * (fp8(source) @ fp8(w)^T) in the forward, where `a` is what source stands for in the backward (source =
+    a, or rms_norm's input times gamma where rows = rstd); the backward as the recipe: da = fp8(dy, e5m2) @ fp8(w),
+    dw = dy^T a in full precision."""
+
+    @staticmethod
+    def forward(ctx, a, source, w, rows, a_scales, g_scales):
+        w_scales = fp8_weight_scales(w)
+        w_q = fp8_round(w.detach(), *w_scales, "e4m3")
+        y = fp8_round(source.detach(), *a_scales, "e4m3") @ w_q.t()
+        if rows is not None:
+            y = rows[:, None] * y
+        ctx.save_for_backward(a, w_q)
+        ctx.g_scales = g_scales
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        a, w_q = ctx.saved_tensors
+        return fp8_round(dy, *ctx.g_scales, "e5m2") @ w_q, None, dy.t() @ a, None, None, None
+
+
+def fp8_decoder_layer(layer, x: Tensor, pos: Tensor, seq_len: int, h_scales: tuple[float, float],
+                      scales: dict) -> Tensor:
+    """An FP8 LlamaDecoderLayer's forward (and, through autograd, backward) in eager PyTorch: h_scales = (scale,
+    inv_scale) of its input h, scales = {slot: (scale, inv_scale)} of ops_fp8_layer.SLOTS as the layer used them."""
+    def normed(t, gamma):
+        rstd = torch.rsqrt(t.pow(2).mean(-1) + layer.eps)
+        return t * rstd[:, None] * gamma, (t * gamma).detach(), rstd.detach()
+
+    u, h, rstd = normed(x, layer.attn_norm)
+    qkv = rope(_Fp8Gemm.apply(u, h, layer.w_qkv, rstd, h_scales, scales["dz_qkv"]), pos, layer.theta)
+    a = attend(qkv, layer.n_heads, seq_len, layer.attention, layer.n_kv_heads, layer.head_dim)
+    x1 = x + _Fp8Gemm.apply(a, a, layer.w_o, None, scales["attn_out"], scales["dx1"])
+    u1, h1, rstd1 = normed(x1, layer.mlp_norm)
+    y = swiglu(_Fp8Gemm.apply(u1, h1, layer.w_gate_up, rstd1, scales["h_mlp"], scales["dz_mlp"]))
+    return x1 + _Fp8Gemm.apply(y, y, layer.w_down, None, scales["y"], scales["dx2"])

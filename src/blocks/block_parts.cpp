@@ -1,0 +1,67 @@
+#include "blocks/block_parts.hpp"
+
+namespace coda::blocks::parts {
+
+Value rotate_pairs(Graph& g, Value x, Rotation rotation) {
+    Value pos_i32 = g.row_input("pos", DType::I32);
+    Value pos = g.to_f32(pos_i32, "position");
+    Value theta = g.col_input("theta", DType::F32, Width::Half);
+    Value angle = g.mul(pos, theta, "angle");
+    Value c = g.cos(angle, "cos_angle");
+    Value s = g.sin(angle, "sin_angle");
+    if (rotation == Rotation::Inverse) s = g.neg(s, "minus_sin_angle");
+    Value e = g.even(x, "x_even");
+    Value o = g.odd(x, "x_odd");
+    Value ec = g.mul(e, c, "even_cos");
+    Value os = g.mul(o, s, "odd_sin");
+    Value es = g.mul(e, s, "even_sin");
+    Value oc = g.mul(o, c, "odd_cos");
+    Value re = g.sub(ec, os, "rotated_even");
+    Value ro = g.add(es, oc, "rotated_odd");
+    return g.join(re, ro, "rotated");
+}
+
+NormBackward norm_backward_values(Graph& g, Value d_out, const std::string& dx_name) {
+    Value rstd = g.row_input("rstd", DType::F32);
+    Value x = g.tile_input("x", DType::BF16);
+    Value n = g.mul(x, rstd, "normed");
+    Value gamma = g.col_input("gamma", DType::BF16);
+    Value s = g.row_input("s", DType::F32);
+    Value dn = g.mul(d_out, gamma, "d_normed");
+    Value ns = g.mul(n, s, "normed_s");
+    Value dx = g.mul(rstd, g.sub(dn, ns, "d_centered"), dx_name);
+    return {d_out, dx, n, gamma};
+}
+
+void norm_backward_outputs(Graph& g, const NormBackward& v) {
+    g.store(g.mul(v.normed, v.gamma, "o_value"), "o", DType::BF16);
+    g.reduce_col(g.mul(v.d_out, v.normed, "dgamma_terms"), ReduceOp::Sum, "dgamma_partials");
+}
+
+Value rms_scaled(Graph& g, Value acc, const std::string& name) {
+    Value rstd = g.row_input("rstd", DType::F32);
+    return g.mul(acc, rstd, name);
+}
+
+Value swiglu_gradient(Graph& g, Value dy) {
+    Value z = g.tile_input("z", DType::BF16, Width::Double);
+    Value gate = g.even(z, "gate");
+    Value up = g.odd(z, "up");
+    Value sig = g.sigmoid(gate, "sig");
+    Value silu_gate = g.mul(gate, sig, "silu_gate");
+    // silu'(g) = sig * (1 + g * (1 - sig))
+    Value one = g.constant(1.0f, "one");
+    Value one_minus_sig = g.sub(one, sig, "one_minus_sig");
+    Value slope = g.add(one, g.mul(gate, one_minus_sig), "slope");
+    Value dsilu = g.mul(sig, slope, "dsilu");
+    Value dy_up = g.mul(dy, up, "dy_up");
+    Value dgate = g.mul(dy_up, dsilu, "dgate");
+    Value dup = g.mul(dy, silu_gate, "dup");
+    Value dz = g.join(dgate, dup, "dz_value");
+    g.store(dz, "dz", DType::BF16);
+    g.store(g.mul(silu_gate, up, "y_value"), "y", DType::BF16);
+    g.reduce_row(g.mul(z, dz, "z_dz"), ReduceOp::Sum, "zdz_partials");
+    return dz;
+}
+
+}  // namespace coda::blocks::parts

@@ -1,0 +1,40 @@
+// Pieces the block epilogues share (llama_block.cpp, the BF16 block; llama_block_fp8.cpp, its FP8 counterpart).
+// Every node is created in a statement of its own: C++ leaves the order in which a call's arguments are evaluated
+// unspecified, and node order is part of the canonical text and the cache key.
+#pragma once
+
+#include <string>
+
+#include "coda/graph.hpp"
+
+namespace coda::blocks::parts {
+
+enum class Rotation { Forward, Inverse };
+
+// RoPE: rotates each (even, odd) column pair of x by pos_i * theta_j (Inverse: by its negative, which is the
+// backward pass). The angle comes from a row vector of positions and a column vector of frequencies, so no
+// cos/sin table is streamed; theta_j = 0 leaves a pair as it is (V columns).
+Value rotate_pairs(Graph& g, Value x, Rotation rotation);
+
+// The RMSNorm backward's values in the epilogue of do = dz * W (DESIGN.md section 3), from do = `d_out`:
+// n = x * rstd and dx = rstd * (do * gamma - n * s), named `dx_name`.
+struct NormBackward {
+    Value d_out;
+    Value dx;
+    Value normed;
+    Value gamma;
+};
+NormBackward norm_backward_values(Graph& g, Value d_out, const std::string& dx_name);
+
+// The outputs every RMSNorm backward variant shares after its dx: o = n * gamma and dgamma's column partials.
+void norm_backward_outputs(Graph& g, const NormBackward& v);
+
+// z = rstd * acc: the row scale that completes the previous RMSNorm (DESIGN.md section 3). `acc` is the
+// accumulator, or an FP8 GEMM's accumulator times its operands' scales.
+Value rms_scaled(Graph& g, Value acc, const std::string& name);
+
+// SwiGLU's backward from dy (the gradient of y = silu(gate) * up) and the saved interleaved z: stores dz = join(dgate,
+// dup) and the recomputed y; row partials of sum_j z * dz for the RMSNorm backward. Returns dz.
+Value swiglu_gradient(Graph& g, Value dy);
+
+}  // namespace coda::blocks::parts

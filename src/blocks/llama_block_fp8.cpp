@@ -1,0 +1,159 @@
+// The block's FP8 epilogues (blocks.hpp, "FP8 training"): the BF16 block's graphs with the accumulator scaled by
+// its operands' per-tensor scales, and with every tensor a later GEMM reads in FP8 stored quantized beside its amax.
+// tools/graphs/*.coda hold their canonical text too.
+#include "coda/blocks.hpp"
+
+#include "blocks/block_parts.hpp"
+
+namespace coda::blocks {
+namespace {
+
+// acc * (a_scale * b_scale): the product of two per-tensor dequantization factors, one multiply a visit.
+Value scaled_accumulator(Graph& g, const char* name) {
+    Value acc = g.accumulator(name);
+    Value a_scale = g.scalar("a_scale");
+    Value b_scale = g.scalar("b_scale");
+    Value scale = g.mul(a_scale, b_scale, "operand_scale");
+    return g.mul(acc, scale, "scaled_acc");
+}
+
+// t for a GEMM that reads it in `fp8`: t_fp8 = t * t_fp8_inv_scale (saturating), and the row partials of |t| (Max)
+// in t_amax, from which the caller's delayed scaling takes the next step's scale.
+void store_fp8_operand(Graph& g, Value t, const std::string& name, DType fp8) {
+    Value inv_scale = g.scalar(name + "_fp8_inv_scale");
+    Value quantized = g.mul(t, inv_scale, name + "_quantized");
+    g.store(quantized, name + "_fp8", fp8);
+    Value magnitude = g.abs(t, name + "_magnitude");
+    g.reduce_row(magnitude, ReduceOp::Max, name + "_amax");
+}
+
+// out_proj's epilogue on FP8 operands, with h quantized for the next FP8 GEMM or kept in bf16.
+Graph residual_producer(const std::string& name, GemmSpec spec, bool fp8_h) {
+    Graph g = Graph::gemm(name, spec);
+    Value acc = scaled_accumulator(g, "acc");
+    Value residual = g.tile_input("residual", DType::BF16);
+    Value gamma = g.col_input("gamma", DType::BF16);
+    Value x1 = g.add(acc, residual, "x1_value");
+    g.store(x1, "x1", DType::BF16);
+    Value h = g.mul(x1, gamma, "h_value");
+    if (fp8_h)
+        store_fp8_operand(g, h, "h", DType::E4M3);
+    else
+        g.store(h, "h", DType::BF16);
+    g.reduce_row(x1, ReduceOp::SumSq, "x1_sumsq");
+    return g;
+}
+
+}  // namespace
+
+Graph rms_entry_fp8() {
+    Graph g = Graph::tile("rms_entry_fp8");
+    Value x = g.tile_input("x", DType::BF16);
+    Value gamma = g.col_input("gamma", DType::BF16);
+    Value h = g.mul(x, gamma, "h_value");
+    store_fp8_operand(g, h, "h", DType::E4M3);
+    g.reduce_row(x, ReduceOp::SumSq, "x1_sumsq");
+    return g;
+}
+
+namespace {
+
+Graph quantize(const std::string& name, DType fp8) {
+    Graph g = Graph::tile(name);
+    Value x = g.tile_input("x", DType::BF16);
+    store_fp8_operand(g, x, "x", fp8);
+    return g;
+}
+
+}  // namespace
+
+Graph quantize_e4m3() { return quantize("quantize_e4m3", DType::E4M3); }
+
+Graph quantize_e5m2() { return quantize("quantize_e5m2", DType::E5M2); }
+
+Graph qkv_rope_fp8(GemmSpec spec) {
+    Graph g = Graph::gemm("qkv_rope_fp8", spec);
+    Value z = parts::rms_scaled(g, scaled_accumulator(g, "acc"), "z_value");
+    g.store(parts::rotate_pairs(g, z, parts::Rotation::Forward), "qkv", DType::BF16);
+    return g;
+}
+
+Graph out_proj_fp8(GemmSpec spec) { return residual_producer("out_proj_fp8", spec, true); }
+
+Graph out_proj_fp8_bf16_h(GemmSpec spec) { return residual_producer("out_proj_fp8_bf16_h", spec, false); }
+
+Graph gate_up_swiglu_fp8(GemmSpec spec) {
+    Graph g = Graph::gemm("gate_up_swiglu_fp8", spec);
+    Value z = parts::rms_scaled(g, scaled_accumulator(g, "acc"), "z_value");
+    g.store(z, "z", DType::BF16);
+    Value gate = g.even(z, "gate");
+    Value up = g.odd(z, "up");
+    Value silu_gate = g.silu(gate, "silu_gate");
+    g.store(g.mul(silu_gate, up, "y_value"), "y", DType::BF16);
+    return g;
+}
+
+Graph dgrad_fp8(GemmSpec spec) {
+    Graph g = Graph::gemm("dgrad_fp8", spec);
+    g.store(scaled_accumulator(g, "acc"), "D", DType::BF16);
+    return g;
+}
+
+Graph swiglu_backward_fp8(GemmSpec spec) {
+    Graph g = Graph::gemm("swiglu_backward_fp8", spec);
+    Value dz = parts::swiglu_gradient(g, scaled_accumulator(g, "dy"));
+    store_fp8_operand(g, dz, "dz", DType::E5M2);
+    return g;
+}
+
+namespace {
+
+// rmsnorm_backward_residual on FP8 operands, with dx also quantized for the next FP8 GEMM or not.
+Graph norm_backward_residual(const std::string& name, GemmSpec spec, bool fp8_dx) {
+    Graph g = Graph::gemm(name, spec);
+    const parts::NormBackward v = parts::norm_backward_values(g, scaled_accumulator(g, "d_out"), "dx_norm");
+    Value dx_in = g.tile_input("dx_in", DType::BF16);
+    Value dx = g.add(v.dx, dx_in, "dx_value");
+    g.store(dx, "dx", DType::BF16);
+    if (fp8_dx) store_fp8_operand(g, dx, "dx", DType::E5M2);
+    parts::norm_backward_outputs(g, v);
+    return g;
+}
+
+}  // namespace
+
+Graph rmsnorm_backward_residual_fp8(GemmSpec spec) {
+    return norm_backward_residual("rmsnorm_backward_residual_fp8", spec, true);
+}
+
+Graph rmsnorm_backward_residual_fp8_bf16_dx(GemmSpec spec) {
+    return norm_backward_residual("rmsnorm_backward_residual_fp8_bf16_dx", spec, false);
+}
+
+Graph rope_backward_from_output_fp8() {
+    Graph g = Graph::tile("rope_backward_from_output_fp8");
+    Value dqkv = g.tile_input("dqkv", DType::BF16);
+    Value dz = parts::rotate_pairs(g, dqkv, parts::Rotation::Inverse);
+    g.store(dz, "dz", DType::BF16);
+    store_fp8_operand(g, dz, "dz", DType::E5M2);
+    Value qkv = g.tile_input("qkv", DType::BF16);
+    g.reduce_row(g.mul(qkv, dqkv, "z_dz"), ReduceOp::Sum, "zdz_partials");
+    return g;
+}
+
+std::vector<Graph> llama_block_fp8() {
+    return {rms_entry_fp8(),
+            qkv_rope_fp8(),
+            quantize_e4m3(),
+            out_proj_fp8(),
+            out_proj_fp8_bf16_h(),
+            gate_up_swiglu_fp8(),
+            quantize_e5m2(),
+            swiglu_backward_fp8(),
+            rmsnorm_backward_residual_fp8(),
+            rmsnorm_backward_residual_fp8_bf16_dx(),
+            dgrad_fp8(),
+            rope_backward_from_output_fp8()};
+}
+
+}  // namespace coda::blocks

@@ -1,0 +1,146 @@
+"""FP8 training's scales (issue 28): the "tensorwise" recipe with delayed scaling, as coda.blocks' FP8 graphs run it.
+
+Every tensor an FP8 GEMM reads has one f32 scale: A ~ scale * A_fp8. Weights are quantized at each forward from
+their current amax (dynamic scaling: they change only at the optimizer step). Activations and gradients are quantized
+inside the epilogue that makes them, so their scale must be known before they exist: it comes from the amax of the
+same tensor in the last `history` steps (delayed scaling), and each step records its own amax for the next ones.
+Values past scale * the format's largest saturate to it (cvt.rn.satfinite), as in Transformer Engine's recipe.
+
+Formats: e4m3 for the forward's tensors (weights, activations), e5m2 for gradients (its range, 2^-16 to 57344,
+carries them through the first steps, whose scales are only priors).
+
+Fp8Scaling keeps the scales of a set of named tensors as one f32 buffer `state` [3 x slots]: row 0 the scales, row 1
+their reciprocals (what an epilogue multiplies by before it rounds), row 2 the amax this step recorded. coda.torch's
+FP8 ops read rows 0 and 1 on the GPU (bound as device scalars: no host sync) and write row 2."""
+from typing import Sequence
+
+import torch
+import torch.nn as nn
+from torch import Tensor
+
+from coda.torch._kernels import run
+
+FORMATS = {"e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}
+LARGEST = {"e4m3": 448.0, "e5m2": 57344.0}
+RECIPES = ("tensorwise",)
+_LATER = {
+    "rowwise": "per-row scales need the whole row's amax before its first element is written: a second pass over "
+               "every activation, which is what coda's epilogues are there to avoid",
+    "blockwise": "block scales (1 x 128 activations, 128 x 128 weights) need an FP8 mainloop that promotes the "
+                 "accumulator to f32 at every 128-k block, which coda does not have yet",
+}
+
+SCALE, INV_SCALE, AMAX = 0, 1, 2
+
+
+def check_recipe(recipe) -> None:
+    """None (bf16) or one of RECIPES; a ValueError says why any other is not there."""
+    if recipe is None or recipe in RECIPES:
+        return
+    why = _LATER.get(recipe)
+    if why is not None:
+        raise ValueError(f"coda.torch: the FP8 recipe {recipe!r} is not implemented: {why}. Use 'tensorwise'")
+    raise ValueError(f"coda.torch: fp8 must be None or one of {RECIPES}, got {recipe!r}")
+
+
+class Fp8Scaling(nn.Module):
+    """Delayed scales for the tensors `slots` ({name: "e4m3" | "e5m2"}), in that order.
+
+    update() starts a step: it pushes the amax each slot recorded last step into the history and sets every scale to
+    max(history) / the format's largest. A slot whose history holds no amax yet keeps its scale: 1 for e4m3 tensors
+    (activations are of order 1), and for e5m2 ones (gradients of a mean loss over `tokens` rows, of order 1 / tokens)
+    1 / tokens, set at the first update."""
+
+    def __init__(self, slots: dict, history: int = 16, device=None):
+        super().__init__()
+        if history < 1:
+            raise ValueError(f"coda.torch: an amax history needs at least one step, got {history}")
+        self.names = tuple(slots)
+        self.formats = tuple(slots[n] for n in self.names)
+        for name, fmt in slots.items():
+            if fmt not in FORMATS:
+                raise ValueError(f"coda.torch: slot {name!r} has format {fmt!r}; FP8 formats are {tuple(FORMATS)}")
+        count = len(self.names)
+        state = torch.zeros(3, count, dtype=torch.float32, device=device)
+        state[SCALE] = 1.0
+        state[INV_SCALE] = 1.0
+        self.register_buffer("state", state)
+        self.register_buffer("amax_history", torch.zeros(history, count, dtype=torch.float32, device=device))
+        self.register_buffer("largest", torch.tensor([LARGEST[f] for f in self.formats], dtype=torch.float32,
+                                                     device=device), persistent=False)
+        self.register_buffer("gradient", torch.tensor([f == "e5m2" for f in self.formats], device=device),
+                             persistent=False)
+        self.started = False
+
+    def _apply(self, fn, recurse=True):
+        # Scales stay f32 through model.bfloat16() and the like, which cast every floating buffer.
+        kept = {name: getattr(self, name) for name in ("state", "amax_history", "largest")}
+        super()._apply(fn, recurse)
+        for name, old in kept.items():
+            new = getattr(self, name)
+            if new.dtype != torch.float32:
+                setattr(self, name, old.to(new.device))
+        return self
+
+    def slot(self, name: str) -> int:
+        return self.names.index(name)
+
+    def scale(self, name: str) -> Tensor:
+        """The scale of `name` (a 0-dim view of the buffer: kernels read it when they run)."""
+        return self.state[SCALE, self.slot(name)]
+
+    def inv_scale(self, name: str) -> Tensor:
+        return self.state[INV_SCALE, self.slot(name)]
+
+    @torch.no_grad()
+    def record(self, amax: Tensor) -> None:
+        """Adds a forward op's amax vector (one entry a slot, 0 where it recorded none) to this step's."""
+        torch.maximum(self.state[AMAX], amax, out=self.state[AMAX])
+
+    @torch.no_grad()
+    def update(self, tokens: int) -> None:
+        if not self.started:
+            prior = torch.where(self.gradient, torch.tensor(1.0 / max(tokens, 1), device=self.state.device),
+                                self.state[SCALE])
+            self.state[SCALE].copy_(prior)
+            self.state[INV_SCALE].copy_(1.0 / prior)
+            self.started = True
+        self.amax_history.copy_(torch.roll(self.amax_history, 1, 0))
+        self.amax_history[0].copy_(self.state[AMAX])
+        self.state[AMAX].zero_()
+        amax = self.amax_history.amax(0)
+        scale = torch.where(amax > 0, amax / self.largest, self.state[SCALE])
+        self.state[SCALE].copy_(scale)
+        self.state[INV_SCALE].copy_(1.0 / scale)
+
+
+def record_amax(partials: Sequence[Tensor], amax: Tensor, slot: int) -> None:
+    """amax[slot] = the largest |value| of a tensor, from its row partials (several launches' partials together), or
+    what amax[slot] held if larger. `amax` is an Fp8Scaling state's AMAX row, or a forward op's own vector (an op with
+    autograd may not write its inputs) that the module then adds with Fp8Scaling.record."""
+    found = torch.stack([p.amax() for p in partials]).amax() if len(partials) > 1 else partials[0].amax()
+    amax[slot].copy_(torch.maximum(amax[slot], found.to(amax.dtype)))
+
+
+def quantize(x: Tensor, fmt: str, inv_scale: Tensor, amax: Tensor, slot: int) -> Tensor:
+    """x in FP8, multiplied by inv_scale (coda.blocks.quantize_e4m3 or quantize_e5m2), recording x's amax in amax[slot]."""
+    m, n = x.shape
+    out = torch.empty(m, n, dtype=FORMATS[fmt], device=x.device)
+    parts = run(f"quantize_{fmt}", {"x": x, "x_fp8_inv_scale": inv_scale}, {"x_fp8": out}, m, n,
+                partials=("x_amax",))
+    record_amax([parts["x_amax"]], amax, slot)
+    return out
+
+
+def quantize_weight(w: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """A weight [N x K] in e4m3 under its current amax (scale = amax / 448): (w_fp8 [N x K], its transpose [K x N]
+    row-major, for the backward's dgrad GEMMs, and the scale, 0-dim f32)."""
+    w = w.detach()
+    amax = torch.linalg.vector_norm(w, float("inf")).to(torch.float32).clamp_min(1e-30)
+    inv_scale = LARGEST["e4m3"] / amax
+    scale = amax / LARGEST["e4m3"]
+    n, k = w.shape
+    w_fp8 = torch.empty(n, k, dtype=FORMATS["e4m3"], device=w.device)
+    run("quantize_e4m3", {"x": w, "x_fp8_inv_scale": inv_scale}, {"x_fp8": w_fp8}, n, k, partials=("x_amax",))
+    return w_fp8, w_fp8.t().contiguous(), scale
+

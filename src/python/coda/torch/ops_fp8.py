@@ -1,0 +1,61 @@
+"""FP8 GEMMs as a torch custom op: torch.ops.coda.scaled_mm, torch._scaled_mm's contract (A [M x K] row-major, B
+[K x N] column-major, i.e. w.t() of an [N x K] weight, each float8_e4m3fn or float8_e5m2: the pairs torch._scaled_mm
+takes, e4m3 x e4m3, e4m3 x e5m2 and e5m2 x e4m3, and e5m2 x e5m2 too) on coda's FP8 Hopper mainloop, the scales
+applied in the epilogue: per tensor (two one-element f32 tensors, read on the GPU, so no host sync) or row-wise
+(scale_a [M x 1], scale_b [1 x N]). The output is bf16. CPU tensors run the fp64 reference.
+
+No autograd: FP8 training (which operand is quantized how, and the transposed copies the backward GEMMs need)
+is coda.torch's next stage (issue 28)."""
+import torch
+from torch import Tensor
+
+from coda.torch._kernels import run, scaled_mm_name
+from coda.torch._register import fake
+
+_FP8 = {torch.float8_e4m3fn: "e4m3", torch.float8_e5m2: "e5m2"}
+
+
+def _recipe(a: Tensor, b: Tensor, scale_a: Tensor, scale_b: Tensor) -> str:
+    """'tensorwise' or 'rowwise', after checking what coda's FP8 GEMM takes; a ValueError names what does not fit."""
+    if a.dtype not in _FP8 or b.dtype not in _FP8:
+        raise ValueError(f"coda.torch.scaled_mm: A and B must each be float8_e4m3fn or float8_e5m2, got "
+                         f"{a.dtype} and {b.dtype}")
+    if a.dim() != 2 or b.dim() != 2 or a.shape[1] != b.shape[0]:
+        raise ValueError(f"coda.torch.scaled_mm: need A [M x K] and B [K x N], got {tuple(a.shape)} and "
+                         f"{tuple(b.shape)}")
+    m, k = a.shape
+    n = b.shape[1]
+    # FP8 wgmma reads both operands K-major: A row-major, B column-major (w.t() of a row-major [N x K] w).
+    if a.stride(1) != 1 or b.stride(0) != 1:
+        raise ValueError(f"coda.torch.scaled_mm: A must be row-major and B column-major (B = w.t()), got strides "
+                         f"{a.stride()} and {b.stride()}")
+    if n % 2 != 0:
+        raise ValueError(f"coda.torch.scaled_mm: N = {n} is odd; coda's epilogues work on column pairs")
+    if scale_a.dtype != torch.float32 or scale_b.dtype != torch.float32:
+        raise ValueError(f"coda.torch.scaled_mm: scales must be float32, got {scale_a.dtype} and {scale_b.dtype}")
+    if scale_a.numel() == 1 and scale_b.numel() == 1:
+        return "tensorwise"
+    if tuple(scale_a.shape) == (m, 1) and tuple(scale_b.shape) == (1, n):
+        return "rowwise"
+    raise ValueError(f"coda.torch.scaled_mm: scales must be one element each (per tensor) or [M x 1] and [1 x N] "
+                     f"(row-wise), with M = {m}, N = {n}; got {tuple(scale_a.shape)} and {tuple(scale_b.shape)}")
+
+
+@torch.library.custom_op("coda::scaled_mm", mutates_args=())
+def scaled_mm(a: Tensor, b: Tensor, scale_a: Tensor, scale_b: Tensor) -> Tensor:
+    recipe = _recipe(a, b, scale_a, scale_b)
+    m, k = a.shape
+    n = b.shape[1]
+    out = a.new_empty((m, n), dtype=torch.bfloat16)
+    if recipe == "tensorwise":
+        scales = {"scale_a": scale_a.reshape(()), "scale_b": scale_b.reshape(())}
+    else:
+        scales = {"scale_a": scale_a.reshape(m), "scale_b": scale_b.reshape(n)}
+    run(scaled_mm_name(recipe, _FP8[a.dtype], _FP8[b.dtype]), {"A": a, "B": b, **scales}, {"D": out}, m, n, k)
+    return out
+
+
+@fake(scaled_mm)
+def _(a, b, scale_a, scale_b):
+    _recipe(a, b, scale_a, scale_b)
+    return a.new_empty((a.shape[0], b.shape[1]), dtype=torch.bfloat16)

@@ -1,0 +1,277 @@
+"""A decoder layer in FP8 (issue 28, the "tensorwise" recipe of coda.torch.fp8) as one torch custom op with its
+backward: torch.ops.coda.decoder_layer_fp8 and decoder_layer_fp8_backward.
+
+Which GEMM reads what:
+  - forward, e4m3 x e4m3: QKV (h_fp8, which the previous layer's down projection or the embedding entry wrote),
+    out-projection (attention's output, quantized by a tile program: SDPA's kernels write bf16), gate/up (h1_fp8 from
+    the out-projection's epilogue), down (y, quantized by a tile program: a half-width FP8 tile is too narrow for the
+    epilogue to stage);
+  - backward, e5m2 gradients x e4m3 transposed weights: the down projection's dgrad with SwiGLU's backward (dx2,
+    quantized by a tile program: it comes from the next layer's op), gate/up's dgrad with the norm backward (dz_fp8
+    from SwiGLU's backward epilogue), the out-projection's dgrad (dx1_fp8 from that epilogue), QKV's dgrad with the
+    norm backward (dz_fp8 from the RoPE backward program);
+  - the four weight-gradient GEMMs in bf16, from the bf16 tensors stored beside the FP8 ones (as torchao's
+    recipes with a high-precision weight gradient keep them).
+One op a layer, not two as in bf16, so that the out-projection's dgrad reads the FP8 dx1 the MLP backward wrote.
+
+The layer's own Fp8Scaling state (fp8.py) holds the delayed scales of SLOTS. The forward returns the amax it saw of
+each of its tensors (an op with autograd may not write its inputs; the module adds them with Fp8Scaling.record), the
+backward writes its gradients' amax into the state (a mutated argument). The weights' scales come from their
+quantization in the forward (dynamic), which also keeps their transposes for the backward."""
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+from coda.torch import _attention, _steps
+from coda.torch import ops as _ops
+from coda.torch._kernels import partials_rows, run
+from coda.torch._register import fake, no_gradient
+from coda.torch.fp8 import AMAX, FORMATS, INV_SCALE, SCALE, quantize, quantize_weight, record_amax
+
+# The tensors of a layer quantized under delayed scales, in the order of Fp8Scaling's state.
+SLOTS = {"attn_out": "e4m3", "h_mlp": "e4m3", "y": "e4m3", "h_next": "e4m3",
+         "dx2": "e5m2", "dz_mlp": "e5m2", "dx1": "e5m2", "dz_qkv": "e5m2"}
+_SLOT = {name: i for i, name in enumerate(SLOTS)}
+_E4M3, _E5M2 = FORMATS["e4m3"], FORMATS["e5m2"]
+_W_QKV, _W_O, _W_GU, _W_D = range(4)  # rows of the weights' scales
+
+
+def _scale(state: Tensor, slot: str) -> Tensor:
+    return state[SCALE, _SLOT[slot]]
+
+
+def _inv(state: Tensor, slot: str) -> Tensor:
+    return state[INV_SCALE, _SLOT[slot]]
+
+
+@torch.library.custom_op("coda::decoder_layer_fp8", mutates_args=())
+def decoder_layer_fp8(x: Tensor, h: Tensor, h_scale: Tensor, rstd: Tensor, attn_norm: Tensor, w_qkv: Tensor,
+                      w_o: Tensor, mlp_norm: Tensor, w_gate_up: Tensor, w_down: Tensor, next_gamma: Tensor,
+                      pos: Tensor, theta: Tensor, state: Tensor, eps: float, n_heads: int, seq_len: int,
+                      attention: str, fp8_out: bool,
+                      w_qkv_grad: Optional[Tensor] = None, w_o_grad: Optional[Tensor] = None,
+                      w_gate_up_grad: Optional[Tensor] = None,
+                      w_down_grad: Optional[Tensor] = None) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor,
+                                                                     Tensor, Tensor, Tensor, Tensor, Tensor, Tensor,
+                                                                     Tensor, Tensor, Tensor, Tensor, Tensor]:
+    if h.dtype != _E4M3:
+        raise ValueError(f"coda.torch: an FP8 layer reads h in float8_e4m3fn (the previous FP8 epilogue's), got "
+                         f"{h.dtype}")
+    m, d = x.shape
+    widths = _ops._Widths(w_qkv, w_o, n_heads)
+    quantized = [quantize_weight(w) for w in (w_qkv, w_o, w_gate_up, w_down)]
+    (q_qkv, t_qkv, s_qkv), (q_o, t_o, s_o), (q_gu, t_gu, s_gu), (q_d, t_d, s_d) = quantized
+    w_scales = torch.stack([s_qkv, s_o, s_gu, s_d])
+    amax = state.new_zeros(state.shape[1])  # this forward's, for Fp8Scaling.record (an op with autograd writes no input)
+
+    n = w_qkv.shape[0]
+    qkv = x.new_empty(m, n)
+    run("qkv_rope_fp8", {"A": h, "B": q_qkv.t(), "a_scale": h_scale, "b_scale": w_scales[_W_QKV], "rstd": rstd,
+                         "pos": pos, "theta": theta}, {"qkv": qkv}, m, n, d)
+    out, lse, seed, offset = _ops._attention_forward(qkv, widths, seq_len, attention)
+    a_fp8 = quantize(_ops._attention_input(qkv, out, widths, attention), "e4m3", _inv(state, "attn_out"), amax,
+                     _SLOT["attn_out"])
+    x1 = x.new_empty(m, d)
+    h1 = torch.empty(m, d, dtype=_E4M3, device=x.device)
+    parts = run("out_proj_fp8", {"A": a_fp8, "B": q_o.t(), "a_scale": _scale(state, "attn_out"),
+                                 "b_scale": w_scales[_W_O], "residual": x.contiguous(), "gamma": mlp_norm,
+                                 "h_fp8_inv_scale": _inv(state, "h_mlp")},
+                {"x1": x1, "h_fp8": h1}, m, d, widths.q, partials=("x1_sumsq", "h_amax"))
+    record_amax([parts["h_amax"]], amax, _SLOT["h_mlp"])
+    rstd1 = _steps.rstd(parts["x1_sumsq"], m, d, eps, x)
+
+    f2 = w_gate_up.shape[0]
+    z = x.new_empty(m, f2)
+    y = x.new_empty(m, f2 // 2)
+    run("gate_up_swiglu_fp8", {"A": h1, "B": q_gu.t(), "a_scale": _scale(state, "h_mlp"),
+                               "b_scale": w_scales[_W_GU], "rstd": rstd1}, {"z": z, "y": y}, m, f2, d)
+    y_fp8 = quantize(y, "e4m3", _inv(state, "y"), amax, _SLOT["y"])
+    x2 = x.new_empty(m, d)
+    down = {"A": y_fp8, "B": q_d.t(), "a_scale": _scale(state, "y"), "b_scale": w_scales[_W_D], "residual": x1,
+            "gamma": next_gamma}
+    if fp8_out:
+        h2 = torch.empty(m, d, dtype=_E4M3, device=x.device)
+        parts = run("out_proj_fp8", {**down, "h_fp8_inv_scale": _inv(state, "h_next")}, {"x1": x2, "h_fp8": h2},
+                    m, d, f2 // 2, partials=("x1_sumsq", "h_amax"))
+        record_amax([parts["h_amax"]], amax, _SLOT["h_next"])
+    else:
+        h2 = x.new_empty(m, d)
+        parts = run("out_proj_fp8_bf16_h", down, {"x1": x2, "h": h2}, m, d, f2 // 2, partials=("x1_sumsq",))
+    rstd2 = _steps.rstd(parts["x1_sumsq"], m, d, eps, x)
+    return x2, h2, rstd2, amax, qkv, out, lse, seed, offset, x1, rstd1, z, t_qkv, t_o, t_gu, t_d, w_scales
+
+
+@fake(decoder_layer_fp8)
+def _(x, h, h_scale, rstd, attn_norm, w_qkv, w_o, mlp_norm, w_gate_up, w_down, next_gamma, pos, theta, state, eps,
+      n_heads, seq_len, attention, fp8_out, w_qkv_grad=None, w_o_grad=None, w_gate_up_grad=None, w_down_grad=None):
+    m, d = x.shape
+    qkv = x.new_empty(m, w_qkv.shape[0])
+    out, lse, seed, offset = _ops._attention_forward(qkv, _ops._Widths(w_qkv, w_o, n_heads), seq_len, attention)
+    h2 = x.new_empty(m, d, dtype=_E4M3) if fp8_out else x.new_empty(m, d)
+    transposed = [x.new_empty(w.shape[1], w.shape[0], dtype=_E4M3) for w in (w_qkv, w_o, w_gate_up, w_down)]
+    return (x.new_empty(m, d), h2, x.new_empty(m, dtype=_ops.acc_dtype(x)), state.new_empty(state.shape[1]), qkv, out,
+            lse, seed, offset,
+            x.new_empty(m, d), x.new_empty(m, dtype=_ops.acc_dtype(x)), x.new_empty(m, w_gate_up.shape[0]),
+            *transposed, x.new_empty(4, dtype=torch.float32))
+
+
+def _rope_backward_fp8(blocks, qkv: Tensor, pos: Tensor, theta: Tensor, state: Tensor):
+    """_steps.rope_backward, also writing dz in e5m2 under the dz_qkv slot's scale: (dz, dz_fp8, zdz partials)."""
+    m, n = qkv.shape
+    dz = qkv.new_empty(m, n)
+    dz_fp8 = torch.empty(m, n, dtype=_E5M2, device=qkv.device)
+    name = "rope_backward_from_output_fp8"
+    rows = [partials_rows(name, "zdz_partials", m, width, qkv.device) for _, width in blocks]
+    parts = torch.empty(sum(rows), m, dtype=_ops.acc_dtype(qkv), device=qkv.device)
+    amaxes = []
+    col, row = 0, 0
+    for (grad, width), t in zip(blocks, rows):
+        cols, prow = slice(col, col + width), parts[row:row + t]
+        outs = {"dz": dz[:, cols], "dz_fp8": dz_fp8[:, cols], "zdz_partials": prow}
+        inv = {"dz_fp8_inv_scale": _inv(state, "dz_qkv")}
+        if grad is None:
+            got = run("zero_grad_fp8", {"values": qkv[:, cols], **inv}, outs, m, width, partials=("dz_amax",))
+        else:
+            got = run(name, {"dqkv": grad, "qkv": qkv[:, cols], "pos": pos, "theta": theta[col // 2:(col + width) // 2],
+                             **inv}, outs, m, width, partials=("dz_amax",))
+        amaxes.append(got["dz_amax"])
+        col, row = col + width, row + t
+    record_amax(amaxes, state[AMAX], _SLOT["dz_qkv"])
+    return dz, dz_fp8, parts
+
+
+def _norm_backward_fp8(name: str, dz_fp8: Tensor, slot: str, w_t: Tensor, w_scale: Tensor, x: Tensor, rstd: Tensor,
+                       s: Tensor, gamma: Tensor, dx_in: Tensor, state: Tensor, dx_slot: Optional[str]):
+    """_steps.norm_backward with the residual, on FP8 operands (dz_fp8 under `slot`'s scale, and the transposed
+    weight): (dx, o, dgamma, dx_fp8 or None). With dx_slot, dx is also written in e5m2 under that slot's scale."""
+    m, d = x.shape
+    dx, o = torch.empty_like(x), torch.empty_like(x)
+    ins = {"A": dz_fp8, "B": w_t.t(), "a_scale": _scale(state, slot), "b_scale": w_scale, "x": x, "rstd": rstd,
+           "s": s, "gamma": gamma, "dx_in": dx_in}
+    outs = {"dx": dx, "o": o}
+    partials = ("dgamma_partials",)
+    dx_fp8 = None
+    if dx_slot is not None:
+        dx_fp8 = torch.empty(m, d, dtype=_E5M2, device=x.device)
+        ins["dx_fp8_inv_scale"] = _inv(state, dx_slot)
+        outs["dx_fp8"] = dx_fp8
+        partials += ("dx_amax",)
+    parts = run(name, ins, outs, m, d, dz_fp8.shape[1], partials=partials)
+    if dx_slot is not None:
+        record_amax([parts["dx_amax"]], state[AMAX], _SLOT[dx_slot])
+    return dx, o, _steps.dgamma(parts["dgamma_partials"], gamma), dx_fp8
+
+
+@torch.library.custom_op("coda::decoder_layer_fp8_backward",
+                         mutates_args=("state", "w_qkv_grad", "w_o_grad", "w_gate_up_grad", "w_down_grad"))
+def decoder_layer_fp8_backward(dx2: Tensor, x: Tensor, rstd: Tensor, attn_norm: Tensor, mlp_norm: Tensor,
+                               pos: Tensor, theta: Tensor, qkv: Tensor, out: Tensor, lse: Tensor, seed: Tensor,
+                               offset: Tensor, x1: Tensor, rstd1: Tensor, z: Tensor, t_qkv: Tensor, t_o: Tensor,
+                               t_gu: Tensor, t_d: Tensor, w_scales: Tensor, state: Tensor, n_heads: int, seq_len: int,
+                               attention: str, w_qkv_grad: Optional[Tensor], w_o_grad: Optional[Tensor],
+                               w_gate_up_grad: Optional[Tensor],
+                               w_down_grad: Optional[Tensor]) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor,
+                                                                       Tensor]:
+    m, d = x.shape
+    f2 = z.shape[1]
+    dx2 = dx2.contiguous()
+    # MLP: dy = dx2 W_d with SwiGLU's backward in the epilogue, then the norm backward with dx2 joined.
+    dx2_fp8 = quantize(dx2, "e5m2", _inv(state, "dx2"), state[AMAX], _SLOT["dx2"])
+    dz = torch.empty_like(z)
+    dz_fp8 = torch.empty(m, f2, dtype=_E5M2, device=x.device)
+    y = z.new_empty(m, f2 // 2)
+    parts = run("swiglu_backward_fp8", {"A": dx2_fp8, "B": t_d.t(), "a_scale": _scale(state, "dx2"),
+                                        "b_scale": w_scales[_W_D], "z": z, "dz_fp8_inv_scale": _inv(state, "dz_mlp")},
+                {"dz": dz, "y": y, "dz_fp8": dz_fp8}, m, f2 // 2, d, partials=("zdz_partials", "dz_amax"))
+    record_amax([parts["dz_amax"]], state[AMAX], _SLOT["dz_mlp"])
+    s = _steps.s_factor(parts["zdz_partials"], m, d, x1)
+    dx1, o, d_mlp_norm, dx1_fp8 = _norm_backward_fp8("rmsnorm_backward_residual_fp8", dz_fp8, "dz_mlp", t_gu,
+                                                     w_scales[_W_GU], x1, rstd1, s, mlp_norm, dx2, state, "dx1")
+    dw_down = _steps.wgrad(dx2, y, w_down_grad)
+    dw_gate_up = _steps.wgrad(dz, o, w_gate_up_grad)
+
+    # Attention: the out-projection's dgrad, attention's backward, RoPE's backward, the norm backward with dx1 joined.
+    widths = _ops._Widths(t_qkv.t(), t_o.t(), n_heads)
+    da = x.new_empty(m, widths.q)
+    run("dgrad_fp8", {"A": dx1_fp8, "B": t_o.t(), "a_scale": _scale(state, "dx1"), "b_scale": w_scales[_W_O]},
+        {"D": da}, m, widths.q, d)
+    dw_o = _steps.wgrad(dx1, _ops._attention_input(qkv, out, widths, attention), w_o_grad)
+    if attention == "none":  # a = v + 0 * (q + k)
+        blocks = [(None, widths.q), (None, widths.kv), (da, widths.kv)]
+    else:
+        q, k, v = _ops._qkv_heads(qkv, widths, seq_len)
+        grads = _attention.backward(_attention.heads(da, m // seq_len, seq_len, n_heads), q, k, v, out, lse, seed,
+                                    offset)
+        blocks = [(_attention.rows(g), w) for g, (_, w) in zip(grads, widths.blocks())]
+    dzq, dzq_fp8, zdz = _rope_backward_fp8(blocks, qkv, pos, theta, state)
+    s = _steps.s_factor(zdz, m, d, x)
+    dx, o, d_attn_norm, _ = _norm_backward_fp8("rmsnorm_backward_residual_fp8_bf16_dx", dzq_fp8, "dz_qkv", t_qkv,
+                                               w_scales[_W_QKV], x, rstd, s, attn_norm, dx1, state, None)
+    dw_qkv = _steps.wgrad(dzq, o, w_qkv_grad)
+    return dx, d_attn_norm, d_mlp_norm, dw_qkv, dw_o, dw_gate_up, dw_down
+
+
+def _weight_grad_like(x: Tensor, t: Tensor, buffer: Optional[Tensor]) -> Tensor:
+    # A weight's gradient, given its transposed FP8 copy t [K x N]: [N x K] in the activations' dtype.
+    return x.new_empty(0) if buffer is not None else x.new_empty(t.shape[1], t.shape[0])
+
+
+@fake(decoder_layer_fp8_backward)
+def _(dx2, x, rstd, attn_norm, mlp_norm, pos, theta, qkv, out, lse, seed, offset, x1, rstd1, z, t_qkv, t_o, t_gu, t_d,
+      w_scales, state, n_heads, seq_len, attention, w_qkv_grad, w_o_grad, w_gate_up_grad, w_down_grad):
+    grads = [_weight_grad_like(x, t, b)
+             for t, b in ((t_qkv, w_qkv_grad), (t_o, w_o_grad), (t_gu, w_gate_up_grad), (t_d, w_down_grad))]
+    return (torch.empty_like(x), torch.empty_like(attn_norm), torch.empty_like(mlp_norm), *grads)
+
+
+def _setup(ctx, inputs, output):
+    (x, h, h_scale, rstd, attn_norm, w_qkv, w_o, mlp_norm, w_gate_up, w_down, next_gamma, pos, theta, state, eps,
+     n_heads, seq_len, attention, fp8_out, *buffers) = inputs
+    ctx.n_heads, ctx.seq_len, ctx.attention = n_heads, seq_len, attention
+    ctx.save_for_backward(x, rstd, attn_norm, mlp_norm, pos, theta, *output[4:], *buffers)
+    # Not saved as a tensor: the backward writes this step's gradient amaxes into it (as embedding's w_grad).
+    ctx.state = state
+    ctx.weight_dtypes = tuple(w.dtype for w in (w_qkv, w_o, w_gate_up, w_down))
+    no_gradient(ctx, *output[1:])
+
+
+def _grad(ctx, dx2, *no_grads):
+    if dx2 is None:  # x2 reached no loss
+        return (None,) * 23
+    saved = ctx.saved_tensors
+    x, rstd, attn_norm, mlp_norm, pos, theta = saved[:6]
+    qkv, out, lse, seed, offset, x1, rstd1, z, t_qkv, t_o, t_gu, t_d, w_scales = saved[6:19]
+    buffers = saved[19:]
+    dx, d_attn, d_mlp, *dws = torch.ops.coda.decoder_layer_fp8_backward(
+        dx2, x, rstd, attn_norm, mlp_norm, pos, theta, qkv, out, lse, seed, offset, x1, rstd1, z, t_qkv, t_o, t_gu,
+        t_d, w_scales, ctx.state, ctx.n_heads, ctx.seq_len, ctx.attention, *buffers)
+    dws = [None if b is not None else dw.to(dtype) for dw, b, dtype in zip(dws, buffers, ctx.weight_dtypes)]
+    return (dx, None, None, None, d_attn, dws[0], dws[1], d_mlp, dws[2], dws[3]) + (None,) * 13
+
+
+decoder_layer_fp8.register_autograd(_grad, setup_context=_setup)
+
+
+@torch.library.custom_op("coda::rms_stats_fp8", mutates_args=())
+def rms_stats_fp8(x: Tensor, gamma: Tensor, eps: float, inv_scale: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """The embedding entry in FP8: h_fp8 = x * gamma * inv_scale (e4m3), rstd, and h's amax (0-dim, for
+    Fp8Scaling.record)."""
+    m, d = x.shape
+    h = torch.empty(m, d, dtype=_E4M3, device=x.device)
+    parts = run("rms_entry_fp8", {"x": x.contiguous(), "gamma": gamma, "h_fp8_inv_scale": inv_scale},
+                {"h_fp8": h}, m, d, partials=("x1_sumsq", "h_amax"))
+    return h, _steps.rstd(parts["x1_sumsq"], m, d, eps, x), parts["h_amax"].amax().to(torch.float32).reshape(1)
+
+
+@fake(rms_stats_fp8)
+def _(x, gamma, eps, inv_scale):
+    return (x.new_empty(x.shape, dtype=_E4M3), x.new_empty(x.shape[0], dtype=_ops.acc_dtype(x)),
+            x.new_empty(1, dtype=torch.float32))
+
+
+def _rms_stats_fp8_setup(ctx, inputs, output):
+    no_gradient(ctx, *output)
+
+
+rms_stats_fp8.register_autograd(lambda ctx, dh, drstd, damax: (None,) * 4, setup_context=_rms_stats_fp8_setup)

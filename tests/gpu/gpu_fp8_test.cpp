@@ -1,0 +1,206 @@
+// FP8 GEMMs on the Hopper mainloop against the CPU reference (fp64): e4m3 and e5m2 operands, of one type or two
+// (e5m2 x e4m3, e4m3 x e5m2), both K-major (the one layout Hopper's 8-bit wgmma reads), with the row and column
+// scales of per-tensor and row-wise recipes applied in the epilogue. Inputs are random values representable in the
+// operand's format (verify::check_on_device), outputs poisoned before each run.
+#include <catch2/catch.hpp>
+
+#include <fmt/format.h>
+
+#include "coda/runtime.hpp"
+#include "driver/cuda_driver.hpp"
+#include "util/arch.hpp"
+#include "mainloop/hopper.hpp"
+#include "runtime/fp8_gate.hpp"
+#include "verify/device_check.hpp"
+#include "gpu/gpu_support.hpp"
+
+using namespace coda;
+using namespace coda::test;
+
+namespace {
+
+// D = acc * scale_a[row] * scale_b[col] in bf16: a row-wise recipe; per-tensor is the same with scalars. B's type
+// is A's unless input_b says otherwise.
+Graph scaled_fp8(DType input, std::optional<DType> input_b = std::nullopt) {
+    const std::string name = input_b ? fmt::format("fp8_scaled_{}_{}", to_string(input), to_string(*input_b))
+                                     : fmt::format("fp8_scaled_{}", to_string(input));
+    Graph g = Graph::gemm(name, GemmSpec{input, Major::K, Major::K, input_b});
+    Value scale = g.mul(g.row_input("scale_a", DType::F32), g.col_input("scale_b", DType::F32), "scale");
+    g.store(g.mul(g.accumulator(), scale, "scaled"), "D", DType::BF16);
+    return g;
+}
+
+// D = acc * s: a per-tensor scale as a scalar. Outputs stay bf16: without promotion every few k-tiles (the
+// block-wise stage), Hopper's FP8 wgmma accumulates with fewer bits than fp32, which f32 tolerances would see.
+Graph tensorwise_fp8(DType input) {
+    Graph g = Graph::gemm(fmt::format("fp8_tensorwise_{}", to_string(input)), GemmSpec{input, Major::K, Major::K});
+    g.store(g.mul(g.accumulator(), g.scalar("s"), "d"), "D", DType::BF16);
+    return g;
+}
+
+// A bf16 GEMM's epilogue that hands the next GEMM its FP8 operand: the e4m3 copy of the output at 1 / scale (a
+// per-tensor, delayed scale), beside the bf16 output and the row partials of |acc| for the next scale.
+Graph quantizing_epilogue(DType fp8) {
+    Graph g = Graph::gemm(fmt::format("quantize_{}", to_string(fp8)), GemmSpec{DType::BF16, Major::K, Major::MN});
+    Value acc = g.accumulator();
+    g.store(acc, "D", DType::BF16);
+    g.store(g.mul(acc, g.scalar("inv_scale"), "scaled"), "D8", fp8);
+    g.reduce_row(g.abs(acc, "magnitude"), ReduceOp::Max, "amax_partials");
+    return g;
+}
+
+// FP8 tiles read back, of both widths, and one copied through.
+Graph fp8_reading_program() {
+    Graph g = Graph::tile("fp8_read");
+    Value x = g.tile_input("x", DType::E5M2, Width::Double);
+    Value y = g.tile_input("y", DType::E4M3);
+    g.store(g.mul(g.add(g.even(x), g.odd(x)), y, "sum"), "out", DType::BF16);
+    g.store(x, "x_copy", DType::E5M2);
+    return g;
+}
+
+std::vector<KernelConfig> hopper_configs() {
+    std::vector<KernelConfig> out;
+    for (const NamedConfig& named : hopper_mainloop().candidates()) out.push_back(named.config);
+    return out;
+}
+
+bool on_hopper() {
+    Driver& driver = Driver::instance();
+    return driver.available() && driver.current_device().arch == "sm_90a";
+}
+
+}  // namespace
+
+TEST_CASE("FP8 GEMMs with row, column and tensor scales match the reference on every Hopper config", "[gpu][fp8]") {
+    if (!on_hopper()) {  // another GPU: FP8 is a clear error there
+        CHECK_THROWS_WITH(Runtime::instance().compile(scaled_fp8(DType::E4M3)),
+                          Catch::Contains("e4m3 operands need the Hopper mainloop"));
+        return;
+    }
+    struct Shape {
+        std::int64_t m, n, k;
+    };
+    // K: under one 128-element k-tile, a tail of 16 past whole k-tiles, many k-tiles; M and N not multiples of a
+    // tile, N even (column pairs).
+    const Shape shapes[] = {{300, 264, 96}, {257, 1000, 1040}, {1024, 512, 4096}};
+    std::vector<Build> builds;
+    for (DType input : {DType::E4M3, DType::E5M2})
+        for (const KernelConfig& config : hopper_configs())
+            for (const Graph& g : {scaled_fp8(input), tensorwise_fp8(input)}) builds.push_back({g, options_for(config)});
+    warm_in_parallel(builds);
+    std::uint64_t seed = 800;
+    for (const Build& b : builds)
+        for (const Shape& s : shapes) {
+            INFO("graph " << b.graph.name() << " config " << b.options.config->to_text()
+                          << fmt::format(" M={} N={} K={}", s.m, s.n, s.k));
+            const Kernel kernel = Runtime::instance().compile(b.graph, b.options);
+            verify::CheckProblem p;
+            p.m = s.m;
+            p.n = s.n;
+            p.k = s.k;
+            p.seed = seed++;
+            require_pass(verify::check_on_device(kernel, p));
+        }
+}
+
+TEST_CASE("FP8 GEMMs of two types (e5m2 x e4m3, e4m3 x e5m2) match the reference on every Hopper config",
+          "[gpu][fp8]") {
+    if (!on_hopper()) {
+        CHECK_THROWS_WITH(Runtime::instance().compile(scaled_fp8(DType::E5M2, DType::E4M3)),
+                          Catch::Contains("e5m2 operands need the Hopper mainloop"));
+        return;
+    }
+    std::vector<Build> builds;
+    for (const auto& [a, b] : {std::pair{DType::E5M2, DType::E4M3}, std::pair{DType::E4M3, DType::E5M2}})
+        for (const KernelConfig& config : hopper_configs()) builds.push_back({scaled_fp8(a, b), options_for(config)});
+    warm_in_parallel(builds);
+    std::uint64_t seed = 850;
+    for (const Build& b : builds)
+        // A tail of 16 past whole k-tiles with ragged M and N, and many k-tiles.
+        for (const auto& [m, n, k] : {std::tuple<int, int, int>{257, 1000, 1040}, {1024, 512, 4096}}) {
+            INFO("graph " << b.graph.name() << " config " << b.options.config->to_text()
+                          << fmt::format(" M={} N={} K={}", m, n, k));
+            const Kernel kernel = Runtime::instance().compile(b.graph, b.options);
+            verify::CheckProblem p;
+            p.m = m;
+            p.n = n;
+            p.k = k;
+            p.seed = seed++;
+            require_pass(verify::check_on_device(kernel, p));
+        }
+}
+
+TEST_CASE("FP8 operands TMA cannot load are a clear error, with no other mainloop to fall back to", "[gpu][fp8]") {
+    if (!on_hopper()) {
+        CHECK_THROWS_WITH(Runtime::instance().compile(scaled_fp8(DType::E5M2)),
+                          Catch::Contains("e5m2 operands need the Hopper mainloop"));
+        return;
+    }
+    const Kernel kernel = Runtime::instance().compile(scaled_fp8(DType::E4M3));
+    verify::CheckProblem p;
+    p.m = 256;
+    p.n = 256;
+    p.k = 256;
+    p.operand_pad = 8;  // leading dimension 264 bytes: not a multiple of 16
+    CHECK_THROWS_WITH(verify::check_on_device(kernel, p),
+                      Catch::Contains("leading dimension 264") && Catch::Contains("16-byte") &&
+                          !Catch::Contains("another mainloop"));
+}
+
+TEST_CASE("FP8 tile tensors: epilogues that write them and tile programs that read them match the reference",
+          "[gpu][fp8]") {
+    Driver& driver = Driver::instance();
+    const std::optional<int> sm = sm_number(driver.current_device().arch);
+    if (sm.value_or(0) < 89) {  // an older GPU: a clear error
+        CHECK_THROWS_WITH(Runtime::instance().compile(fp8_reading_program()), Catch::Contains("needs sm_89 or newer"));
+        return;
+    }
+    std::vector<Build> builds;
+    for (const KernelConfig& config : gemm_configs_under_test())
+        for (DType fp8 : {DType::E4M3, DType::E5M2}) builds.push_back({quantizing_epilogue(fp8), options_for(config)});
+    warm_in_parallel(builds);
+    std::uint64_t seed = 900;
+    for (const Build& b : builds) {
+        const Kernel kernel = Runtime::instance().compile(b.graph, b.options);
+        // Odd M and N, K past whole k-tiles; and a padded output row (tile_pad) that must survive.
+        for (const auto& [m, n, k, pad] : {std::tuple<int, int, int, int>{300, 272, 200, 0}, {1000, 1024, 512, 16}}) {
+            INFO("graph " << b.graph.name() << " config " << b.options.config->to_text()
+                          << fmt::format(" M={} N={} K={} tile_pad={}", m, n, k, pad));
+            verify::CheckProblem p;
+            p.m = m;
+            p.n = n;
+            p.k = k;
+            p.tile_pad = pad;
+            p.seed = seed++;
+            require_pass(verify::check_on_device(kernel, p));
+        }
+    }
+    const Kernel reader = Runtime::instance().compile(fp8_reading_program());
+    for (const auto& [m, n] : {std::pair<int, int>{300, 272}, {2048, 4096}}) {
+        INFO(fmt::format("fp8_read M={} N={}", m, n));
+        verify::CheckProblem p;
+        p.m = m;
+        p.n = n;
+        p.seed = seed++;
+        require_pass(verify::check_on_device(reader, p));
+    }
+}
+
+TEST_CASE("FP8 kernels launch only where CODA_EXPERIMENTAL_FP8 (or its override) allows it", "[gpu][fp8]") {
+    // gpu_main.cpp allows them for the whole suite; forbidden, a launch is a clear error before the GPU sees it.
+    struct Restore {
+        ~Restore() { set_experimental_fp8_override(true); }
+    } restore;
+    set_experimental_fp8_override(false);
+    const Kernel reader = Runtime::instance().compile(fp8_reading_program());
+    verify::CheckProblem p;
+    p.m = 64;
+    p.n = 64;
+    CHECK_THROWS_WITH(verify::check_on_device(reader, p),
+                      Catch::Contains("fp8_read") && Catch::Contains("CODA_EXPERIMENTAL_FP8=1"));
+    // A bf16 kernel is not held back.
+    Graph plain = Graph::tile("bf16_copy");
+    plain.store(plain.tile_input("x", DType::BF16), "y", DType::BF16);
+    require_pass(verify::check_on_device(Runtime::instance().compile(plain), p));
+}
