@@ -33,16 +33,26 @@ std::optional<Op> parse_op(std::string_view text);
 // The operands of a GEMM-domain graph: A (M x K) and B (K x N) in bf16, f16, e4m3 or e5m2, fp32 accumulation.
 // FP8 operands are both K-major and may differ in type (e5m2 gradients x e4m3 weights: input_b); 16-bit ones
 // are one type.
+//
+// block_scales (FP8 only): the operands come with block scales, DeepSeek-V3's recipe, and the accumulator is
+//   acc[m][n] = sum over k-blocks kb (128 k each) of A_scale[kb][m] * B_scale[n / 128][kb] * sum_{k in kb} A[m][k] B[k][n]
+// promoted to fp32 at every block. They are bound beside A and B: "A_scale", f32 [ceil(K / 128) x M] (one scale per
+// row of A and 128 k; row-major, leading dimension >= M), and "B_scale", f32 [ceil(N / 128) x ceil(K / 128)] (one per
+// 128 x 128 block of B as an N x K weight; row-major, leading dimension >= ceil(K / 128)).
 struct GemmSpec {
     DType input = DType::BF16;  // A's type, and B's unless input_b says otherwise
     Major a = Major::K;  // K: A stored M x K row-major; MN: A stored K x M row-major
     Major b = Major::K;  // K: B stored N x K row-major (Y = X W^T); MN: B stored K x N row-major
     std::optional<DType> input_b = std::nullopt;  // B's type when it is not A's
+    bool block_scales = false;  // A_scale and B_scale, promoted every 128 k (above)
     DType b_input() const { return input_b.value_or(input); }
     bool operator==(const GemmSpec& o) const {
-        return input == o.input && a == o.a && b == o.b && b_input() == o.b_input();
+        return input == o.input && a == o.a && b == o.b && b_input() == o.b_input() && block_scales == o.block_scales;
     }
 };
+
+// The k-block of block_scales: 128 elements of K (one FP8 k-tile of the Hopper mainloop).
+constexpr int kScaleBlock = 128;
 
 // One node of the graph. Attributes that an op does not use keep their defaults and are not printed.
 struct Node {
@@ -143,6 +153,8 @@ public:
     Value to_f32(Value x, const std::string& name = "") { return unary(Op::ToF32, x, name); }
     // Round to a storage dtype and back to f32, matching eager-mode rounding of an intermediate.
     Value round(Value x, DType dtype, const std::string& name = "");
+    // op (sum, max or min) over x in the same row and 128-column group, at every element (ops.def reduce_group).
+    Value reduce_group(Value x, ReduceOp op, const std::string& name = "");
     Value add(Value a, Value b, const std::string& name = "") { return binary(Op::Add, a, b, name); }
     Value sub(Value a, Value b, const std::string& name = "") { return binary(Op::Sub, a, b, name); }
     Value mul(Value a, Value b, const std::string& name = "") { return binary(Op::Mul, a, b, name); }

@@ -43,6 +43,14 @@ Value rms_scaled(Graph& g, Value acc, const std::string& name) {
     return g.mul(acc, rstd, name);
 }
 
+void swiglu_outputs(Graph& g, Value z) {
+    g.store(z, "z", DType::BF16);
+    Value gate = g.even(z, "gate");
+    Value up = g.odd(z, "up");
+    Value silu_gate = g.silu(gate, "silu_gate");
+    g.store(g.mul(silu_gate, up, "y_value"), "y", DType::BF16);
+}
+
 Value swiglu_gradient(Graph& g, Value dy) {
     Value z = g.tile_input("z", DType::BF16, Width::Double);
     Value gate = g.even(z, "gate");

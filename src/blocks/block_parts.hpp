@@ -33,6 +33,9 @@ void norm_backward_outputs(Graph& g, const NormBackward& v);
 // accumulator, or an FP8 GEMM's accumulator times its operands' scales.
 Value rms_scaled(Graph& g, Value acc, const std::string& name);
 
+// SwiGLU's forward from the interleaved z = (gate, up) columns: stores z (for the backward) and y = silu(gate) * up.
+void swiglu_outputs(Graph& g, Value z);
+
 // SwiGLU's backward from dy (the gradient of y = silu(gate) * up) and the saved interleaved z: stores dz = join(dgate,
 // dup) and the recomputed y; row partials of sum_j z * dz for the RMSNorm backward. Returns dz.
 Value swiglu_gradient(Graph& g, Value dy);

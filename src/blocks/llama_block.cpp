@@ -64,12 +64,7 @@ Graph rms_finalize() {
 
 Graph gate_up_swiglu(GemmSpec spec) {
     Graph g = Graph::gemm("gate_up_swiglu", spec);
-    Value z = parts::rms_scaled(g, g.accumulator(), "z_value");
-    g.store(z, "z", DType::BF16);
-    Value gate = g.even(z, "gate");
-    Value up = g.odd(z, "up");
-    Value silu_gate = g.silu(gate, "silu_gate");
-    g.store(g.mul(silu_gate, up, "y_value"), "y", DType::BF16);
+    parts::swiglu_outputs(g, parts::rms_scaled(g, g.accumulator(), "z_value"));
     return g;
 }
 

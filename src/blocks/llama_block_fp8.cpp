@@ -84,12 +84,7 @@ Graph out_proj_fp8_bf16_h(GemmSpec spec) { return residual_producer("out_proj_fp
 
 Graph gate_up_swiglu_fp8(GemmSpec spec) {
     Graph g = Graph::gemm("gate_up_swiglu_fp8", spec);
-    Value z = parts::rms_scaled(g, scaled_accumulator(g, "acc"), "z_value");
-    g.store(z, "z", DType::BF16);
-    Value gate = g.even(z, "gate");
-    Value up = g.odd(z, "up");
-    Value silu_gate = g.silu(gate, "silu_gate");
-    g.store(g.mul(silu_gate, up, "y_value"), "y", DType::BF16);
+    parts::swiglu_outputs(g, parts::rms_scaled(g, scaled_accumulator(g, "acc"), "z_value"));
     return g;
 }
 

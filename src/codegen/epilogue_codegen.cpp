@@ -51,14 +51,24 @@ std::string slot_comment(const CheckedGraph& g) {
             count == 2 ? fmt::format("slots {}-{}", first, first + 1) : fmt::format("slot {}", first);
         out += fmt::format("//   {:<10} {}: {} ({})\n", slots, b.name, what, words);
     }
+    if (block_scale_slots(g.graph) > 0)
+        out += fmt::format("//   slots {}-{}  A_scale's pointer and leading dimension, B_scale's (block scales, read by the "
+                           "mainloop)\n",
+                           total_slots(g), total_slots(g) + kBlockScaleSlots - 1);
     return out;
 }
 
 std::string args_alias(const CheckedGraph& g) {
-    return fmt::format("{}using Args = coda::EpilogueArgs<{}>;\n", kMember, std::max(1, total_slots(g)));
+    std::string out = fmt::format("{}using Args = coda::EpilogueArgs<{}>;\n", kMember, std::max(1, args_slots(g)));
+    // Where a block-scaled GEMM's mainloop finds its scales (kernel_abi.cuh).
+    if (block_scale_slots(g.graph) > 0)
+        out += fmt::format("{}static constexpr int kBlockScaleSlot = {};\n", kMember, total_slots(g));
+    return out;
 }
 
 bool is_reduction(const Node& n) { return n.op == Op::ReduceRow || n.op == Op::ReduceCol; }
+
+bool is_group(const Node& n) { return n.op == Op::ReduceGroup; }
 
 // Lanes of a reduction's operand: the per-thread state of a column reduction keeps one partial per lane.
 int operand_lanes(const CheckedGraph& g, const Node& n) {
@@ -79,6 +89,13 @@ std::string state_struct(const CheckedGraph& g, const std::vector<std::string>& 
         else
             out += fmt::format("{}typename {}::State {}[L::kColSlots][{}];\n", kBody, reducer(n.reduce), field,
                                operand_lanes(g, n));
+    }
+    for (int id = 0; id < static_cast<int>(g.graph.nodes().size()); ++id) {
+        if (!is_group(g.graph.node(id))) continue;
+        any = true;
+        out += fmt::format("{}// {} (the value of each row slot's groups, made before the visits)\n", kBody,
+                           lines[static_cast<std::size_t>(id)]);
+        out += fmt::format("{}float {}[L::kRowSlots][coda::groups_per_tile<L>()];\n", kBody, state_field(g, id));
     }
     if (!any) out += fmt::format("{}int unused;  // no reductions; C++ structs cannot be empty of storage\n", kBody);
     return out + fmt::format("{}}};\n", kMember);
@@ -117,6 +134,15 @@ std::string begin_tile(const CheckedGraph& g) {
             out += fmt::format("{}    for (int v = 0; v < {}; ++v) st.{}[i][v] = {}::init();\n", kBody, v, field,
                                reducer(n.reduce));
         }
+    }
+    for (int id = 0; id < static_cast<int>(g.graph.nodes().size()); ++id) {
+        const Node& n = g.graph.node(id);
+        if (!is_group(n)) continue;
+        out += fmt::format("{}#pragma unroll\n", kBody);
+        out += fmt::format("{}for (int i = 0; i < L::kRowSlots; ++i)\n", kBody);
+        out += fmt::format("{}    #pragma unroll\n", kBody);
+        out += fmt::format("{}    for (int j = 0; j < coda::groups_per_tile<L>(); ++j) st.{}[i][j] = {}::identity();\n",
+                           kBody, state_field(g, id), reducer(n.reduce));
     }
     return out + fmt::format("{}}}\n", kMember);
 }
@@ -311,6 +337,64 @@ std::string visit(const CheckedGraph& g, const codegen::LoweringContext& cx, con
     return out;
 }
 
+// reduce_group's pass before the visits (hopper_epilogue.cuh): group_visit folds each visit's operand values into
+// its row group's state, from the accumulator and the row and column values alone (check_graph keeps tile inputs
+// out), and group_finish combines each row's groups over the row's sharers. kGroupReductions: whether to run it.
+std::string group_functions(const CheckedGraph& g, const codegen::LoweringContext& cx,
+                            const std::vector<std::string>& lines) {
+    const int count = static_cast<int>(g.graph.nodes().size());
+    std::vector<int> groups;
+    std::vector<bool> cone(static_cast<std::size_t>(count), false);
+    for (int id = 0; id < count; ++id) {
+        if (!is_group(g.graph.node(id))) continue;
+        groups.push_back(id);
+        std::vector<int> pending = {g.graph.node(id).args.at(0)};
+        while (!pending.empty()) {
+            const int v = pending.back();
+            pending.pop_back();
+            if (cone[static_cast<std::size_t>(v)]) continue;
+            cone[static_cast<std::size_t>(v)] = true;
+            for (int a : g.graph.node(v).args) pending.push_back(a);
+        }
+    }
+    std::string out = fmt::format("{}static constexpr int kGroupReductions = {};\n", kMember, groups.size());
+    if (groups.empty()) return out;  // the mainloop calls the functions below only where there are some
+    out += fmt::format(
+        "\n{0}template <class L>\n"
+        "{0}__device__ static void group_visit(const Args& args, State<L>& st, const coda::Coord& c, int row_slot,\n"
+        "{0}                                   int col_slot, float acc0, float acc1) {{\n",
+        kMember);
+    const auto keep = [&](int id) { return static_cast<bool>(cone[static_cast<std::size_t>(id)]); };
+    out += fmt::format("{0}(void)acc0;\n{0}(void)acc1;\n", kBody);
+    out += visit_locals(g, keep) + node_statements(g, cx, lines, keep);
+    // Pairs past N (a mainloop that visits them) add nothing.
+    out += fmt::format("{}if (c.n < c.N) {{\n", kBody);
+    out += fmt::format("{}    const int group = coda::group_of_slot<L>(col_slot);\n", kBody);
+    for (int id : groups) {
+        const Node& n = g.graph.node(id);
+        const std::string field = state_field(g, id);
+        const std::string operand = codegen::value_identifier(g.graph, n.args.at(0));
+        const int v = lanes(g.types.at(static_cast<std::size_t>(n.args.at(0))));
+        out += fmt::format("{}    // {}\n", kBody, lines[static_cast<std::size_t>(id)]);
+        out += fmt::format("{}    #pragma unroll\n", kBody);
+        out += fmt::format("{0}    for (int v = 0; v < {1}; ++v) st.{2}[row_slot][group] = coda::group_add<{3}>("
+                           "st.{2}[row_slot][group], {4}[v]);\n",
+                           kBody, v, field, red_op(n.reduce), operand);
+    }
+    out += fmt::format("{}}}\n", kBody);
+    out += fmt::format("{}}}\n\n", kMember);
+    out += fmt::format("{0}template <class L>\n{0}__device__ static void group_finish(State<L>& st) {{\n", kMember);
+    for (int id : groups) {
+        const std::string field = state_field(g, id);
+        out += fmt::format("{}#pragma unroll\n{}for (int i = 0; i < L::kRowSlots; ++i)\n", kBody, kBody);
+        out += fmt::format("{}    #pragma unroll\n", kBody);
+        out += fmt::format("{0}    for (int j = 0; j < coda::groups_per_tile<L>(); ++j) st.{1}[i][j] = "
+                           "coda::combine_row_quad<L, {2}>(st.{1}[i][j]);\n",
+                           kBody, field, red_op(g.graph.node(id).reduce));
+    }
+    return out + fmt::format("{}}}\n", kMember);
+}
+
 // The tile inputs and outputs as a mainloop that stages them in shared memory sees them: how many, the bytes of
 // one column pair of each (lanes x element size) and of one element, and where each lives (pointer, bytes between
 // rows).
@@ -392,6 +476,7 @@ std::string epilogue_struct(const CheckedGraph& g, const std::vector<std::string
     out += hoisted_values(g, cx, lines, Kind::Col) + "\n";
     out += inputs_and_load(g, cx) + "\n";
     out += visit(g, cx, lines) + "\n";
+    out += group_functions(g, cx, lines) + "\n";
     out += end_tile(g, cx);
     return out + "};\n";
 }

@@ -47,6 +47,7 @@ public:
             case Op::Even: return pick(0);
             case Op::Odd: return pick(1);
             case Op::Join: return join();
+            case Op::ReduceGroup: return group_value();
             case Op::Store: return store();
             case Op::Accumulate: return accumulate();
             case Op::ReduceRow: return reduce("row_slot");
@@ -219,6 +220,14 @@ private:
         line(fmt::format("{} {}[{}] = {{{}}};", register_type(type()), name(), lanes_out(), lanes_text));
     }
 
+    // reduce_group at the visit: the value of the visit's row group, made before the visits (Epilogue::group_visit
+    // and group_finish), the same in every lane.
+    void group_value() {
+        map_lanes([&](const std::string&) {
+            return fmt::format("st.{}[row_slot][coda::group_of_slot<L>(col_slot)]", state_field(g_, id_));
+        });
+    }
+
     // What precedes a sink at this site: all strands of an element compute its values, but only one writes them.
     std::string writer_guard() const { return cx_.site == Site::Element ? "if (lane.writes) " : ""; }
 
@@ -313,6 +322,7 @@ std::string state_field(const CheckedGraph& g, int id) {
     const Op op = g.graph.node(id).op;
     if (op == Op::ReduceRow) return fmt::format("r{}", id);
     if (op == Op::ReduceCol) return fmt::format("c{}", id);
+    if (op == Op::ReduceGroup) return fmt::format("g{}", id);
     throw InternalError(fmt::format("node {} is not a reduction and has no state", id));
 }
 

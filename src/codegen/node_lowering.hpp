@@ -33,7 +33,8 @@ LoweringContext make_lowering_context(const CheckedGraph& g);
 bool uses_row(Op op);
 bool uses_pair(Op op);
 
-// The State<L> member that holds the running partials of reduce_row / reduce_col node `id`.
+// The State<L> member that holds the running partials of reduce_row / reduce_col node `id`, or reduce_group's
+// values of the tile's row groups.
 std::string state_field(const CheckedGraph& g, int id);
 
 // Appends the statements of node `id`, each line prefixed by `indent`, preceded by a comment holding the

@@ -79,7 +79,8 @@ public:
         std::vector<Binding> bound;
         if (std::all_of(ok_.begin(), ok_.end(), [](bool ok) { return ok; })) {
             bound = bindings();
-            if (std::optional<Problem> p = parameter_problem(bound)) graph_level.push_back(std::move(*p));
+            if (std::optional<Problem> p = parameter_problem(bound, block_scale_slots(g_)))
+                graph_level.push_back(std::move(*p));
         }
 
         Typing out;
@@ -133,6 +134,11 @@ private:
                                                    : fmt::format("{} x {}", to_string(spec.input),
                                                                  to_string(spec.b_input())),
                                                to_string(spec.a), to_string(spec.b))});
+            // The scales come per 128 k of FP8 data, DeepSeek-V3's recipe; 16-bit operands need none.
+            if (spec.block_scales && !(is_fp8(spec.input) && is_fp8(spec.b_input())))
+                out.push_back({-1, fmt::format("block scales (scales=block) are for FP8 operands (e4m3 or e5m2), "
+                                               "got in={} for A and {} for B; make both FP8, or drop the block scales",
+                                               to_string(spec.input), to_string(spec.b_input()))});
         }
         if (!is_identifier(g_.name()))
             out.push_back({-1, fmt::format("graph name {} is not an identifier: use letters, digits and '_', "
@@ -172,6 +178,10 @@ private:
             note(id, fmt::format("the name '{}' is reserved for the GEMM operand {} in gemm graphs; choose another "
                                  "name",
                                  n.name, n.name));
+        if (g_.domain() == Domain::Gemm && g_.spec().block_scales && (n.name == "A_scale" || n.name == "B_scale"))
+            note(id, fmt::format("the name '{}' is reserved for {}'s block scales in block-scaled gemm graphs; "
+                                 "choose another name",
+                                 n.name, n.name.substr(0, 1)));
         const auto [it, inserted] = first_of_name_.emplace(n.name, id);
         if (!inserted)
             note(id, fmt::format("the name {} is already taken by an earlier node ({}); names must be unique "
@@ -266,6 +276,42 @@ private:
         throw InternalError(fmt::format("'{}' is not a source", op_name(id)));
     }
 
+    // reduce_group runs over a tile's accumulator in registers before the visits (the Hopper mainloop's first pass):
+    // its operand may come from the accumulator, row and column inputs, indices, scalars and constants, which that
+    // pass computes again, but not from tile inputs (loaded, where staged, chunk by chunk during the visits) or from
+    // another group reduction.
+    void check_group_reduction(int id, const ValueType& t) {
+        const Node& n = g_.node(id);
+        if (g_.domain() != Domain::Gemm) {
+            fail(id, fmt::format("reduce_group works on a GEMM's accumulator tile in registers: gemm graphs only, not "
+                                 "a {} graph",
+                                 to_string(g_.domain())));
+            return;
+        }
+        if (t.kind != Kind::Tile)
+            fail(id, fmt::format("reduce_group reduces over a row's 128-column groups of a tile, but {} is an {}",
+                                 ref(n.args[0]), describe(t)));
+        if (n.reduce != ReduceOp::Sum && n.reduce != ReduceOp::Max && n.reduce != ReduceOp::Min)
+            fail(id, fmt::format("reduce_group takes sum, max or min, not {}", to_string(n.reduce)));
+        std::vector<int> pending = {n.args[0]};
+        std::vector<bool> seen(g_.nodes().size(), false);
+        while (!pending.empty()) {
+            const int v = pending.back();
+            pending.pop_back();
+            if (seen[static_cast<std::size_t>(v)]) continue;
+            seen[static_cast<std::size_t>(v)] = true;
+            const Op op = g_.node(v).op;
+            if (op == Op::TileInput || op == Op::ReduceGroup) {
+                fail(id, fmt::format("reduce_group's operand depends on {}: it may depend on the accumulator, row and "
+                                     "column inputs, indices, scalars and constants only (the group values are made "
+                                     "before the visits, without tile inputs)",
+                                     ref(v)));
+                return;
+            }
+            for (int a : g_.node(v).args) pending.push_back(a);
+        }
+    }
+
     std::optional<ValueType> type_unary(int id) {
         const Node& n = g_.node(id);
         const int x = n.args[0];
@@ -280,6 +326,7 @@ private:
         if (t.scalar != Scalar::F32)
             fail(id, fmt::format("{} needs an f32 operand, but {} is an {}: convert it with to_f32 first",
                                  op_name(id), ref(x), describe(t)));
+        if (n.op == Op::ReduceGroup) check_group_reduction(id, t);
         if (n.op == Op::Round && n.dtype == DType::I32)
             fail(id, "round targets bf16, f16 or f32, not i32 (values inside a kernel are f32; store indices as "
                      "i32 instead)");

@@ -175,7 +175,7 @@ Value Graph::partials(const std::string& name, ReduceOp combine) {
 }
 
 Value Graph::unary(Op op, Value x, const std::string& name) {
-    if (op_info(op).category != OpCategory::Unary || op == Op::Round)
+    if (op_info(op).category != OpCategory::Unary || op == Op::Round || op == Op::ReduceGroup)
         throw Error(fmt::format("graph '{}': '{}' is not a one-operand elementwise op", data_->name,
                                 op_info(op).text));
     return add_node(make(op, {id_of(x, "operand")}, name));
@@ -192,6 +192,12 @@ Value Graph::binary(Op op, Value a, Value b, const std::string& name) {
 Value Graph::round(Value x, DType dtype, const std::string& name) {
     Node n = make(Op::Round, {id_of(x, "operand")}, name);
     n.dtype = dtype;
+    return add_node(n);
+}
+
+Value Graph::reduce_group(Value x, ReduceOp op, const std::string& name) {
+    Node n = make(Op::ReduceGroup, {id_of(x, "reduced value")}, name);
+    n.reduce = op;
     return add_node(n);
 }
 

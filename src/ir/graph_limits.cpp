@@ -24,8 +24,8 @@ std::vector<Problem> size_problems(const Graph& g) {
     return out;
 }
 
-std::optional<Problem> parameter_problem(const std::vector<Binding>& bindings) {
-    long long slots = 0;
+std::optional<Problem> parameter_problem(const std::vector<Binding>& bindings, int extra_slots) {
+    long long slots = extra_slots;
     for (const Binding& b : bindings) slots += slot_count(b);
     const long long bytes = limits::kKernelFixedParamBytes + limits::kKernelParamSlotBytes * slots;
     if (bytes <= limits::kMaxKernelParamBytes) return std::nullopt;

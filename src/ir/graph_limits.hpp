@@ -15,6 +15,6 @@ namespace coda {
 std::vector<Problem> size_problems(const Graph& g);
 
 // Kernel parameters over kMaxKernelParamBytes, from the bindings of a graph whose every node has a type.
-std::optional<Problem> parameter_problem(const std::vector<Binding>& bindings);
+std::optional<Problem> parameter_problem(const std::vector<Binding>& bindings, int extra_slots = 0);
 
 }  // namespace coda

@@ -22,6 +22,7 @@ std::vector<Attr> attributes_of(Op op) {
         case Op::Const: return {Attr::Value};
         case Op::ColIndex: return {Attr::Width};
         case Op::Partials:
+        case Op::ReduceGroup:
         case Op::ReduceRow:
         case Op::ReduceCol: return {Attr::Reduce};
         default: return {};
@@ -49,6 +50,7 @@ std::string header_to_text(const Graph& g) {
         out += fmt::format(" in={} a={} b={}", to_string(s.input), to_string(s.a), to_string(s.b));
         // Only where B's type is not A's, so that every other graph's text (and hash) reads as before.
         if (s.b_input() != s.input) out += fmt::format(" in_b={}", to_string(s.b_input()));
+        if (s.block_scales) out += " scales=block";  // likewise only where set
     }
     return out;
 }

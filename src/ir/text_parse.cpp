@@ -168,7 +168,7 @@ private:
         std::map<std::string_view, bool> seen;
         for (std::size_t i = 3; i < tokens.size(); ++i) {
             if (*domain != Domain::Gemm)
-                fail(line, fmt::format("graph {}: unexpected {}; only gemm graphs take in=, in_b=, a= and b=",
+                fail(line, fmt::format("graph {}: unexpected {}; only gemm graphs take in=, in_b=, a=, b= and scales=",
                                        quoted(tokens[1]), quoted(tokens[i])));
             const std::size_t eq = tokens[i].find('=');
             const std::string_view key = tokens[i].substr(0, eq);
@@ -182,9 +182,12 @@ private:
                 spec.input_b = *parse_dtype(value);
             } else if ((key == "a" || key == "b") && parse_major(value)) {
                 (key == "a" ? spec.a : spec.b) = *parse_major(value);
+            } else if (key == "scales" && (value == "block" || value == "none")) {
+                spec.block_scales = value == "block";
             } else {
                 fail(line, fmt::format("graph {}: expected in=<bf16|f16|e4m3|e5m2>, in_b=<e4m3|e5m2> (B's type "
-                                       "where it is not A's), a=<k|mn> or b=<k|mn>, got {}",
+                                       "where it is not A's), a=<k|mn>, b=<k|mn> or scales=<block|none> (FP8 "
+                                       "block scales A_scale and B_scale), got {}",
                                        quoted(tokens[1]), quoted(tokens[i])));
             }
         }

@@ -90,8 +90,24 @@ const char* operand_type(DType d) {
 // The template's element type for A and B: their own type, or for two FP8 types (validation admits no other pair)
 // a tag that names both, so that a same-type kernel's source reads as it always did.
 std::string operand_type(const GemmSpec& spec) {
-    if (spec.b_input() == spec.input) return operand_type(spec.input);
-    return fmt::format("coda::fp8_operands<{}, {}>", operand_type(spec.input), operand_type(spec.b_input()));
+    const std::string operands =
+        spec.b_input() == spec.input
+            ? std::string(operand_type(spec.input))
+            : fmt::format("coda::fp8_operands<{}, {}>", operand_type(spec.input), operand_type(spec.b_input()));
+    // Block-scaled FP8: the same operands, promoted a k-block at a time (hopper_mma_tile_block_scaled).
+    return spec.block_scales ? fmt::format("coda::block_scaled<{}>", operands) : operands;
+}
+
+static_assert(kScaleBlock == kScaleBlockK, "the host's and the kernels' scale block must agree");
+
+// Block-scaled FP8 keeps each k-block's sum beside the accumulator and reads one B scale per tile and k-block:
+// cooperative 128 x 128 tiles (64 + 64 registers a consumer thread), any stages and cluster.
+constexpr const char* kBlockScaledTile =
+    "block-scaled FP8 (block_scales) takes cooperative 128 x 128 tiles: each consumer thread keeps a 128-k block's "
+    "sum beside its accumulator, and a tile reads one scale of B per block ('hopper bm=128 bn=128 cooperative')";
+
+bool block_scaled_tile(const HopperConfig& c) {
+    return c.schedule == Schedule::Cooperative && c.bm == 128 && c.bn == 128;
 }
 
 // Why TMA cannot read operand `name`, or "".
@@ -301,7 +317,9 @@ public:
         constexpr long long kLongK = 5120;         // plain GEMMs from here on: cooperative 256 x 128 pairs ...
         constexpr long long kPairsMinM = 4096;     // ... on a grid of tiles this large at least
         constexpr long long kPairsMinN = 2048;
-        // The rules below were measured with 16-bit operands; FP8 ones, unmeasured yet, keep the base config.
+        // The rules below were measured with 16-bit operands; FP8 ones, unmeasured yet, keep the base config, and
+        // block-scaled ones the one tile they take.
+        if (graph.spec().block_scales) return HopperConfig{128, 128, 6, Schedule::Cooperative, 1};
         if (size_of(graph.spec().input) == 1) return base_config();
         const long long k = shape.k > 0 ? shape.k : kUnknownK;
         const double per_visit_bytes = epilogue_traffic(graph).per_visit_bytes;
@@ -381,6 +399,7 @@ public:
         const rules::Rule r = rules::check(c.bm, c.bn, c.stages, c.schedule == Schedule::PingPong, c.cluster_m,
                                            c.cluster_n, graph.spec().a == Major::K, graph.spec().b == Major::K);
         if (r != rules::Rule::Ok) throw fail(rule_text(r));
+        if (graph.spec().block_scales && !block_scaled_tile(c)) throw fail(kBlockScaledTile);
     }
 
     KernelTemplate instantiate(const Graph& graph, const std::optional<KernelConfig>& config) const override {

@@ -77,6 +77,12 @@ public:
             throw Error(fmt::format("graph '{}': {} operands need the Hopper mainloop (sm_90a, a 'hopper ...' "
                                     "config); the portable mainloop multiplies bf16 and f16 only",
                                     graph.name(), to_string(input)));
+        for (const Node& n : graph.nodes())
+            if (n.op == Op::ReduceGroup)
+                throw Error(fmt::format("graph '{}': reduce_group needs the Hopper mainloop (sm_90a, a 'hopper ...' "
+                                        "config): its pass over the accumulator before the visits is the Hopper "
+                                        "epilogue's",
+                                        graph.name()));
         const PortableConfig& c = portable_of(config, "validate");
         const auto fail = [&](const std::string& rule) {
             return Error(fmt::format("graph '{}': kernel config '{}' is not valid for the portable mainloop: {} (its "

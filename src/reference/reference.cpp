@@ -132,6 +132,10 @@ private:
         for (std::size_t i = 0; i < a.size(); ++i) a[i] = round_to_dtype(p_.a->values[i], spec.input);
         for (std::size_t i = 0; i < b.size(); ++i) b[i] = round_to_dtype(p_.b->values[i], spec.b_input());
         Dense d = shaped(ValueType{Kind::Tile, Width::Full, Scalar::F32});
+        if (spec.block_scales) {
+            block_scaled_product(a, b, d);
+            return d;
+        }
         for (long long i = 0; i < p_.m; ++i)
             for (long long kk = 0; kk < p_.k; ++kk) {
                 const double x = a[static_cast<std::size_t>(i * p_.k + kk)];
@@ -139,6 +143,31 @@ private:
                     d.v[static_cast<std::size_t>(i * p_.n + j)] += x * b[static_cast<std::size_t>(kk * p_.n + j)];
             }
         return d;
+    }
+
+    // GemmSpec::block_scales: acc[i][j] = sum over k-blocks kb of A_scale[kb][i] * B_scale[j / 128][kb] * (the
+    // block's part of A B)[i][j], with the scales read as f32 from the inputs "A_scale" and "B_scale".
+    void block_scaled_product(const std::vector<double>& a, const std::vector<double>& b, Dense& d) const {
+        const long long kbs = (p_.k + kScaleBlock - 1) / kScaleBlock, nbs = (p_.n + kScaleBlock - 1) / kScaleBlock;
+        const HostTensor& a_scale = tensor("A_scale", {kbs, p_.m}, "block scales of A, f32 [ceil(K / 128) x M]");
+        const HostTensor& b_scale =
+            tensor("B_scale", {nbs, kbs}, "block scales of B, f32 [ceil(N / 128) x ceil(K / 128)]");
+        std::vector<double> block(static_cast<std::size_t>(p_.n));
+        for (long long i = 0; i < p_.m; ++i)
+            for (long long kb = 0; kb < kbs; ++kb) {
+                std::fill(block.begin(), block.end(), 0.0);
+                for (long long kk = kb * kScaleBlock; kk < std::min(p_.k, (kb + 1) * kScaleBlock); ++kk) {
+                    const double x = a[static_cast<std::size_t>(i * p_.k + kk)];
+                    for (long long j = 0; j < p_.n; ++j)
+                        block[static_cast<std::size_t>(j)] += x * b[static_cast<std::size_t>(kk * p_.n + j)];
+                }
+                const double sa = round_to_dtype(a_scale.values[static_cast<std::size_t>(kb * p_.m + i)], DType::F32);
+                for (long long j = 0; j < p_.n; ++j) {
+                    const double sb = round_to_dtype(
+                        b_scale.values[static_cast<std::size_t>((j / kScaleBlock) * kbs + kb)], DType::F32);
+                    d.v[static_cast<std::size_t>(i * p_.n + j)] += sa * sb * block[static_cast<std::size_t>(j)];
+                }
+            }
     }
 
     Dense partials(int id) const {
@@ -185,6 +214,24 @@ private:
                 if (n.op == Op::Join) x = value(n.args[static_cast<std::size_t>(j % 2)]).at(i, j / 2);
                 else x = value(n.args[0]).at(i, 2 * j + (n.op == Op::Odd ? 1 : 0));
                 d.v[static_cast<std::size_t>(i * d.cols + j)] = x;
+            }
+        return d;
+    }
+
+    // reduce_group: every element gets the reduction over its row's elements in the same group of kScaleBlock full
+    // columns (of the value's width: columns(width, kScaleBlock) values a group), the last group cut at N.
+    Dense group_reduction(int id) const {
+        const Node& n = g_.graph.node(id);
+        const Dense& x = value(n.args.at(0));
+        Dense d = shaped(type(id));
+        const long long per_group = columns(type(id).width, kScaleBlock);
+        for (long long i = 0; i < d.rows; ++i)
+            for (long long g0 = 0; g0 < d.cols; g0 += per_group) {
+                const long long end = std::min(d.cols, g0 + per_group);
+                std::vector<double> xs;
+                for (long long j = g0; j < end; ++j) xs.push_back(x.at(i, j));
+                const double r = reduce_values(n.reduce, xs);
+                for (long long j = g0; j < end; ++j) d.v[static_cast<std::size_t>(i * d.cols + j)] = r;
             }
         return d;
     }
@@ -258,6 +305,7 @@ private:
             case Op::Even:
             case Op::Odd:
             case Op::Join: d = pair_op(id); return;
+            case Op::ReduceGroup: d = group_reduction(id); return;
             case Op::Store: sinks_[n.name] = store(id); return;
             case Op::Accumulate: sinks_[n.name] = accumulate(id); return;
             case Op::ReduceRow: sinks_[n.name] = row_partials(id); return;

@@ -78,6 +78,7 @@ double apply_elementwise(Op op, DType round_to, const std::vector<double>& xs) {
         case Op::Even:
         case Op::Odd:
         case Op::Join:
+        case Op::ReduceGroup:
         case Op::Store:
         case Op::Accumulate:
         case Op::ReduceRow:

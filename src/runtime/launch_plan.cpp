@@ -72,9 +72,18 @@ std::uint64_t device_scalar_bits(const DeviceScalar& s, Fail&& fail) {
 // Operands A and B can be moved in 16-byte vectors (GemmProblem::flags).
 bool vectorizable(const void* data, long long ld) { return reinterpret_cast<std::uintptr_t>(data) % 16 == 0 && ld % 8 == 0; }
 
+// A block-scaled GEMM (GemmSpec::block_scales), which takes A_scale and B_scale beside A and B.
+bool block_scaled(const CheckedGraph& g) { return g.graph.domain() == Domain::Gemm && g.graph.spec().block_scales; }
+
+// The names bound beside the epilogue's bindings: A and B, and a block-scaled GEMM's scales.
+bool is_gemm_operand(const CheckedGraph& g, const std::string& name) {
+    if (g.graph.domain() != Domain::Gemm) return false;
+    return name == "A" || name == "B" || (block_scaled(g) && (name == "A_scale" || name == "B_scale"));
+}
+
 std::string list_bindings(const CheckedGraph& g) {
     std::string out;
-    if (g.graph.domain() == Domain::Gemm) out = "A, B";
+    if (g.graph.domain() == Domain::Gemm) out = block_scaled(g) ? "A, B, A_scale, B_scale" : "A, B";
     for (const Binding& b : g.bindings) out += (out.empty() ? "" : ", ") + b.name;
     return out;
 }
@@ -164,7 +173,7 @@ public:
     void reject_unknown_names() const {
         // A linear search: graphs have a handful of bindings, and this runs on every launch.
         const auto known = [&](const std::string& name) {
-            if (g_.graph.domain() == Domain::Gemm && (name == "A" || name == "B")) return true;
+            if (is_gemm_operand(g_, name)) return true;
             for (const Binding& b : g_.bindings)
                 if (b.name == name) return true;
             return false;
@@ -249,6 +258,29 @@ void plan_gemm_operands(const Checker& c, const GemmSpec& spec, LaunchPlan& plan
     plan.operand_bytes = static_cast<int>(size_of(spec.input));  // B's too: two types are both FP8
 }
 
+// A block-scaled GEMM's scales (GemmSpec::block_scales): A_scale f32 [ceil(K / 128) x M] and B_scale f32
+// [ceil(N / 128) x ceil(K / 128)], row-major; the mainloop reads them one f32 at a time, from the 4 slots after the
+// bindings' (pointer and leading dimension of each: checked_graph.hpp, kBlockScaleSlots).
+void plan_block_scales(const Checker& c, LaunchPlan& plan, std::size_t first) {
+    const std::int64_t m = plan.gemm.m;
+    const std::int64_t kb = ceil_div(plan.gemm.k, kScaleBlock), nb = ceil_div(plan.gemm.n, kScaleBlock);
+    const TensorRef& a = c.tensor("A_scale", "block scales of A (f32 [ceil(K / 128) x M])");
+    const TensorRef& b = c.tensor("B_scale", "block scales of B (f32 [ceil(N / 128) x ceil(K / 128)])");
+    c.expect_dtype("A_scale", a, DType::F32);
+    c.expect_shape("A_scale", a, {kb, m}, [] { return "ceil(K / 128) x M: one f32 per row of A and 128 k"; });
+    const long long lda = c.row_major_ld("A_scale", a, 1);
+    c.expect_alignment("A_scale", a, sizeof(float));
+    c.expect_dtype("B_scale", b, DType::F32);
+    c.expect_shape("B_scale", b, {nb, kb},
+                   [] { return "ceil(N / 128) x ceil(K / 128): one f32 per 128 x 128 block of B"; });
+    const long long ldb = c.row_major_ld("B_scale", b, 1);
+    c.expect_alignment("B_scale", b, sizeof(float));
+    plan.slots.at(first) = reinterpret_cast<std::uintptr_t>(a.data);
+    plan.slots.at(first + 1) = static_cast<std::uint64_t>(lda);
+    plan.slots.at(first + 2) = reinterpret_cast<std::uintptr_t>(b.data);
+    plan.slots.at(first + 3) = static_cast<std::uint64_t>(ldb);
+}
+
 // Tile programs take M and N from their first tile tensor; every other binding must then agree.
 void plan_tile_extent(const Checker& c, std::int64_t& m, std::int64_t& n) {
     for (const Binding& b : c.graph().bindings) {
@@ -318,7 +350,8 @@ LaunchPlan plan_launch(const CheckedGraph& g, TileShape tile, const Args& args, 
     if (domain == Domain::Tile) plan_tile_extent(c, m, n);
     if (domain == Domain::Finalize) plan_finalize_extent(c, m, t);
 
-    plan.slots.assign(static_cast<std::size_t>(std::max(1, total_slots(g))), 0);
+    plan.slots.assign(static_cast<std::size_t>(std::max(1, args_slots(g))), 0);
+    if (block_scaled(g)) plan_block_scales(c, plan, static_cast<std::size_t>(total_slots(g)));
     std::size_t slot = 0;
     for (const Binding& b : g.bindings) {
         if (b.role == BindingRole::ScalarArg) {
@@ -416,6 +449,12 @@ void rebind_pointer(const CheckedGraph& g, LaunchPlan& plan, const std::string& 
         plan.gemm.flags = (plan.gemm.flags & ~flag) | (vectorizable(data, is_a ? plan.gemm.lda : plan.gemm.ldb) ? flag : 0);
         return;
     }
+    if (block_scaled(g) && (name == "A_scale" || name == "B_scale")) {
+        expect_pointer(kernel_name, name, data, sizeof(float));
+        plan.slots.at(static_cast<std::size_t>(total_slots(g) + (name == "A_scale" ? 0 : 2))) =
+            reinterpret_cast<std::uintptr_t>(data);
+        return;
+    }
     const std::size_t i = binding_to_rebind(g, name, false, kernel_name);
     expect_pointer(kernel_name, name, data, pointer_alignment(g.bindings[i]));
     // A tile tensor's slots are (pointer, leading dimension); the others' only the pointer.
@@ -429,6 +468,9 @@ std::uint64_t& scalar_slot_to_rebind(const CheckedGraph& g, LaunchPlan& plan, co
     if (g.graph.domain() == Domain::Gemm && (name == "A" || name == "B"))
         throw Error(fmt::format("kernel '{}': argument '{}': cannot rebind GEMM operand {} to a scalar", kernel_name,
                                 name, name));
+    if (block_scaled(g) && (name == "A_scale" || name == "B_scale"))
+        throw Error(fmt::format("kernel '{}': argument '{}': cannot rebind the block scales of {}, a tensor, to a "
+                                "scalar", kernel_name, name, name.substr(0, 1)));
     const std::size_t i = binding_to_rebind(g, name, true, kernel_name);
     return plan.slots.at(static_cast<std::size_t>(first_slot(g, i)));
 }

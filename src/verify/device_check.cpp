@@ -7,6 +7,7 @@
 #include <limits>
 #include <map>
 #include <random>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -139,6 +140,21 @@ std::vector<double> lay_out(const std::vector<double>& logical, std::int64_t row
     return stored;
 }
 
+// f32 block scales (GemmSpec::block_scales) that tell a misplaced one: 2^u with u uniform in [-4, 4], times a factor
+// uniform in [0.5, 1], over their root mean square (sqrt(E[4^u] E[f^2]), 4.70), so that the accumulator keeps the
+// variance of an unscaled one and outputs keep their usual range.
+std::vector<double> random_block_scales(std::mt19937_64& rng, std::size_t count) {
+    std::uniform_int_distribution<int> exponent(-4, 4);
+    std::uniform_real_distribution<double> factor(0.5, 1.0);
+    double mean_4u = 0;
+    for (int u = -4; u <= 4; ++u) mean_4u += std::ldexp(1.0, 2 * u) / 9;
+    const double rms = std::sqrt(mean_4u * 7.0 / 12.0);
+    std::vector<double> values(count);
+    for (double& v : values) v = std::ldexp(factor(rng), exponent(rng)) / rms;
+    round_in_place(values, DType::F32);
+    return values;
+}
+
 OutputReport compare(const std::string& name, DType dtype, const std::vector<double>& out,
                      const std::vector<double>& ref, const CheckProblem& p) {
     OutputReport r;
@@ -241,6 +257,23 @@ CheckReport check_on_device(const Kernel& kernel, const CheckProblem& p) {
         args.bind("B", b_t ? matrix_col_major(pb, b_type, k, n, ldb) : matrix(pb, b_type, k, n, ldb));
         ref.a = &a_host;
         ref.b = &b_host;
+        if (spec.block_scales) {
+            const std::int64_t kb = (k + kScaleBlock - 1) / kScaleBlock, nb = (n + kScaleBlock - 1) / kScaleBlock;
+            for (const auto& [name, shape] : {std::pair<const char*, std::vector<std::int64_t>>{"A_scale", {kb, m}},
+                                              {"B_scale", {nb, kb}}}) {
+                const std::size_t count = static_cast<std::size_t>(shape[0] * shape[1]);
+                std::vector<double> values = random_block_scales(rng, count);
+                if (auto given = p.given.find(name); given != p.given.end()) {
+                    if (given->second.size() != count)
+                        throw Error(fmt::format("check: block scales '{}' given {} values, the problem needs {}",
+                                                name, given->second.size(), count));
+                    values = given->second;
+                }
+                ref.inputs[name] = HostTensor{DType::F32, std::vector<long long>(shape.begin(), shape.end()), values};
+                device[name] = upload(values, DType::F32, shape, shape[1]);
+                args.bind(name, ref_of(device[name]));
+            }
+        }
     }
 
     const std::int64_t index_limit = domain == Domain::Finalize ? m : n;

@@ -89,6 +89,24 @@ __device__ __forceinline__ void hopper_visit_tile(const typename Epilogue::Args&
             if (m < problem.m) Epilogue::row_values(args, Coord{m, n0, problem.m, problem.n, 0, row_slot}, rows[row_slot]);
         }
     }
+    // reduce_group's values first: a pass over the accumulator in registers (no tile input: check_graph), each
+    // row's groups combined over the quad that shares the row.
+    if constexpr (Epilogue::kGroupReductions > 0) {
+#pragma unroll
+        for (int i = 0; i < Tr::kM64; ++i)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const int row_slot = 2 * i + h;
+                const int m = m0 + L::slot_row(row_slot);
+                if (m >= problem.m) continue;
+#pragma unroll
+                for (int j = 0; j < BN / 8; ++j)
+                    Epilogue::template group_visit<L>(args, st,
+                                                      Coord{m, n0 + L::slot_col(j), problem.m, problem.n, j, row_slot},
+                                                      row_slot, j, acc[i][4 * j + 2 * h], acc[i][4 * j + 2 * h + 1]);
+            }
+        Epilogue::template group_finish<L>(st);
+    }
 #pragma unroll
     for (int c0 = 0; c0 < BN / 8; c0 += kChunk) {
         if constexpr (Tiles::kStagedOutputs) {

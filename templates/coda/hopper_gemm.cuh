@@ -60,6 +60,7 @@ struct WgmmaLayout {
     static constexpr int kRowSlots = 2 * kM64;
     static constexpr int kColSlots = BN / 8;
     static constexpr int kRowSharers = 4;              // a row lives in one quad of one warp
+    static constexpr bool kRowSharersInQuad = true;    // ... lanes 4q .. 4q + 3 (reduce_group combines by shuffles)
     static constexpr int kColSharers = 32 * kGroups;   // 8 quads x 4 warps x kGroups
     static_assert(kWgM * kGroups == BM, "coda: the consumer warpgroups must cover BM rows");
 
@@ -108,6 +109,8 @@ template <class T, bool A_K_MAJOR, bool B_K_MAJOR, int BM, int BN, int STAGES, b
 struct HopperGemmTraits {
     using Element = T;
     using Epilogue = EPILOGUE;
+    // Block-scaled FP8 (T = block_scaled<...>): each k-tile is one scale block, promoted into acc with its scales.
+    static constexpr bool kBlockScaled = detail::BlockScaled<T>::value;
     static constexpr bool kAKMajor = A_K_MAJOR;
     static constexpr bool kBKMajor = B_K_MAJOR;
     static constexpr bool kPingPong = PING_PONG;
@@ -231,6 +234,10 @@ struct HopperGemmTraits {
     static_assert(hopper_rules::check(BM, BN, STAGES, kPingPong, CLUSTER_M, CLUSTER_N, kAKMajor, kBKMajor) ==
                       hopper_rules::Rule::Ok,
                   "coda: this tile config breaks a rule of hopper_rules.cuh");
+    // One B scale per k-block and tile (BN = 128), and a block's sum beside the accumulator in registers (64 + 64 a
+    // thread: BM = 128 split between the two consumers).
+    static_assert(!kBlockScaled || (!PING_PONG && BM == 128 && BN == 128 && BK == kScaleBlockK),
+                  "coda: block-scaled FP8 takes cooperative 128 x 128 tiles");
     static_assert(kChunks % kOutputBuffers == 0, "coda: each tile's first chunk must take the first output buffer");
     static_assert(kStages >= 2, "coda: the epilogue's scratch leaves room for fewer than 2 pipeline stages");
     static_assert(kSmemBytes <= kHopperMaxSmemBytes, "coda: the shared storage exceeds the budget it was fitted to");
@@ -303,6 +310,78 @@ __device__ __forceinline__ void hopper_mma_tile(const HopperSmem& smem, unsigned
 #pragma unroll
     for (int i = 0; i < Tr::kM64; ++i) sm90::fence_registers(acc[i]);
     if (warp_leader) free_stage<Tr::kCluster>(smem.empty + 8 * previous);
+}
+
+// hopper_mma_tile for block-scaled FP8 (GemmSpec::block_scales): k-tile kt is the scale block k_begin + kt (128 k).
+// Its wgmmas write a block sum of their own (the first one overwrites it), and once they are done each thread adds
+// that sum times A_scale[kb][row] * B_scale[tn][kb] into acc: every block is promoted to fp32 with its own scales,
+// as DeepSeek-V3's recipe has it. The stage is freed as soon as its wgmmas are done, and the next block's scales are
+// loaded while they run. A warpgroup waits for its own wgmmas before it promotes (ptxas serializes every wgmma of a
+// kernel that reads a pending one's accumulators, so a second block sum in flight gains nothing); the other consumer
+// warpgroup's wgmmas keep the tensor cores busy meanwhile. Rows past M and tiles past N (a cluster partner's) read no
+// scale and add 0.
+template <class Tr, class Prefetch>
+__device__ __forceinline__ void hopper_mma_tile_block_scaled(const HopperSmem& smem, const GemmProblem& problem,
+                                                             const typename Tr::Epilogue::Args& args,
+                                                             unsigned a_low, unsigned b_low, int start, int k_begin,
+                                                             int k_tiles, int tm, int tn, int prefetch_at,
+                                                             float (&acc)[Tr::kM64][Tr::kBN / 2],
+                                                             const Prefetch& prefetch) {
+    using L = typename Tr::Layout;
+    constexpr int kRows = 2 * Tr::kM64;  // row slots of this thread
+#pragma unroll
+    for (int i = 0; i < Tr::kM64; ++i)
+#pragma unroll
+        for (int r = 0; r < Tr::kBN / 2; ++r) acc[i][r] = 0.0f;
+    const bool warp_leader = threadIdx.x % 32 == 0;
+    const bool tile_in_n = tn * Tr::kBN < problem.n;
+    int row_at[kRows];  // the row of each row slot, -1 past M
+#pragma unroll
+    for (int rs = 0; rs < kRows; ++rs) {
+        const int m = tm * Tr::kBM + L::slot_row(rs);
+        row_at[rs] = m < problem.m ? m : -1;
+    }
+    // The scales' pointers and leading dimensions, in the epilogue's parameter slots (kernel_abi.cuh).
+    constexpr int kSlot = Tr::Epilogue::kBlockScaleSlot;
+    const float* const a_scale = reinterpret_cast<const float*>(args.slot[kSlot]);
+    const long long lda_scale = static_cast<long long>(args.slot[kSlot + 1]);
+    const float* const b_scales =
+        reinterpret_cast<const float*>(args.slot[kSlot + 2]) + static_cast<long long>(tn) * static_cast<long long>(args.slot[kSlot + 3]);
+    // A block's scale of each row slot: A_scale[kb][row] * B_scale[tn][kb].
+    const auto load_scales = [&](int kb, float (&scale)[kRows]) {
+        const float b = tile_in_n ? __ldg(b_scales + kb) : 0.0f;
+        const float* const a_scales = a_scale + static_cast<long long>(kb) * lda_scale;
+#pragma unroll
+        for (int rs = 0; rs < kRows; ++rs) scale[rs] = row_at[rs] >= 0 ? __ldg(a_scales + row_at[rs]) * b : 0.0f;
+    };
+    float scale[kRows];
+    load_scales(k_begin, scale);
+    float block[Tr::kM64][Tr::kBN / 2];
+    auto stage = PipelineState<Tr::kStages>::at(start);
+    for (int kt = 0; kt < k_tiles; ++kt) {
+        if (kt == prefetch_at) prefetch();
+        sm90::mbarrier_wait(smem.full + 8 * stage.index, stage.phase);
+        sm90::wgmma_fence();
+        const unsigned stage_offset = static_cast<unsigned>(stage.index) * (Tr::kStageBytes >> 4);
+        hopper_mma_stage<Tr, true>(a_low + stage_offset, b_low + stage_offset, block);
+        sm90::wgmma_commit();
+        float next[kRows];
+        if (kt + 1 < k_tiles) load_scales(k_begin + kt + 1, next);
+        sm90::wgmma_wait<0>();
+#pragma unroll
+        for (int i = 0; i < Tr::kM64; ++i) sm90::fence_registers(block[i]);
+        if (warp_leader) free_stage<Tr::kCluster>(smem.empty + 8 * stage.index);
+        // Element r of an m64 fragment is in row slot 2i + (r / 2) % 2 (WgmmaLayout).
+#pragma unroll
+        for (int i = 0; i < Tr::kM64; ++i)
+#pragma unroll
+            for (int r = 0; r < Tr::kBN / 2; ++r) acc[i][r] = fmaf(block[i][r], scale[2 * i + (r / 2) % 2], acc[i][r]);
+        if (kt + 1 < k_tiles) {
+#pragma unroll
+            for (int rs = 0; rs < kRows; ++rs) scale[rs] = next[rs];
+        }
+        stage.advance();
+    }
 }
 
 // Stream-K's hand-over of a tile's partial sum (TileOrder): the Tail's consumer warpgroup stores its accumulator
@@ -417,7 +496,11 @@ __device__ __forceinline__ void hopper_consume(const GemmProblem& problem, const
         const int prefetch_at = w.piece == Piece::Tail           ? -1
                                 : w.k_tiles > kHopperPrefetchLead ? w.k_tiles - kHopperPrefetchLead
                                                                   : 0;
-        hopper_mma_tile<Tr>(smem, a_low, b_low, w.position, w.k_tiles, prefetch_at, acc, prefetch);
+        if constexpr (Tr::kBlockScaled)
+            hopper_mma_tile_block_scaled<Tr>(smem, problem, args, a_low, b_low, w.position, w.k_begin, w.k_tiles, tm,
+                                             tn, prefetch_at, acc, prefetch);
+        else
+            hopper_mma_tile<Tr>(smem, a_low, b_low, w.position, w.k_tiles, prefetch_at, acc, prefetch);
         if (Tr::kPingPong && warpgroup_leader) sm90::mbarrier_arrive(smem.turn + 8 * consumer);
 
         if (w.piece == Piece::Tail) {

@@ -273,8 +273,9 @@ struct HopperOperand {
 
 // One stage's wgmmas. a_low and b_low are the low descriptor halves of the stage's A (at this warpgroup's first
 // row) and B tiles: every descriptor below adds a constant to them, so the loop spends few instructions on
-// addressing (measured: ~130 per warp and k-tile when each descriptor was built from an address).
-template <class Tr>
+// addressing (measured: ~130 per warp and k-tile when each descriptor was built from an address). kFresh (8-bit
+// types): the stage's first wgmma overwrites acc instead of adding to it (a block-scaled k-block's own sum).
+template <class Tr, bool kFresh = false>
 __device__ __forceinline__ void hopper_mma_stage(unsigned a_low, unsigned b_low, float (&acc)[Tr::kM64][Tr::kBN / 2]) {
     using T = typename Tr::Element;
     constexpr bool kAKMajor = Tr::kAKMajor, kBKMajor = Tr::kBKMajor;
@@ -283,16 +284,18 @@ __device__ __forceinline__ void hopper_mma_stage(unsigned a_low, unsigned b_low,
     using B = HopperOperand<kBKMajor>;
     // A wgmma takes 32 bytes of K: k16 of a 16-bit type, k32 of an 8-bit one (K-major: offset() steps 32 bytes).
     constexpr bool kEightBit = sizeof(T) == 1;
+    static_assert(!kFresh || kEightBit, "coda: only the 8-bit wgmma forms take scale-d here");
 #pragma unroll
     for (int kk = 0; kk < Tr::BK * static_cast<int>(sizeof(T)) / 32; ++kk) {
         const unsigned long long b_desc = sm90::smem_descriptor_join(b_low + B::offset(0, kk), B::kHigh);
 #pragma unroll
         for (int i = 0; i < Tr::kM64; ++i) {
             const unsigned long long a_desc = sm90::smem_descriptor_join(a_low + A::offset(64 * i, kk), A::kHigh);
+            const int scale_d = kFresh && kk == 0 ? 0 : 1;
             if constexpr (kEightBit && BN == 256)
-                sm90::wgmma_m64n256k32<T>(acc[i], a_desc, b_desc);
+                sm90::wgmma_m64n256k32<T>(acc[i], a_desc, b_desc, scale_d);
             else if constexpr (kEightBit)
-                sm90::wgmma_m64n128k32<T>(acc[i], a_desc, b_desc);
+                sm90::wgmma_m64n128k32<T>(acc[i], a_desc, b_desc, scale_d);
             else if constexpr (BN == 256)
                 sm90::wgmma_m64n256k16<T, kAKMajor ? 0 : 1, kBKMajor ? 0 : 1>(acc[i], a_desc, b_desc);
             else

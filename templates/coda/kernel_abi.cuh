@@ -27,6 +27,10 @@ struct GemmProblem {
     float* partials;
     unsigned* partial_flags;
 };
+// GemmSpec::block_scales' k-block (coda::kScaleBlock on the host): one FP8 k-tile of the Hopper mainloop. A
+// block-scaled GEMM's scales travel in its epilogue's parameter slots (Epilogue::kBlockScaleSlot: A_scale's pointer
+// and leading dimension, then B_scale's), so that the GemmProblem of every other kernel stays as it was.
+constexpr int kScaleBlockK = 128;
 constexpr int kGemmVectorA = 1;
 constexpr int kGemmVectorB = 2;
 

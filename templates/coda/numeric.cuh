@@ -44,6 +44,13 @@ struct fp8_operands {
     unsigned char bits;
 };
 
+// A mainloop's element type for block-scaled FP8 operands (GemmSpec::block_scales): the operands of T (e4m3, e5m2
+// or fp8_operands), multiplied a 128-k block at a time and promoted with their block scales (detail::BlockScaled).
+template <class T>
+struct block_scaled {
+    unsigned char bits;
+};
+
 namespace detail {
 
 // Whether A and B are the same type (NVRTC has no <type_traits>).
@@ -66,6 +73,18 @@ template <class TA, class TB>
 struct Fp8Operands<fp8_operands<TA, TB>> {
     using A = TA;
     using B = TB;
+};
+template <class T>
+struct Fp8Operands<block_scaled<T>> : Fp8Operands<T> {};
+
+// Whether a mainloop's element type T carries block scales.
+template <class T>
+struct BlockScaled {
+    static constexpr bool value = false;
+};
+template <class T>
+struct BlockScaled<block_scaled<T>> {
+    static constexpr bool value = true;
 };
 
 __device__ __forceinline__ float bf16_bits_to_float(unsigned short b) {

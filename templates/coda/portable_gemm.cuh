@@ -91,6 +91,8 @@ struct PortableGemmTraits {
     }
 
     static_assert(sizeof(T) == 2, "coda: portable_gemm takes 16-bit inputs (coda::bf16 or coda::f16)");
+    // reduce_group's pass over the accumulator runs on the Hopper mainloop alone (the host says so first).
+    static_assert(Epilogue::kGroupReductions == 0, "coda: reduce_group needs the Hopper mainloop");
     // The host checks the same rules first (src/mainloop/portable.cpp) and says which one a config breaks.
     static_assert(portable_rules::check(BM, BN, BK, WARPS_M, WARPS_N, STAGES) == portable_rules::Rule::Ok,
                   "coda: this tile config breaks a rule of portable_rules.cuh");

@@ -224,4 +224,30 @@ __device__ void write_col_partials(const typename Reducer<Op>::State (&st)[L::kC
     L::sync();
 }
 
+// reduce_group (ops.def): the value of a row's group of kScaleBlockK full columns, made before the visits. On the
+// Hopper mainloop (WgmmaLayout) column slot j holds columns 8j .. 8j + 7, so a group is 16 column slots, and a row's
+// sharers are the 4 lanes of a quad.
+template <class L>
+__host__ __device__ constexpr int groups_per_tile() {
+    return L::kBN >= kScaleBlockK ? L::kBN / kScaleBlockK : 1;
+}
+template <class L>
+__device__ __forceinline__ int group_of_slot(int col_slot) {
+    return col_slot * 8 / kScaleBlockK;
+}
+template <RedOp Op>
+__device__ __forceinline__ float group_add(float v, float x) {
+    typename Reducer<Op>::State s{v};
+    Reducer<Op>::add(s, x);
+    return Reducer<Op>::partial(s);
+}
+// A row group's value over the row's sharers, the same bits in every lane (each combine takes the same two values).
+template <class L, RedOp Op>
+__device__ __forceinline__ float combine_row_quad(float v) {
+    static_assert(L::kRowSharersInQuad, "coda: reduce_group needs a layout whose row sharers are one quad's lanes");
+    v = Reducer<Op>::combine(v, __shfl_xor_sync(0xffffffffu, v, 1));
+    v = Reducer<Op>::combine(v, __shfl_xor_sync(0xffffffffu, v, 2));
+    return v;
+}
+
 }  // namespace coda

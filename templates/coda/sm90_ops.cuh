@@ -279,7 +279,8 @@ __device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], unsigned long l
 
 // The 8-bit forms (e4m3, e5m2): K = 32 a wgmma (the same 32 bytes of a K-major row as k16 of a 16-bit type). They
 // take no transpose immediates: wgmma reads 8-bit A and B only K-major. A and B may differ in type (T =
-// fp8_operands<A, B>): A_TYPE and B_TYPE spell each one.
+// fp8_operands<A, B>): A_TYPE and B_TYPE spell each one. scale_d = 0 makes d = A * B, ignoring what d held (the
+// first wgmma of a block-scaled k-block); 1 adds to it.
 #define CODA_WGMMA_M64N256K32(A_TYPE, B_TYPE)                                                  \
     asm volatile(                                                                              \
         "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"                                          \
@@ -309,10 +310,11 @@ __device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], unsigned long l
           "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), \
           "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), \
           "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127]) \
-        : "l"(a_desc), "l"(b_desc), "r"(1))
+        : "l"(a_desc), "l"(b_desc), "r"(scale_d))
 
 template <class T>
-__device__ __forceinline__ void wgmma_m64n256k32(float (&d)[128], unsigned long long a_desc, unsigned long long b_desc) {
+__device__ __forceinline__ void wgmma_m64n256k32(float (&d)[128], unsigned long long a_desc, unsigned long long b_desc,
+                                                 int scale_d = 1) {
     constexpr bool kAE4M3 = detail::SameType<typename detail::Fp8Operands<T>::A, e4m3>::value;
     constexpr bool kBE4M3 = detail::SameType<typename detail::Fp8Operands<T>::B, e4m3>::value;
     if constexpr (kAE4M3 && kBE4M3)
@@ -343,10 +345,11 @@ __device__ __forceinline__ void wgmma_m64n256k32(float (&d)[128], unsigned long 
           "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), \
           "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
           "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]) \
-        : "l"(a_desc), "l"(b_desc), "r"(1))
+        : "l"(a_desc), "l"(b_desc), "r"(scale_d))
 
 template <class T>
-__device__ __forceinline__ void wgmma_m64n128k32(float (&d)[64], unsigned long long a_desc, unsigned long long b_desc) {
+__device__ __forceinline__ void wgmma_m64n128k32(float (&d)[64], unsigned long long a_desc, unsigned long long b_desc,
+                                                 int scale_d = 1) {
     constexpr bool kAE4M3 = detail::SameType<typename detail::Fp8Operands<T>::A, e4m3>::value;
     constexpr bool kBE4M3 = detail::SameType<typename detail::Fp8Operands<T>::B, e4m3>::value;
     if constexpr (kAE4M3 && kBE4M3)

@@ -86,7 +86,10 @@ std::optional<Graph> graph_using(Op op, Domain d, Width w) {
             }
             break;
         case OpCategory::Unary:
-            if (op == Op::Round) y = g.round(x, DType::BF16, "y");
+            if (op == Op::ReduceGroup) {
+                if (d != Domain::Gemm) return std::nullopt;  // a GEMM's accumulator in registers only
+                y = g.reduce_group(x, ReduceOp::Max, "y");
+            } else if (op == Op::Round) y = g.round(x, DType::BF16, "y");
             else if (op == Op::ToF32) y = g.add(x, g.to_f32(finalize ? g.row_index("i") : g.col_index(w, "i"), "y"));
             else y = g.unary(op, x, "y");
             break;

@@ -80,7 +80,13 @@ void check_node_lowering(const std::string& source, const Graph& g, int id) {
     // A value is declared as an array, or (an input the visit takes from Epilogue::Inputs) a reference to one.
     const std::string value = codegen::value_identifier(g, id);
     if (category != OpCategory::Sink) CHECK((contains(body, value + "[") || contains(body, "(&" + value + ")[")));
-    for (int arg : n.args) CHECK(mentions(body, codegen::value_identifier(g, arg)));
+    if (n.op == Op::ReduceGroup) {
+        // The operand is read before the visits (group_visit); a visit reads its group's value from the state.
+        CHECK(contains(source, "group_visit"));
+        CHECK(contains(body, "st.g" + std::to_string(id) + "["));
+    } else {
+        for (int arg : n.args) CHECK(mentions(body, codegen::value_identifier(g, arg)));
+    }
     if (category == OpCategory::Unary || category == OpCategory::Binary || category == OpCategory::Compare ||
         category == OpCategory::Select)
         for (const std::string& f : fragments(op_info(n.op).cuda)) CHECK(contains(body, f));

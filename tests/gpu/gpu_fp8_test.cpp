@@ -10,9 +10,11 @@
 #include "driver/cuda_driver.hpp"
 #include "util/arch.hpp"
 #include "mainloop/hopper.hpp"
+#include "mainloop/stream_k_workspace.hpp"
 #include "runtime/fp8_gate.hpp"
 #include "verify/device_check.hpp"
 #include "gpu/gpu_support.hpp"
+#include "support/fp8_graphs.hpp"
 
 using namespace coda;
 using namespace coda::test;
@@ -126,6 +128,80 @@ TEST_CASE("FP8 GEMMs of two types (e5m2 x e4m3, e4m3 x e5m2) match the reference
             p.m = m;
             p.n = n;
             p.k = k;
+            p.seed = seed++;
+            require_pass(verify::check_on_device(kernel, p));
+        }
+}
+
+TEST_CASE("block-scaled FP8 GEMMs match the reference: partial k-blocks, ragged M and N, clusters, stream-K",
+          "[gpu][fp8]") {
+    if (!on_hopper()) return;  // FP8 needs the Hopper mainloop (tested above)
+    // The tiles block scales take (cooperative 128 x 128), alone, in pairs along M and along N, and the direct variant.
+    std::vector<KernelConfig> configs = {HopperConfig{128, 128, 6, Schedule::Cooperative, 1},
+                                         HopperConfig{128, 128, 6, Schedule::Cooperative, 2},
+                                         HopperConfig{128, 128, 6, Schedule::Cooperative, 1, 2}};
+    HopperConfig direct{128, 128, 6, Schedule::Cooperative, 1};
+    direct.direct = true;
+    configs.push_back(direct);
+    std::vector<Build> builds;
+    for (const Graph& g : {block_scaled_graph(DType::E4M3), block_scaled_graph(DType::E5M2, DType::E4M3)})
+        for (const KernelConfig& config : configs) builds.push_back({g, options_for(config)});
+    warm_in_parallel(builds);
+    // K: one partial block, 8 blocks of which the last holds 112, many blocks; M and N ragged (N: 1000 leaves a
+    // partial last N-block of B's scales; 130 two blocks, one of 2 columns).
+    struct Shape {
+        std::int64_t m, n, k;
+    };
+    const Shape shapes[] = {{129, 130, 96}, {1000, 1000, 1008}, {512, 384, 4096}};
+    std::uint64_t seed = 900;
+    for (const Build& b : builds)
+        for (const Shape& s : shapes) {
+            INFO("graph " << b.graph.name() << " config " << b.options.config->to_text()
+                          << fmt::format(" M={} N={} K={}", s.m, s.n, s.k));
+            const Kernel kernel = Runtime::instance().compile(b.graph, b.options);
+            verify::CheckProblem p;
+            p.m = s.m;
+            p.n = s.n;
+            p.k = s.k;
+            p.seed = seed++;
+            require_pass(verify::check_on_device(kernel, p));
+        }
+    // Stream-K pieces of a tile start mid-K: each reads the scales of its own k-blocks.
+    set_stream_k_override(StreamK::Always);
+    struct Restore {
+        ~Restore() { set_stream_k_override(std::nullopt); }
+    } restore;
+    const Kernel kernel = Runtime::instance().compile(builds.front().graph, builds.front().options);
+    verify::CheckProblem p;
+    p.m = 4731;
+    p.n = 1000;
+    p.k = 1024;
+    p.seed = seed++;
+    require_pass(verify::check_on_device(kernel, p));
+}
+
+TEST_CASE("reduce_group: values of each row's 128-column groups match the reference on the Hopper configs",
+          "[gpu][fp8]") {
+    if (!on_hopper()) return;  // the Hopper mainloop's pass (the portable one refuses it: a CPU test)
+    std::vector<Build> builds;
+    for (const Graph& g : {group_centering_graph(), group_quantizing_graph("group_quantize")})
+        for (const KernelConfig& config : hopper_configs()) builds.push_back({g, options_for(config)});
+    warm_in_parallel(builds);
+    // N = 1000: the last group holds 104 columns; 130: a group of 2; K past one k-tile.
+    struct Shape {
+        std::int64_t m, n, k;
+    };
+    const Shape shapes[] = {{257, 1000, 256}, {129, 130, 72}, {1024, 512, 1024}};
+    std::uint64_t seed = 950;
+    for (const Build& b : builds)
+        for (const Shape& s : shapes) {
+            INFO("graph " << b.graph.name() << " config " << b.options.config->to_text()
+                          << fmt::format(" M={} N={} K={}", s.m, s.n, s.k));
+            const Kernel kernel = Runtime::instance().compile(b.graph, b.options);
+            verify::CheckProblem p;
+            p.m = s.m;
+            p.n = s.n;
+            p.k = s.k;
             p.seed = seed++;
             require_pass(verify::check_on_device(kernel, p));
         }

@@ -6,6 +6,8 @@
 #include <limits>
 #include <sstream>
 
+#include <fmt/format.h>
+
 #include "coda/error.hpp"
 #include "coda/validate.hpp"
 #include "ir/check_graph.hpp"
@@ -170,6 +172,26 @@ TEST_CASE("validation: A and B of two types are both FP8 and K-major", "[ir]") {
     CHECK_THAT(only_problem(mn), Contains("e5m2 x e4m3 operands must both be K-major") && Contains("got a=mn, b=k"));
 }
 
+TEST_CASE("validation: block scales are for FP8 operands", "[ir]") {
+    for (const auto& [a, b] : {std::pair{DType::E4M3, DType::E4M3}, std::pair{DType::E5M2, DType::E4M3}}) {
+        GemmSpec spec{a, Major::K, Major::K, b};
+        spec.block_scales = true;
+        Graph ok = Graph::gemm("g", spec);
+        ok.store(ok.accumulator(), "out", DType::BF16);
+        CHECK(find_problems(ok).empty());
+    }
+    for (const DType d : {DType::BF16, DType::F16}) {
+        GemmSpec spec{d, Major::K, Major::K};
+        spec.block_scales = true;
+        Graph g = Graph::gemm("g", spec);
+        g.store(g.accumulator(), "out", DType::BF16);
+        CHECK(only_problem(g) == fmt::format("graph 'g': block scales (scales=block) are for FP8 operands (e4m3 or "
+                                             "e5m2), got in={} for A and {} for B; make both FP8, or drop the block "
+                                             "scales",
+                                             to_string(d), to_string(d)));
+    }
+}
+
 TEST_CASE("validation: graph name", "[ir]") {
     Graph g = Graph::tile("my graph");
     g.store(g.tile_input("t", DType::F32), "out", DType::BF16);
@@ -205,6 +227,17 @@ TEST_CASE("validation: node names", "[ir]") {
         Graph t = Graph::tile("t");
         t.store(t.tile_input("A", DType::BF16), "B", DType::BF16);
         CHECK(problem_lines(t).empty());
+    }
+    SECTION("A_scale and B_scale are reserved in block-scaled gemm graphs only") {
+        GemmSpec spec{DType::E4M3, Major::K, Major::K};
+        spec.block_scales = true;
+        Graph g = Graph::gemm("g", spec);
+        g.store(g.accumulator() * g.row_input("A_scale", DType::F32), "out", DType::BF16);
+        CHECK_THAT(only_problem(g), Contains("node '%A_scale'") && Contains("reserved for A's block scales"));
+        spec.block_scales = false;
+        Graph plain = Graph::gemm("g", spec);
+        plain.store(plain.accumulator() * plain.row_input("A_scale", DType::F32), "B_scale", DType::BF16);
+        CHECK(problem_lines(plain).empty());
     }
     SECTION("duplicates") {
         Graph g = Graph::tile("g");
@@ -490,4 +523,39 @@ TEST_CASE("validation: computed but never used", "[ir]") {
     g.exp(acc, "dead");
     g.store(acc, "out", DType::BF16);
     CHECK_THAT(only_problem(g), Contains("node '%dead'") && Contains("computed but never used"));
+}
+
+TEST_CASE("validation: reduce_group works on a GEMM's accumulator, not on tile inputs", "[ir]") {
+    {
+        Graph g = Graph::gemm("group_ok");
+        Value acc = g.accumulator();
+        Value y = g.mul(acc, g.row_input("rstd", DType::F32));
+        g.store(g.div(acc, g.reduce_group(g.abs(y), ReduceOp::Max)), "out", DType::BF16);
+        CHECK(problem_lines(g).empty());
+    }
+    {
+        Graph g = Graph::gemm("group_of_input");
+        Value x = g.tile_input("x", DType::BF16);
+        g.store(g.add(g.accumulator(), g.reduce_group(g.mul(x, x), ReduceOp::Sum)), "out", DType::BF16);
+        CHECK_THAT(only_problem(g), Catch::Contains("depends on '%x'") && Catch::Contains("without tile inputs"));
+    }
+    {
+        Graph g = Graph::tile("group_in_tile");
+        Value x = g.tile_input("x", DType::BF16);
+        g.store(g.reduce_group(x, ReduceOp::Max), "out", DType::BF16);
+        CHECK_THAT(only_problem(g), Catch::Contains("gemm graphs only"));
+    }
+    {
+        Graph g = Graph::gemm("group_sumsq");
+        Value acc = g.accumulator();
+        g.store(g.reduce_group(acc, ReduceOp::SumSq), "out", DType::BF16);
+        CHECK_THAT(only_problem(g), Catch::Contains("sum, max or min, not sumsq"));
+    }
+    {
+        Graph g = Graph::gemm("group_nested");
+        Value acc = g.accumulator();
+        Value inner = g.reduce_group(acc, ReduceOp::Max, "inner");
+        g.store(g.reduce_group(g.sub(acc, inner), ReduceOp::Sum), "out", DType::BF16);
+        CHECK_THAT(only_problem(g), Catch::Contains("depends on '%inner'"));
+    }
 }

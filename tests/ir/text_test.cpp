@@ -158,7 +158,7 @@ TEST_CASE("gemm headers default a missing spec and reject bad ones", "[ir]") {
                                                          Contains("in_b=<e4m3|e5m2>") && Contains("'in=f64'"));
     CHECK_THAT(parse_error("graph g gemm in_b=e4m3 in_b=e5m2\n"), Contains("'in_b=' is given twice"));
     CHECK_THAT(parse_error("graph g gemm a=k a=mn\n"), Contains("'a=' is given twice"));
-    CHECK_THAT(parse_error("graph g tile in=bf16\n"), Contains("only gemm graphs take in=, in_b=, a= and b="));
+    CHECK_THAT(parse_error("graph g tile in=bf16\n"), Contains("only gemm graphs take in=, in_b=, a=, b= and scales="));
     CHECK_THAT(parse_error("graph g\n"), Contains("f.coda:1: graph header: expected `graph NAME DOMAIN`"));
     CHECK_THAT(parse_error("graph g gem\n"), Contains("unknown domain 'gem'"));
 }
@@ -179,6 +179,42 @@ TEST_CASE("a B type other than A's prints as in_b= and reads back, and the same 
     CHECK(to_text(same) == to_text(plain));
     CHECK(header_to_text(same) == "graph g gemm in=e4m3 a=k b=k");
     CHECK(graph_hash(same) == graph_hash(plain));
+}
+
+TEST_CASE("block scales print as scales=block and read back, and every other graph prints as before", "[ir]") {
+    GemmSpec spec{DType::E4M3, Major::K, Major::K};
+    spec.block_scales = true;
+    Graph g = Graph::gemm("g", spec);
+    g.store(g.accumulator(), "D", DType::BF16);
+    CHECK(header_to_text(g) == "graph g gemm in=e4m3 a=k b=k scales=block");
+    const Graph back = parse_graph(to_text(g));
+    CHECK(back.spec().block_scales);
+    CHECK(back == g);
+    CHECK(to_text(back) == to_text(g));
+
+    // With in_b: scales= comes last.
+    spec.input_b = DType::E5M2;
+    CHECK(header_to_text(Graph::gemm("g", spec)) == "graph g gemm in=e4m3 a=k b=k in_b=e5m2 scales=block");
+    CHECK(parse_graph("graph g gemm scales=block in=e4m3 in_b=e5m2\n%acc = accumulator\n").spec() == spec);
+
+    // Without block scales the text, and so the hash, is what it always was; scales=none is that default spelled out.
+    Graph plain = Graph::gemm("g", GemmSpec{DType::E4M3, Major::K, Major::K});
+    plain.store(plain.accumulator(), "D", DType::BF16);
+    CHECK(to_text(plain) == "graph g gemm in=e4m3 a=k b=k\n%acc = accumulator\n%D = store bf16 %acc\n");
+    CHECK(graph_hash(plain) != graph_hash(g));
+    const Graph none =
+        parse_graph("graph g gemm in=e4m3 a=k b=k scales=none\n%acc = accumulator\n%D = store bf16 %acc\n");
+    CHECK_FALSE(none.spec().block_scales);
+    CHECK(none == plain);
+    CHECK(to_text(none) == to_text(plain));
+    CHECK(graph_hash(none) == graph_hash(plain));
+    CHECK(parse_graph(kOutProj).spec() == GemmSpec{});
+    CHECK(to_text(parse_graph(kOutProj)) == kOutProj);
+
+    CHECK_THAT(parse_error("graph g gemm in=e4m3 scales=row\n"),
+               Contains("scales=<block|none>") && Contains("'scales=row'"));
+    CHECK_THAT(parse_error("graph g gemm scales=block scales=none\n"), Contains("'scales=' is given twice"));
+    CHECK_THAT(parse_error("graph g tile scales=block\n"), Contains("only gemm graphs take") && Contains("scales="));
 }
 
 TEST_CASE("parse errors name the file, line and node, and what was expected", "[ir]") {

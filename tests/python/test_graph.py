@@ -97,6 +97,20 @@ def test_every_named_method_builds_its_op():
                      "acc_out": "accumulate", "colmax": "column partials", "rowlse": "row partials"}
 
 
+def test_reduce_group_builds_its_op_in_gemm_graphs():
+    # A block-wise FP8 quantization: each row group's amax gives the scale its elements are divided by.
+    g = coda.Graph.gemm("group_quantize", coda.GemmSpec(input=coda.bf16, a=coda.Major.K, b=coda.Major.K))
+    acc = g.accumulator()
+    amax = g.reduce_group(g.abs(acc), coda.ReduceOp.Max, name="amax")
+    assert g.nodes[amax.id].op == "reduce_group" and g.nodes[amax.id].reduce == coda.ReduceOp.Max
+    scale = g.max(g.mul(amax, 1.0 / 448), 1e-12, name="scale")
+    g.store(g.div(acc, scale), "q", coda.e4m3)
+    g.reduce_row(scale, coda.ReduceOp.Max, "q_scale")
+    coda.check(g)
+    assert "%amax = reduce_group max %" in coda.to_text(g)
+    assert coda.parse_graph(coda.to_text(g)) == g
+
+
 def test_sources_keep_their_attributes():
     g = coda.Graph.gemm("src", coda.GemmSpec(input=coda.f16, a=coda.Major.MN, b=coda.Major.MN))
     assert lines(g)[0] == "graph src gemm in=f16 a=mn b=mn"

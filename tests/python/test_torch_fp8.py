@@ -110,3 +110,62 @@ def test_two_fp8_types_match_torch_scaled_mm_on_the_gpu(dtype, dtype_b):
     theirs = torch._scaled_mm(a, b, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)
     assert (theirs.double() - exact).norm() / exact.norm() < 1e-2
     assert (out.double() - theirs.double()).norm() / exact.norm() < 2e-2
+
+
+def blockwise_expected(a, b, scale_a, scale_b):
+    """sum over 128-k blocks of scale_a[m, kb] * scale_b[n // 128, kb] * the block's exact FP8 product, in bf16."""
+    m, k = a.shape
+    n = b.shape[1]
+    out = torch.zeros(m, n, dtype=torch.float64)
+    for kb in range(-(-k // 128)):
+        ks = slice(128 * kb, 128 * kb + 128)
+        block = a[:, ks].double() @ b[ks, :].double()
+        col_scale = scale_b[:, kb].double().repeat_interleave(128)[:n]
+        out += block * scale_a[:, kb].double()[:, None] * col_scale[None, :]
+    return out.to(torch.bfloat16)
+
+
+def block_scales(m, n, k, device="cpu", seed=3):
+    # Powers of two from 2^-3 to 2^3 per block: a scale applied to the wrong block is off by a factor of 2 or more.
+    g = torch.Generator().manual_seed(seed)
+    kb, nb = -(-k // 128), -(-n // 128)
+    sa = 2.0 ** torch.randint(-3, 4, (m, kb), generator=g).float()
+    sb = 2.0 ** torch.randint(-3, 4, (nb, kb), generator=g).float()
+    return sa.to(device), sb.to(device)
+
+
+@pytest.mark.parametrize("dtype, dtype_b", [(torch.float8_e4m3fn,) * 2] + MIXED[:1])
+def test_blockwise_scales_match_the_exact_block_sums(dtype, dtype_b):
+    # N = 260: three 128-column blocks of B's scales, the last of 4 columns; K = 300: three k-blocks, the last of 44.
+    m, n, k = 12, 260, 300
+    a, b = operands(dtype, m=m, n=n, k=k, dtype_b=dtype_b)
+    sa, sb = block_scales(m, n, k)
+    out = torch.ops.coda.scaled_mm(a, b, sa, sb, blockwise=True)
+    torch.testing.assert_close(out, blockwise_expected(a, b, sa, sb), rtol=2 ** -8, atol=0)
+    # Scales of the wrong blocks (rows of scale_b swapped) change the result: the test can tell blocks apart.
+    swapped = sb.flip(0).contiguous()
+    assert not torch.equal(torch.ops.coda.scaled_mm(a, b, sa, swapped, blockwise=True), out)
+
+
+def test_blockwise_scales_of_the_wrong_shape_are_a_clear_error():
+    a, b = operands(torch.float8_e4m3fn, m=12, n=260, k=300)
+    sa, sb = block_scales(12, 260, 300)
+    with pytest.raises(ValueError, match=re.escape("[M x ceil(K/128)] = [12 x 3]")):
+        torch.ops.coda.scaled_mm(a, b, sa[:, :2], sb, blockwise=True)
+    with pytest.raises(ValueError, match=re.escape("[ceil(N/128) x ceil(K/128)] = [3 x 3]")):
+        torch.ops.coda.scaled_mm(a, b, sa, sb[:2], blockwise=True)
+    with pytest.raises(ValueError, match="blockwise=True"):
+        torch.ops.coda.scaled_mm(a, b, sa, sb)
+
+
+@pytest.mark.gpu
+def test_blockwise_scales_on_the_gpu_match_the_exact_block_sums():
+    if not torch.cuda.is_available() or torch.cuda.get_device_capability() < (9, 0):
+        pytest.skip("coda's FP8 GEMM needs an sm_90a GPU")
+    m, n, k = 1000, 1000, 1008
+    a, b = operands(torch.float8_e4m3fn, "cuda", m, n, k)
+    sa, sb = block_scales(m, n, k, "cuda")
+    out = torch.ops.coda.scaled_mm(a, b, sa, sb, blockwise=True)
+    exact = blockwise_expected(a.cpu(), b.cpu(), sa.cpu(), sb.cpu()).double()
+    # Promoted to f32 every 128 k: as close to the exact sums as the bf16 output allows.
+    assert (out.cpu().double() - exact).norm() / exact.norm() < 4e-3

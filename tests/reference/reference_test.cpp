@@ -1,8 +1,9 @@
 // Tests of the CPU reference interpreter on small hand-checked problems: GEMM + residual with row and column
 // partials cut by small tiles, RoPE, SwiGLU, a loss finalizer over lse partials, an i32 label compare,
-// accumulate and round; plus the errors for missing or misshapen inputs.
+// accumulate and round, a block-scaled FP8 GEMM; plus the errors for missing or misshapen inputs.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -136,6 +137,34 @@ TEST_CASE("SwiGLU over interleaved gate/up columns", "[reference]") {
         }
 }
 
+TEST_CASE("reduce_group: each row's groups of 128 columns, the last cut at N", "[reference]") {
+    // acc[i][j] = (i + 1) * (j - 100) for K = 1: groups [0, 128), [128, 256), [256, 260).
+    Graph g = Graph::gemm("groups", GemmSpec{DType::BF16, Major::K, Major::MN});
+    Value acc = g.accumulator();
+    g.store(g.reduce_group(g.abs(acc), ReduceOp::Max, "amax"), "amax_out", DType::F32);
+    g.store(g.reduce_group(acc, ReduceOp::Sum, "sum"), "sum_out", DType::F32);
+    const long long n = 260;
+    HostTensor a = tensor({2, 1}, {1, 2});
+    std::vector<double> b_values;
+    for (long long j = 0; j < n; ++j) b_values.push_back(static_cast<double>(j - 100));
+    HostTensor b = tensor({1, n}, b_values);
+    ReferenceProblem p;
+    p.m = 2, p.n = n, p.k = 1, p.a = &a, p.b = &b;
+    const auto out = run_reference(check_graph(g), p);
+    for (int i = 0; i < 2; ++i)
+        for (long long j = 0; j < n; ++j) {
+            const long long first = j / 128 * 128, last = std::min(first + 128, n) - 1;
+            double amax = 0, sum = 0;
+            for (long long c = first; c <= last; ++c) {
+                amax = std::max(amax, std::fabs((i + 1) * (c - 100.0)));
+                sum += (i + 1) * (c - 100.0);
+            }
+            INFO("row " << i << " column " << j);
+            CHECK(at(out.at("amax_out"), i, j) == amax);
+            CHECK(at(out.at("sum_out"), i, j) == sum);
+        }
+}
+
 TEST_CASE("finalize: lse and sum partials fold into a loss and an rstd", "[reference]") {
     Graph g = Graph::finalize("loss");
     Value lse = g.partials("lse_parts", ReduceOp::Lse);
@@ -237,6 +266,70 @@ TEST_CASE("missing or misshapen inputs are reported by name", "[reference]") {
     CHECK(out.at("y").values == std::vector<double>{4, 5, 6, 7, 4, 5, 6, 7});
     p.n = 3;
     CHECK_THROWS_AS(run_reference(checked, p), Error);
+}
+
+// M = 2, N = 130 (two n-blocks), K = 256 (two k-blocks): A[i][k] = (i + 1)(kb + 1), B[k][j] = 1 (j even) or -0.5 (odd),
+// so the block sums are 128 (i + 1)(kb + 1) B[.][j], and every scale differs, so a misread index shows.
+TEST_CASE("block-scaled FP8 GEMM: each 128-k block scaled by A_scale[kb][i] * B_scale[j / 128][kb]", "[reference]") {
+    GemmSpec spec{DType::E4M3, Major::K, Major::K};
+    spec.block_scales = true;
+    Graph g = Graph::gemm("scaled", spec);
+    g.store(g.accumulator(), "D", DType::F32);
+    const long long M = 2, N = 130, K = 256;
+    HostTensor a = tensor({M, K}, {}, DType::E4M3), b = tensor({K, N}, {}, DType::E4M3);
+    for (long long i = 0; i < M; ++i)
+        for (long long k = 0; k < K; ++k) a.values.push_back(static_cast<double>((i + 1) * (k / 128 + 1)));
+    for (long long k = 0; k < K; ++k)
+        for (long long j = 0; j < N; ++j) b.values.push_back(j % 2 == 0 ? 1.0 : -0.5);
+    const double a_scale[2][2] = {{1, 2}, {4, 8}};           // [kb][i]
+    const double b_scale[2][2] = {{0.5, 0.25}, {3, 0.125}};  // [j / 128][kb]
+    ReferenceProblem p;
+    p.m = M, p.n = N, p.k = K, p.a = &a, p.b = &b;
+    // Read as f32: the extra 2^-30 rounds away.
+    p.inputs["A_scale"] = tensor({2, M}, {1 + std::ldexp(1.0, -30), 2, 4, 8});
+    p.inputs["B_scale"] = tensor({2, 2}, {0.5, 0.25, 3, 0.125});
+    const HostTensor d = run_reference(check_graph(g), p).at("D");
+    REQUIRE(d.shape == std::vector<long long>{M, N});
+    // By hand: [0][0] = 1 * 0.5 * 128 + 4 * 0.25 * 256 = 320; [1][129] = 2 * 3 * (-128) + 8 * 0.125 * (-256) = -1024.
+    CHECK(at(d, 0, 0) == 320.0);
+    CHECK(at(d, 1, 129) == -1024.0);
+    for (long long i = 0; i < M; ++i)
+        for (long long j = 0; j < N; ++j) {
+            double expect = 0;
+            for (int kb = 0; kb < 2; ++kb)
+                expect += a_scale[kb][i] * b_scale[j / 128][kb] * 128.0 * static_cast<double>((i + 1) * (kb + 1)) *
+                          (j % 2 == 0 ? 1.0 : -0.5);
+            INFO("i=" << i << " j=" << j);
+            CHECK(at(d, i, j) == expect);
+        }
+
+    // K = 200: the last k-block is partial (72 k), N = 4: one n-block.
+    HostTensor a2 = tensor({1, 200}, std::vector<double>(200, 1.0), DType::E4M3);
+    HostTensor b2 = tensor({200, 4}, std::vector<double>(800, 1.0), DType::E4M3);
+    ReferenceProblem q;
+    q.m = 1, q.n = 4, q.k = 200, q.a = &a2, q.b = &b2;
+    q.inputs["A_scale"] = tensor({2, 1}, {1, 2});
+    q.inputs["B_scale"] = tensor({1, 2}, {1, 0.5});
+    CHECK(run_reference(check_graph(g), q).at("D").values == std::vector<double>(4, 128 + 72));
+}
+
+TEST_CASE("block scales that are missing or misshapen are reported by name and shape", "[reference]") {
+    GemmSpec spec{DType::E4M3, Major::K, Major::K};
+    spec.block_scales = true;
+    Graph g = Graph::gemm("scaled", spec);
+    g.store(g.accumulator(), "D", DType::F32);
+    const CheckedGraph checked = check_graph(g);
+    HostTensor a = tensor({2, 3}, std::vector<double>(6, 1.0)), b = tensor({3, 4}, std::vector<double>(12, 1.0));
+    ReferenceProblem p;
+    p.m = 2, p.n = 4, p.k = 3, p.a = &a, p.b = &b;
+    CHECK_THROWS_WITH(run_reference(checked, p), Catch::Contains("lacks 'A_scale'") && Catch::Contains("[1 x 2]"));
+    p.inputs["A_scale"] = tensor({1, 2}, {1, 1});
+    CHECK_THROWS_WITH(run_reference(checked, p), Catch::Contains("lacks 'B_scale'") && Catch::Contains("[1 x 1]"));
+    p.inputs["B_scale"] = tensor({1, 2}, {1, 1});
+    CHECK_THROWS_WITH(run_reference(checked, p),
+                      Catch::Contains("'B_scale'") && Catch::Contains("shape [1 x 2]") && Catch::Contains("[1 x 1]"));
+    p.inputs["B_scale"] = tensor({1, 1}, {0.5});
+    CHECK(run_reference(checked, p).at("D").values == std::vector<double>(8, 1.5));
 }
 
 }  // namespace

@@ -8,6 +8,8 @@
 #include "cache/kernel_cache.hpp"
 #include "coda/blocks.hpp"
 #include "mainloop/hopper.hpp"
+#include "mainloop/portable.hpp"
+#include "support/fp8_graphs.hpp"
 #include "mainloop/mainloops.hpp"
 #include "runtime/pipeline.hpp"
 #include "support/temp_dir.hpp"
@@ -220,6 +222,47 @@ TEST_CASE("FP8 operands of two types (e5m2 x e4m3, e4m3 x e5m2) compile for sm_9
     for (const auto& [a, b] : {std::pair{DType::E5M2, DType::E4M3}, std::pair{DType::E4M3, DType::E5M2}})
         for (const NamedConfig& named : hopper_mainloop().candidates())
             require_compiles_without_spills(fp8_scaled_graph(a, b), "sm_90a", cache, named.config);
+}
+
+TEST_CASE("block-scaled FP8 compiles for sm_90a on its cooperative 128 x 128 tiles without spills, and refuses others",
+          "[compile]") {
+    test::TempDir dir("coda-fp8-block");
+    KernelCache cache(dir.path(), false);
+    const Graph graphs[] = {test::block_scaled_graph(DType::E4M3), test::block_scaled_graph(DType::E5M2, DType::E4M3)};
+    for (const Graph& g : graphs) {
+        const KernelConfig config = hopper_mainloop().default_config(g, ProblemShape{});
+        REQUIRE(config.hopper() != nullptr);
+        CHECK(config.hopper()->schedule == Schedule::Cooperative);
+        require_compiles_without_spills(g, "sm_90a", cache, config);
+        HopperConfig direct = *config.hopper();
+        direct.direct = true;
+        require_compiles_without_spills(g, "sm_90a", cache, KernelConfig(direct));
+        for (const NamedConfig& named : hopper_mainloop().candidates()) {
+            const HopperConfig& h = *named.config.hopper();
+            INFO(named.name);
+            if (h.schedule == Schedule::Cooperative && h.bm == 128 && h.bn == 128)
+                require_compiles_without_spills(g, "sm_90a", cache, named.config);
+            else
+                CHECK_THROWS_WITH(build_kernel(g, BuildTarget{"sm_90a", &hopper_mainloop(), named.config}, cache),
+                                  Catch::Contains("block-scaled FP8") && Catch::Contains("cooperative 128 x 128"));
+        }
+    }
+}
+
+TEST_CASE("reduce_group compiles on every Hopper config without spills, and is an error elsewhere", "[compile]") {
+    test::TempDir dir("coda-group");
+    KernelCache cache(dir.path(), false);
+    const Graph bf16 = test::group_quantizing_graph("group_quantize");
+    const Graph fp8 = test::group_quantizing_graph("group_quantize_fp8", GemmSpec{DType::E4M3, Major::K, Major::K, std::nullopt, true});
+    for (const NamedConfig& named : hopper_mainloop().candidates()) {
+        require_compiles_without_spills(bf16, "sm_90a", cache, named.config);
+        HopperConfig direct = *named.config.hopper();
+        direct.direct = true;
+        require_compiles_without_spills(bf16, "sm_90a", cache, KernelConfig(direct));
+    }
+    require_compiles_without_spills(fp8, "sm_90a", cache, hopper_mainloop().default_config(fp8, ProblemShape{}));
+    CHECK_THROWS_WITH(build_kernel(bf16, BuildTarget{"sm_89", &portable_mainloop(), KernelConfig(PortableConfig{})}, cache),
+                      Catch::Contains("reduce_group needs the Hopper mainloop"));
 }
 
 TEST_CASE("FP8 operands in another layout, or on the portable mainloop, are a clear error", "[compile]") {

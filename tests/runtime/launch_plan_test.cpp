@@ -1,5 +1,6 @@
 // Launch-argument checks run on the host, so each error message is tested here without a GPU.
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include "coda/blocks.hpp"
 #include "coda/error.hpp"
@@ -340,4 +341,162 @@ TEST_CASE("rebinding a scalar to device memory tags its pointer and checks it", 
     rebind_scalar(checked, plan, "alpha", 2.0f, "scaled");
     args.bind("alpha", 2.0f);
     CHECK(plan.slots == plan_launch(checked, kTile, args, "scaled").slots);
+}
+
+namespace {
+
+// D = alpha * A B on block-scaled e4m3 operands (GemmSpec::block_scales), and its bindings: at K = 256 and
+// N = 512, A_scale is [2 x M] and B_scale [4 x 2].
+constexpr std::int64_t KB = K / kScaleBlock, NB = N / kScaleBlock;
+
+Graph block_scaled_gemm() {
+    GemmSpec spec{DType::E4M3, Major::K, Major::K};
+    spec.block_scales = true;
+    Graph g = Graph::gemm("scaled", spec);
+    g.store(g.mul(g.accumulator(), g.scalar("alpha")), "D", DType::BF16);
+    return g;
+}
+
+Args block_scaled_args(bool with_scales = true) {
+    Args args;
+    args.bind("A", matrix(fake(0x100000), DType::E4M3, M, K));
+    args.bind("B", matrix_col_major(fake(0x200000), DType::E4M3, K, N));
+    args.bind("D", matrix(fake(0x300000), DType::BF16, M, N)).bind("alpha", 2.0f);
+    if (with_scales) {
+        args.bind("A_scale", matrix(fake(0x400000), DType::F32, KB, M));
+        args.bind("B_scale", matrix(fake(0x500000), DType::F32, NB, KB));
+    }
+    return args;
+}
+
+}  // namespace
+
+// The 4 words after the bindings' slots: A_scale's pointer and leading dimension, then B_scale's.
+std::vector<std::uint64_t> scale_words(const CheckedGraph& g, const LaunchPlan& plan) {
+    const auto first = plan.slots.begin() + total_slots(g);
+    return {first, first + kBlockScaleSlots};
+}
+
+std::uint64_t word(const void* p) { return reinterpret_cast<std::uintptr_t>(p); }
+
+TEST_CASE("a block-scaled GEMM plans its scales into the slots after the bindings'", "[runtime]") {
+    const CheckedGraph g = check_graph(block_scaled_gemm());
+    const LaunchPlan plan = plan_launch(g, kTile, block_scaled_args(), "scaled");
+    REQUIRE(static_cast<int>(plan.slots.size()) == total_slots(g) + kBlockScaleSlots);
+    CHECK(scale_words(g, plan) == std::vector<std::uint64_t>{word(fake(0x400000)), static_cast<std::uint64_t>(M),
+                                                            word(fake(0x500000)), static_cast<std::uint64_t>(KB)});
+    CHECK(plan.operand_bytes == 1);
+
+    // Leading dimensions beyond the rows' lengths, and K and N not multiples of 128: ceil(K / 128) k-blocks.
+    Args wide = block_scaled_args();
+    wide.bind("A", matrix(fake(0x100000), DType::E4M3, M, K + 16));
+    wide.bind("B", matrix_col_major(fake(0x200000), DType::E4M3, K + 16, N - 2));
+    wide.bind("D", matrix(fake(0x300000), DType::BF16, M, N - 2));
+    wide.bind("A_scale", matrix(fake(0x400000), DType::F32, KB + 1, M, M + 4));
+    wide.bind("B_scale", matrix(fake(0x500000), DType::F32, NB, KB + 1, KB + 3));
+    const LaunchPlan padded = plan_launch(g, kTile, wide, "scaled");
+    CHECK(scale_words(g, padded)[1] == static_cast<std::uint64_t>(M + 4));
+    CHECK(scale_words(g, padded)[3] == static_cast<std::uint64_t>(KB + 3));
+
+    // Other GEMMs take no such slots.
+    const CheckedGraph plain_graph = check_graph(scaled_gemm());
+    const LaunchPlan plain = plan_launch(plain_graph, kTile, scaled_gemm_args(), "scaled");
+    CHECK(static_cast<int>(plain.slots.size()) == std::max(1, total_slots(plain_graph)));
+}
+
+TEST_CASE("block-scale errors name the scale, the expected shape and what was given", "[runtime]") {
+    const CheckedGraph g = check_graph(block_scaled_gemm());
+    struct Case {
+        const char* what;
+        std::function<void(Args&)> mutate;
+        std::vector<std::string> expected;
+    };
+    const std::vector<Case> cases = {
+        {"missing A_scale", [](Args& a) { a = block_scaled_args(false); },
+         {"'A_scale'", "is not bound", "block scales of A", "Args::bind(\"A_scale\", tensor)"}},
+        {"missing B_scale",
+         [](Args& a) { a = block_scaled_args(false); a.bind("A_scale", matrix(fake(0x400000), DType::F32, KB, M)); },
+         {"'B_scale'", "is not bound", "block scales of B"}},
+        {"A_scale dtype", [](Args& a) { a.bind("A_scale", matrix(fake(0x400000), DType::BF16, KB, M)); },
+         {"'A_scale'", "expected dtype f32", "bf16"}},
+        {"B_scale dtype", [](Args& a) { a.bind("B_scale", matrix(fake(0x500000), DType::E4M3, NB, KB)); },
+         {"'B_scale'", "expected dtype f32", "e4m3"}},
+        {"A_scale transposed", [](Args& a) { a.bind("A_scale", matrix(fake(0x400000), DType::F32, M, KB)); },
+         {"'A_scale'", "expected shape [2 x 300]", "ceil(K / 128) x M", "[300 x 2]"}},
+        {"B_scale per k only", [](Args& a) { a.bind("B_scale", vector(fake(0x500000), DType::F32, KB)); },
+         {"'B_scale'", "expected shape [4 x 2]", "ceil(N / 128) x ceil(K / 128)"}},
+        {"B_scale short", [](Args& a) { a.bind("B_scale", matrix(fake(0x500000), DType::F32, NB - 1, KB)); },
+         {"'B_scale'", "expected shape [4 x 2]", "[3 x 2]"}},
+        {"A_scale column-major",
+         [](Args& a) { a.bind("A_scale", matrix_col_major(fake(0x400000), DType::F32, KB, M)); },
+         {"'A_scale'", "row-major"}},
+        {"B_scale overlapping rows",
+         [](Args& a) { a.bind("B_scale", TensorRef{fake(0x500000), DType::F32, {NB, KB}, {1, 1}}); },
+         {"'B_scale'", "row stride 1 is smaller than its 2 columns"}},
+        {"A_scale misaligned", [](Args& a) { a.bind("A_scale", matrix(fake(0x400002), DType::F32, KB, M)); },
+         {"'A_scale'", "not aligned to 4 bytes"}},
+        {"B_scale null", [](Args& a) { a.bind("B_scale", matrix(nullptr, DType::F32, NB, KB)); },
+         {"'B_scale'", "null pointer"}},
+        {"A_scale scalar", [](Args& a) { Args b = block_scaled_args(false);
+                                          b.bind("B_scale", a.tensors().at("B_scale")).bind("A_scale", 1.0f); a = b; },
+         {"'A_scale'", "bound to a scalar"}},
+        {"unknown name lists the scales", [](Args& a) { a.bind("C_scale", 1.0f); },
+         {"'C_scale'", "no such binding", "A, B, A_scale, B_scale, "}},
+    };
+    for (const Case& c : cases) {
+        INFO(c.what);
+        Args a = block_scaled_args();
+        c.mutate(a);
+        std::string message;
+        try {
+            plan_launch(g, kTile, a, "scaled");
+        } catch (const Error& e) {
+            message = e.what();
+        }
+        REQUIRE_FALSE(message.empty());
+        CHECK_THAT(message, Catch::Contains("kernel 'scaled'"));
+        for (const auto& piece : c.expected) CHECK_THAT(message, Catch::Contains(piece));
+    }
+}
+
+TEST_CASE("scales bound to a GEMM without block scales are unknown names", "[runtime]") {
+    const CheckedGraph g = check_graph(scaled_gemm());
+    for (const char* name : {"A_scale", "B_scale"}) {
+        INFO(name);
+        Args args = scaled_gemm_args();
+        args.bind(name, matrix(fake(0x400000), DType::F32, KB, M));
+        CHECK_THROWS_WITH(plan_launch(g, kTile, args, "scaled"),
+                          Catch::Contains(fmt::format("'{}' is bound but the kernel has no such binding", name)) &&
+                              Catch::Contains("its bindings are: A, B, ") &&
+                              !Catch::Contains("A, B, A_scale"));
+        LaunchPlan plan = plan_launch(g, kTile, scaled_gemm_args(), "scaled");
+        CHECK_THROWS_WITH(rebind_pointer(g, plan, name, fake(0x400000), "scaled"),
+                          Catch::Contains("no such binding"));
+    }
+}
+
+TEST_CASE("rebinding a block scale rewrites its pointer, and checks it", "[runtime]") {
+    const CheckedGraph g = check_graph(block_scaled_gemm());
+    const LaunchPlan original = plan_launch(g, kTile, block_scaled_args(), "scaled");
+    for (const char* name : {"A_scale", "B_scale"}) {
+        INFO(name);
+        LaunchPlan rebound = original;
+        rebind_pointer(g, rebound, name, fake(0x910004), "scaled");
+        Args moved = block_scaled_args();
+        TensorRef t = moved.tensors().at(name);
+        t.data = fake(0x910004);
+        moved.bind(name, t);
+        const LaunchPlan fresh = plan_launch(g, kTile, moved, "scaled");
+        CHECK(rebound.slots == fresh.slots);
+
+        LaunchPlan plan = original;
+        CHECK_THROWS_WITH(rebind_pointer(g, plan, name, fake(0x910002), "scaled"),
+                          Catch::Contains(fmt::format("'{}': pointer", name)) &&
+                              Catch::Contains("not aligned to 4 bytes"));
+        CHECK_THROWS_WITH(rebind_pointer(g, plan, name, nullptr, "scaled"),
+                          Catch::Contains("cannot rebind to a null pointer"));
+        CHECK_THROWS_WITH(rebind_scalar(g, plan, name, 1.0f, "scaled"),
+                          Catch::Contains(fmt::format("'{}': cannot rebind the block scales of {}", name, name[0])));
+        CHECK(plan.slots == original.slots);
+    }
 }

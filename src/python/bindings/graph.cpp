@@ -77,22 +77,28 @@ void bind_types(nb::module_& m) {
 
     nb::class_<GemmSpec>(m, "GemmSpec",
                          "The operands of a GEMM graph: A (M x K) and B (K x N) in bf16, f16, e4m3 or e5m2; input_b "
-                         "is B's type where it is not A's (two FP8 types, e.g. e5m2 gradients x e4m3 weights).")
+                         "is B's type where it is not A's (two FP8 types, e.g. e5m2 gradients x e4m3 weights); "
+                         "block_scales: FP8 operands with DeepSeek-V3's block scales, bound as A_scale and B_scale.")
         .def(
             "__init__",
-            [](GemmSpec* self, DType input, Major a, Major b, std::optional<DType> input_b) {
-                new (self) GemmSpec{input, a, b, input_b};
+            [](GemmSpec* self, DType input, Major a, Major b, std::optional<DType> input_b, bool block_scales) {
+                new (self) GemmSpec{input, a, b, input_b, block_scales};
             },
-            "input"_a = DType::BF16, "a"_a = Major::K, "b"_a = Major::K, "input_b"_a = nb::none())
+            "input"_a = DType::BF16, "a"_a = Major::K, "b"_a = Major::K, "input_b"_a = nb::none(),
+            "block_scales"_a = false)
         .def_rw("input", &GemmSpec::input)
         .def_rw("a", &GemmSpec::a)
         .def_rw("b", &GemmSpec::b)
         .def_rw("input_b", &GemmSpec::input_b, "B's type where it is not A's; None: A's.")
+        .def_rw("block_scales", &GemmSpec::block_scales,
+                "FP8 block scales: A_scale f32 [ceil(K / 128) x M] and B_scale f32 [ceil(N / 128) x ceil(K / 128)], "
+                "acc = sum over 128-k blocks kb of A_scale[kb][m] * B_scale[n / 128][kb] * (A B over kb)[m][n].")
         .def("__eq__", [](const GemmSpec& x, const GemmSpec& y) { return x == y; })
         .def("__repr__", [](const GemmSpec& s) {
-            return fmt::format("coda.GemmSpec(input=coda.{}, a=coda.Major.{}, b=coda.Major.{}{})", to_string(s.input),
+            return fmt::format("coda.GemmSpec(input=coda.{}, a=coda.Major.{}, b=coda.Major.{}{}{})", to_string(s.input),
                                s.a == Major::K ? "K" : "MN", s.b == Major::K ? "K" : "MN",
-                               s.input_b ? fmt::format(", input_b=coda.{}", to_string(*s.input_b)) : "");
+                               s.input_b ? fmt::format(", input_b=coda.{}", to_string(*s.input_b)) : "",
+                               s.block_scales ? ", block_scales=True" : "");
         });
 }
 
@@ -168,6 +174,8 @@ void bind_builder(nb::module_& m) {
         // Sinks
         .def("store", &Graph::store, "x"_a, "name"_a, "dtype"_a)
         .def("accumulate", &Graph::accumulate, "x"_a, "name"_a, "dtype"_a)
+        .def("reduce_group", &Graph::reduce_group, "x"_a, "op"_a, "name"_a = "",
+             "op (sum, max, min) over x in the same row and 128-column group, at every element (gemm graphs, Hopper)")
         .def("reduce_row", &Graph::reduce_row, "x"_a, "op"_a, "name"_a)
         .def("reduce_col", &Graph::reduce_col, "x"_a, "op"_a, "name"_a);
 

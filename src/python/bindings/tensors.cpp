@@ -347,11 +347,16 @@ nb::dict reference(const Graph& graph, nb::dict bindings, long long m, long long
     std::map<std::string, const Binding*> by_name;
     for (const Binding& b : checked.bindings) by_name[b.name] = &b;
     HostTensor a, b;
+    const bool block_scales = domain == Domain::Gemm && graph.spec().block_scales;
     for (auto [key, value] : bindings) {
         const std::string name = nb::cast<std::string>(key);
         if (domain == Domain::Gemm && (name == "A" || name == "B")) {
             (name == "A" ? a : b) =
                 host_tensor(name, value, name == "A" ? graph.spec().input : graph.spec().b_input());
+            continue;
+        }
+        if (block_scales && (name == "A_scale" || name == "B_scale")) {
+            problem.inputs[name] = host_tensor(name, value, DType::F32);  // run_reference checks the shapes
             continue;
         }
         const auto it = by_name.find(name);
@@ -389,6 +394,13 @@ nb::dict reference(const Graph& graph, nb::dict bindings, long long m, long long
             throw Error(fmt::format("{}: a GEMM graph needs the operands 'A' [m x k] and 'B' [k x n]", where));
         problem.a = &a;
         problem.b = &b;
+    }
+    if (block_scales && !(problem.inputs.count("A_scale") && problem.inputs.count("B_scale"))) {
+        const long long kb = (k + kScaleBlock - 1) / kScaleBlock, nb = (n + kScaleBlock - 1) / kScaleBlock;
+        throw Error(fmt::format("{}: a block-scaled GEMM graph needs the f32 block scales 'A_scale' [ceil(k / 128) x "
+                                "m] = [{} x {}] and 'B_scale' [ceil(n / 128) x ceil(k / 128)] = [{} x {}]; {} is "
+                                "missing",
+                                where, kb, m, nb, kb, problem.inputs.count("A_scale") ? "'B_scale'" : "'A_scale'"));
     }
     nb::dict out;
     for (const auto& [name, tensor] : run_reference(checked, problem)) out[name.c_str()] = numpy_array(tensor);

@@ -165,6 +165,8 @@ struct Epilogue {
         visit<L>(args, st, c, row_slot, col_slot, acc0, acc1, in);
     }
 
+    static constexpr int kGroupReductions = 0;
+
     template <class L>
     __device__ static void end_tile(const Args& args, State<L>& st, float* scratch,
                                     const coda::TileCoord& t) {

@@ -26,8 +26,9 @@ RECIPES = ("tensorwise",)
 _LATER = {
     "rowwise": "per-row scales need the whole row's amax before its first element is written: a second pass over "
                "every activation, which is what coda's epilogues are there to avoid",
-    "blockwise": "block scales (1 x 128 activations, 128 x 128 weights) need an FP8 mainloop that promotes the "
-                 "accumulator to f32 at every 128-k block, which coda does not have yet",
+    "blockwise": "its pieces are in coda (block-scaled GEMMs, GemmSpec block_scales: 1 x 128 activation and "
+                 "128 x 128 weight scales promoted every 128 k; reduce_group, for a scale from each tile's own amax), "
+                 "but no coda.torch layer runs on them yet",
 }
 
 SCALE, INV_SCALE, AMAX = 0, 1, 2

@@ -2,7 +2,9 @@
 [K x N] column-major, i.e. w.t() of an [N x K] weight, each float8_e4m3fn or float8_e5m2: the pairs torch._scaled_mm
 takes, e4m3 x e4m3, e4m3 x e5m2 and e5m2 x e4m3, and e5m2 x e5m2 too) on coda's FP8 Hopper mainloop, the scales
 applied in the epilogue: per tensor (two one-element f32 tensors, read on the GPU, so no host sync) or row-wise
-(scale_a [M x 1], scale_b [1 x N]). The output is bf16. CPU tensors run the fp64 reference.
+(scale_a [M x 1], scale_b [1 x N]); or, with blockwise=True, in the mainloop: scale_a [M x ceil(K/128)] (a row of A's
+128-k blocks) and scale_b [ceil(N/128) x ceil(K/128)] (the N x K weight's 128 x 128 blocks), each block's sum
+promoted to f32 with its two scales (GemmSpec block_scales). The output is bf16. CPU tensors run the fp64 reference.
 
 No autograd: FP8 training (which operand is quantized how, and the transposed copies the backward GEMMs need)
 is coda.torch's next stage (issue 28)."""
@@ -15,8 +17,9 @@ from coda.torch._register import fake
 _FP8 = {torch.float8_e4m3fn: "e4m3", torch.float8_e5m2: "e5m2"}
 
 
-def _recipe(a: Tensor, b: Tensor, scale_a: Tensor, scale_b: Tensor) -> str:
-    """'tensorwise' or 'rowwise', after checking what coda's FP8 GEMM takes; a ValueError names what does not fit."""
+def _recipe(a: Tensor, b: Tensor, scale_a: Tensor, scale_b: Tensor, blockwise: bool = False) -> str:
+    """'tensorwise', 'rowwise' or 'blockwise', after checking what coda's FP8 GEMM takes; a ValueError names what does
+    not fit."""
     if a.dtype not in _FP8 or b.dtype not in _FP8:
         raise ValueError(f"coda.torch.scaled_mm: A and B must each be float8_e4m3fn or float8_e5m2, got "
                          f"{a.dtype} and {b.dtype}")
@@ -33,29 +36,39 @@ def _recipe(a: Tensor, b: Tensor, scale_a: Tensor, scale_b: Tensor) -> str:
         raise ValueError(f"coda.torch.scaled_mm: N = {n} is odd; coda's epilogues work on column pairs")
     if scale_a.dtype != torch.float32 or scale_b.dtype != torch.float32:
         raise ValueError(f"coda.torch.scaled_mm: scales must be float32, got {scale_a.dtype} and {scale_b.dtype}")
+    if blockwise:
+        kb, nb = -(-k // 128), -(-n // 128)
+        if tuple(scale_a.shape) == (m, kb) and tuple(scale_b.shape) == (nb, kb):
+            return "blockwise"
+        raise ValueError(f"coda.torch.scaled_mm: block-wise scales must be [M x ceil(K/128)] = [{m} x {kb}] and "
+                         f"[ceil(N/128) x ceil(K/128)] = [{nb} x {kb}], got {tuple(scale_a.shape)} and "
+                         f"{tuple(scale_b.shape)}")
     if scale_a.numel() == 1 and scale_b.numel() == 1:
         return "tensorwise"
     if tuple(scale_a.shape) == (m, 1) and tuple(scale_b.shape) == (1, n):
         return "rowwise"
     raise ValueError(f"coda.torch.scaled_mm: scales must be one element each (per tensor) or [M x 1] and [1 x N] "
-                     f"(row-wise), with M = {m}, N = {n}; got {tuple(scale_a.shape)} and {tuple(scale_b.shape)}")
+                     f"(row-wise), with M = {m}, N = {n} (block-wise ones need blockwise=True); got "
+                     f"{tuple(scale_a.shape)} and {tuple(scale_b.shape)}")
 
 
 @torch.library.custom_op("coda::scaled_mm", mutates_args=())
-def scaled_mm(a: Tensor, b: Tensor, scale_a: Tensor, scale_b: Tensor) -> Tensor:
-    recipe = _recipe(a, b, scale_a, scale_b)
+def scaled_mm(a: Tensor, b: Tensor, scale_a: Tensor, scale_b: Tensor, blockwise: bool = False) -> Tensor:
+    recipe = _recipe(a, b, scale_a, scale_b, blockwise)
     m, k = a.shape
     n = b.shape[1]
     out = a.new_empty((m, n), dtype=torch.bfloat16)
     if recipe == "tensorwise":
         scales = {"scale_a": scale_a.reshape(()), "scale_b": scale_b.reshape(())}
-    else:
+    elif recipe == "rowwise":
         scales = {"scale_a": scale_a.reshape(m), "scale_b": scale_b.reshape(n)}
+    else:  # the mainloop reads A's scales k-block by k-block: [ceil(K/128) x M], row-major
+        scales = {"A_scale": scale_a.t().contiguous(), "B_scale": scale_b.contiguous()}
     run(scaled_mm_name(recipe, _FP8[a.dtype], _FP8[b.dtype]), {"A": a, "B": b, **scales}, {"D": out}, m, n, k)
     return out
 
 
 @fake(scaled_mm)
-def _(a, b, scale_a, scale_b):
-    _recipe(a, b, scale_a, scale_b)
+def _(a, b, scale_a, scale_b, blockwise=False):
+    _recipe(a, b, scale_a, scale_b, blockwise)
     return a.new_empty((a.shape[0], b.shape[1]), dtype=torch.bfloat16)

@@ -1,0 +1,36 @@
+#include "support/fp8_graphs.hpp"
+
+#include <fmt/format.h>
+
+namespace coda::test {
+
+Graph block_scaled_graph(DType input, std::optional<DType> input_b) {
+    Graph g = Graph::gemm(fmt::format("fp8_block_scaled_{}{}", to_string(input), input_b ? "_mixed" : ""),
+                          GemmSpec{input, Major::K, Major::K, input_b, true});
+    Value x1 = g.add(g.accumulator(), g.tile_input("residual", DType::BF16), "x1_value");
+    g.store(x1, "x1", DType::BF16);
+    g.reduce_row(x1, ReduceOp::SumSq, "x1_sumsq");
+    return g;
+}
+
+Graph group_quantizing_graph(const std::string& name, GemmSpec spec) {
+    Graph g = Graph::gemm(name, spec);
+    Value y = g.mul(g.accumulator(), g.row_input("rstd", DType::F32), "y");
+    Value amax = g.reduce_group(g.abs(y, "magnitude"), ReduceOp::Max, "amax");
+    Value scale = g.max(g.mul(amax, g.constant(1.0f / 448.0f, "inv_e4m3_max"), "amax_scaled"),
+                        g.constant(1e-12f, "tiny"), "scale");
+    g.store(y, "y_bf16", DType::BF16);
+    g.store(g.div(y, scale, "quantized"), "q", DType::E4M3);
+    g.reduce_row(scale, ReduceOp::Max, "q_scale");
+    return g;
+}
+
+Graph group_centering_graph() {
+    Graph g = Graph::gemm("group_center");
+    Value y = g.mul(g.accumulator(), g.row_input("rstd", DType::F32), "y");
+    Value sum = g.reduce_group(y, ReduceOp::Sum, "group_sum");
+    g.store(g.sub(y, g.mul(sum, g.constant(1.0f / 128.0f, "inv_group")), "centered"), "out", DType::BF16);
+    return g;
+}
+
+}  // namespace coda::test

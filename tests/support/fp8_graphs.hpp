@@ -1,0 +1,23 @@
+// Graphs the CPU compile tests and the GPU tests share for block-scaled FP8 and reduce_group.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "coda/graph.hpp"
+
+namespace coda::test {
+
+// A block-scaled FP8 GEMM (GemmSpec::block_scales) with the out-projection's kind of epilogue: the promoted
+// accumulator plus a residual, stored in bf16, and its row partials.
+Graph block_scaled_graph(DType input, std::optional<DType> input_b = std::nullopt);
+
+// Block-wise FP8 quantization from each row group's own amax (reduce_group): y = acc * rstd, stored in bf16 and as
+// q = y / scale in e4m3, scale = max(amax / 448, 1e-12), the scales as row partials (per 128-column tile: the next
+// block-scaled GEMM's A_scale).
+Graph group_quantizing_graph(const std::string& name, GemmSpec spec = {});
+
+// y minus its group's mean (a reduce_group sum): the same pass with no FP8 at all.
+Graph group_centering_graph();
+
+}  // namespace coda::test

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Issue 28's GPU run, step by step (each fits one device call of 10 minutes): the FP8 kernels have compiled and been
+# CPU-tested, but no GPU has run them, so CODA_EXPERIMENTAL_FP8 still holds them back (README "FP8 operands").
+# Needs carry/build (tools/pack_device_build.sh) and, for the Python steps, carry/wheels and carry/peers
+# (tools/pack_device_python.sh --peers). Logs go to $OUT (default ./device-logs).
+#   tests   the C++ GPU tests of FP8 (GEMMs of one and two types, block scales, reduce_group, FP8 tile tensors, the
+#           FP8 block), and the BF16 ones every kernel's parameters touch (the block, stream-K, random GEMMs): the
+#           GEMM problem grew by the block scales' pointers
+#   python  the Python GPU tests of FP8 (scaled_mm against torch._scaled_mm, block scales, the FP8 layer and model)
+#   gemm    coda's FP8 identity GEMM against torch._scaled_mm over the 12-shape set and the LLaMA shapes
+#   layer   tools/bench_block.py --fp8 at d = 4096 (LAYER_ONLY: another --only text, e.g. "fp8 layer d=2048")
+#   curve   tools/fp8_loss_curve.py, 300 steps of fp32, bf16 and FP8
+# Usage: bash tools/device_fp8.sh tests python gemm ... ; BUILD=carry/build by default.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+build=${BUILD:-carry/build}
+out=${OUT:-device-logs}
+mkdir -p "$out"
+export CODA_CACHE_DIR=${CODA_CACHE_DIR:-$(mktemp -d)} CODA_EXPERIMENTAL_FP8=1 PYTHONUNBUFFERED=1
+status=0
+python_ready=0
+python_setup() {  # the wheel and the peers into /tmp/site, as tools/device_torch.sh installs them (no step: just that)
+  ((python_ready)) && return 0
+  bash tools/device_torch.sh || return 1
+  export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+  python_ready=1
+}
+for step in "$@"; do
+  case $step in
+    tests)
+      echo "== C++ GPU tests: FP8, then the BF16 ones the kernel parameters touch"
+      timeout 540 "$build/tests/coda_gpu_tests" \
+        "[fp8],the block's FP8 epilogues*,the block's epilogues*,stream-K*,random GEMM*" --durations yes \
+        > "$out/gpu_fp8_tests.log" 2>&1 || status=1
+      grep -E "FAILED|passed|failed|with expansion" "$out/gpu_fp8_tests.log" | tail -n 20 ;;
+    python)
+      echo "== Python GPU tests of FP8"
+      python_setup || exit 1
+      (cd /tmp && timeout 540 python3 -m pytest "$OLDPWD/tests/python" -m gpu -k "fp8 or blockwise or scaled_mm" -q \
+        -p no:cacheprovider -rs) > "$out/pytest_fp8.log" 2>&1 || status=1
+      grep -E "passed|failed|FAILED|Error" "$out/pytest_fp8.log" | tail -n 20 ;;
+    gemm)
+      echo "== FP8 identity GEMM against torch._scaled_mm"
+      python_setup || exit 1
+      CODA_FP8=e4m3 OUT=$out timeout 540 bash tools/bench_identity.sh "$build" > "$out/fp8_gemm.log" 2>&1 || status=1
+      tail -n 30 "$out/fp8_gemm.log" ;;
+    layer)
+      echo "== tools/bench_block.py --fp8"
+      python_setup || exit 1
+      timeout 540 python3 tools/bench_block.py --fp8 --out "$out" --rounds 3 --budget-s 400 \
+        --only "${LAYER_ONLY:-fp8 layer d=4096}" > "$out/fp8_layer.log" 2>&1 || status=1
+      grep -v "^\[" "$out/fp8_layer.log" | tail -n 20 ;;
+    curve)
+      echo "== tools/fp8_loss_curve.py"
+      python_setup || exit 1
+      timeout 540 python3 tools/fp8_loss_curve.py --out "$out" > "$out/fp8_curve.log" 2>&1 || status=1
+      tail -n 5 "$out/fp8_curve.log" ;;
+    *) echo "device_fp8.sh: unknown step '$step' (tests, python, gemm, layer, curve)" >&2; exit 2 ;;
+  esac
+done
+exit $status
