@@ -4,13 +4,14 @@
 # Needs carry/build (tools/pack_device_build.sh) and, for the Python steps, carry/wheels and carry/peers
 # (tools/pack_device_python.sh --peers). Logs go to $OUT (default ./device-logs).
 #   tests   the C++ GPU tests of FP8 (GEMMs of one and two types, block scales, reduce_group, FP8 tile tensors, the
-#           FP8 block), and the BF16 ones every kernel's parameters touch (the block, stream-K, random GEMMs): the
-#           GEMM problem grew by the block scales' pointers
+#           FP8 block)
+#   regress the BF16 GPU tests of what the FP8 work touched in the Hopper templates (the block's epilogues, stream-K,
+#           the random GEMMs); their SASS at the default configs is unchanged (tools/compare_cubins.py)
 #   python  the Python GPU tests of FP8 (scaled_mm against torch._scaled_mm, block scales, the FP8 layer and model)
 #   gemm    coda's FP8 identity GEMM against torch._scaled_mm over the 12-shape set and the LLaMA shapes
 #   layer   tools/bench_block.py --fp8 at d = 4096 (LAYER_ONLY: another --only text, e.g. "fp8 layer d=2048")
 #   curve   tools/fp8_loss_curve.py, 300 steps of fp32, bf16 and FP8
-# Usage: bash tools/device_fp8.sh tests python gemm ... ; BUILD=carry/build by default.
+# Usage: bash tools/device_fp8.sh tests regress python gemm ... ; BUILD=carry/build by default.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 build=${BUILD:-carry/build}
@@ -28,11 +29,15 @@ python_setup() {  # the wheel and the peers into /tmp/site, as tools/device_torc
 for step in "$@"; do
   case $step in
     tests)
-      echo "== C++ GPU tests: FP8, then the BF16 ones the kernel parameters touch"
-      timeout 540 "$build/tests/coda_gpu_tests" \
-        "[fp8],the block's FP8 epilogues*,the block's epilogues*,stream-K*,random GEMM*" --durations yes \
+      echo "== C++ GPU tests of FP8"
+      timeout 540 "$build/tests/coda_gpu_tests" "[fp8],the block's FP8 epilogues*" --durations yes \
         > "$out/gpu_fp8_tests.log" 2>&1 || status=1
       grep -E "FAILED|passed|failed|with expansion" "$out/gpu_fp8_tests.log" | tail -n 20 ;;
+    regress)
+      echo "== C++ GPU tests of BF16 that the FP8 work's template changes touch"
+      timeout 540 "$build/tests/coda_gpu_tests" "the block's epilogues*,stream-K*,random GEMM*" --durations yes \
+        > "$out/gpu_regress.log" 2>&1 || status=1
+      grep -E "FAILED|passed|failed|with expansion" "$out/gpu_regress.log" | tail -n 20 ;;
     python)
       echo "== Python GPU tests of FP8"
       python_setup || exit 1
@@ -55,7 +60,7 @@ for step in "$@"; do
       python_setup || exit 1
       timeout 540 python3 tools/fp8_loss_curve.py --out "$out" > "$out/fp8_curve.log" 2>&1 || status=1
       tail -n 5 "$out/fp8_curve.log" ;;
-    *) echo "device_fp8.sh: unknown step '$step' (tests, python, gemm, layer, curve)" >&2; exit 2 ;;
+    *) echo "device_fp8.sh: unknown step '$step' (tests, regress, python, gemm, layer, curve)" >&2; exit 2 ;;
   esac
 done
 exit $status
