@@ -383,15 +383,11 @@ std::string group_functions(const CheckedGraph& g, const codegen::LoweringContex
     }
     out += fmt::format("{}}}\n", kBody);
     out += fmt::format("{}}}\n\n", kMember);
-    out += fmt::format("{0}template <class L>\n{0}__device__ static void group_finish(State<L>& st) {{\n", kMember);
-    for (int id : groups) {
-        const std::string field = state_field(g, id);
-        out += fmt::format("{}#pragma unroll\n{}for (int i = 0; i < L::kRowSlots; ++i)\n", kBody, kBody);
-        out += fmt::format("{}    #pragma unroll\n", kBody);
-        out += fmt::format("{0}    for (int j = 0; j < coda::groups_per_tile<L>(); ++j) st.{1}[i][j] = "
-                           "coda::combine_row_quad<L, {2}>(st.{1}[i][j]);\n",
-                           kBody, field, red_op(g.graph.node(id).reduce));
-    }
+    out += fmt::format("{0}template <class L>\n{0}__device__ static void group_finish(State<L>& st, float* scratch) {{\n",
+                       kMember);
+    for (int id : groups)
+        out += fmt::format("{}L::template combine_groups<{}>(st.{}, scratch);\n", kBody, red_op(g.graph.node(id).reduce),
+                           state_field(g, id));
     return out + fmt::format("{}}}\n", kMember);
 }
 

@@ -276,16 +276,15 @@ private:
         throw InternalError(fmt::format("'{}' is not a source", op_name(id)));
     }
 
-    // reduce_group runs over a tile's accumulator in registers before the visits (the Hopper mainloop's first pass):
-    // its operand may come from the accumulator, row and column inputs, indices, scalars and constants, which that
-    // pass computes again, but not from tile inputs (loaded, where staged, chunk by chunk during the visits) or from
-    // another group reduction.
+    // reduce_group's values are made in a pass before the visits: the Hopper mainloop's over the accumulator in
+    // registers, a tile program's over its inputs. So in a GEMM graph its operand may come from the accumulator, row
+    // and column inputs, indices, scalars and constants, which that pass computes again, but not from tile inputs
+    // (loaded, where staged, chunk by chunk during the visits); in neither from another group reduction.
     void check_group_reduction(int id, const ValueType& t) {
         const Node& n = g_.node(id);
-        if (g_.domain() != Domain::Gemm) {
-            fail(id, fmt::format("reduce_group works on a GEMM's accumulator tile in registers: gemm graphs only, not "
-                                 "a {} graph",
-                                 to_string(g_.domain())));
+        const bool gemm = g_.domain() == Domain::Gemm;
+        if (g_.domain() == Domain::Finalize) {
+            fail(id, "reduce_group reduces a tile's row groups: gemm graphs and tile programs only, not finalize graphs");
             return;
         }
         if (t.kind != Kind::Tile)
@@ -301,11 +300,12 @@ private:
             if (seen[static_cast<std::size_t>(v)]) continue;
             seen[static_cast<std::size_t>(v)] = true;
             const Op op = g_.node(v).op;
-            if (op == Op::TileInput || op == Op::ReduceGroup) {
-                fail(id, fmt::format("reduce_group's operand depends on {}: it may depend on the accumulator, row and "
-                                     "column inputs, indices, scalars and constants only (the group values are made "
-                                     "before the visits, without tile inputs)",
-                                     ref(v)));
+            if (op == Op::ReduceGroup || (gemm && op == Op::TileInput)) {
+                fail(id, fmt::format("reduce_group's operand depends on {}: {}", ref(v),
+                                     gemm ? "in a gemm graph it may depend on the accumulator, row and column inputs, "
+                                            "indices, scalars and constants only (the group values are made before the "
+                                            "visits, without tile inputs)"
+                                          : "a group value cannot depend on another"));
                 return;
             }
             for (int a : g_.node(v).args) pending.push_back(a);

@@ -90,7 +90,7 @@ __device__ __forceinline__ void hopper_visit_tile(const typename Epilogue::Args&
         }
     }
     // reduce_group's values first: a pass over the accumulator in registers (no tile input: check_graph), each
-    // row's groups combined over the quad that shares the row.
+    // row's groups combined over the quad that shares the row (WgmmaLayout::combine_groups).
     if constexpr (Epilogue::kGroupReductions > 0) {
 #pragma unroll
         for (int i = 0; i < Tr::kM64; ++i)
@@ -105,7 +105,7 @@ __device__ __forceinline__ void hopper_visit_tile(const typename Epilogue::Args&
                                                       Coord{m, n0 + L::slot_col(j), problem.m, problem.n, j, row_slot},
                                                       row_slot, j, acc[i][4 * j + 2 * h], acc[i][4 * j + 2 * h + 1]);
             }
-        Epilogue::template group_finish<L>(st);
+        Epilogue::template group_finish<L>(st, nullptr);
     }
 #pragma unroll
     for (int c0 = 0; c0 < BN / 8; c0 += kChunk) {

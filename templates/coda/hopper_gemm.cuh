@@ -39,6 +39,7 @@
 #include "coda/hopper_rules.cuh"
 #include "coda/hopper_staging.cuh"
 #include "coda/numeric.cuh"
+#include "coda/reduce.cuh"
 #include "coda/sm90_ops.cuh"
 
 namespace coda {
@@ -60,7 +61,6 @@ struct WgmmaLayout {
     static constexpr int kRowSlots = 2 * kM64;
     static constexpr int kColSlots = BN / 8;
     static constexpr int kRowSharers = 4;              // a row lives in one quad of one warp
-    static constexpr bool kRowSharersInQuad = true;    // ... lanes 4q .. 4q + 3 (reduce_group combines by shuffles)
     static constexpr int kColSharers = 32 * kGroups;   // 8 quads x 4 warps x kGroups
     static_assert(kWgM * kGroups == BM, "coda: the consumer warpgroups must cover BM rows");
 
@@ -79,6 +79,14 @@ struct WgmmaLayout {
     __device__ static int slot_col(int col_slot) { return col_slot * 8 + 2 * (lane() % 4); }
     __device__ static int row_sharer() { return lane() % 4; }
     __device__ static int col_sharer() { return (group() * 4 + warp()) * 8 + lane() / 4; }
+    // reduce_group's values of every row slot and group, combined over the row's quad (no shared memory).
+    template <RedOp Op, int kRows, int kGroupsPerTile>
+    __device__ static void combine_groups(float (&g)[kRows][kGroupsPerTile], float*) {
+#pragma unroll
+        for (int i = 0; i < kRows; ++i)
+#pragma unroll
+            for (int j = 0; j < kGroupsPerTile; ++j) g[i][j] = combine_lanes<Op, 4>(g[i][j]);
+    }
     // Over both consumer warpgroups (cooperative), or the calling one (ping-pong).
     __device__ static void sync() {
         if (kGroups == 2)

@@ -224,9 +224,11 @@ __device__ void write_col_partials(const typename Reducer<Op>::State (&st)[L::kC
     L::sync();
 }
 
-// reduce_group (ops.def): the value of a row's group of kScaleBlockK full columns, made before the visits. On the
-// Hopper mainloop (WgmmaLayout) column slot j holds columns 8j .. 8j + 7, so a group is 16 column slots, and a row's
-// sharers are the 4 lanes of a quad.
+// reduce_group (ops.def): the value of a row's group of kScaleBlockK full columns, made before the visits. Column
+// slot j of a layout holds columns 8j .. 8j + 7 (the Hopper one's; a tile program's one slot is its whole 128
+// columns), so a group is 16 column slots. Each layout combines a row's groups over the row's sharers itself
+// (L::combine_groups: the Hopper layout by shuffles within a quad, the tile program's within a warp and then
+// through shared memory across the row's two warps).
 template <class L>
 __host__ __device__ constexpr int groups_per_tile() {
     return L::kBN >= kScaleBlockK ? L::kBN / kScaleBlockK : 1;
@@ -241,12 +243,12 @@ __device__ __forceinline__ float group_add(float v, float x) {
     Reducer<Op>::add(s, x);
     return Reducer<Op>::partial(s);
 }
-// A row group's value over the row's sharers, the same bits in every lane (each combine takes the same two values).
-template <class L, RedOp Op>
-__device__ __forceinline__ float combine_row_quad(float v) {
-    static_assert(L::kRowSharersInQuad, "coda: reduce_group needs a layout whose row sharers are one quad's lanes");
-    v = Reducer<Op>::combine(v, __shfl_xor_sync(0xffffffffu, v, 1));
-    v = Reducer<Op>::combine(v, __shfl_xor_sync(0xffffffffu, v, 2));
+// v combined over the lanes `lanes` apart, lanes / 2 apart, ..., 1 apart (a butterfly): every lane gets the same
+// bits, since each step combines the same two values in either order.
+template <RedOp Op, int kLanes>
+__device__ __forceinline__ float combine_lanes(float v) {
+#pragma unroll
+    for (int d = kLanes / 2; d >= 1; d /= 2) v = Reducer<Op>::combine(v, __shfl_xor_sync(0xffffffffu, v, d));
     return v;
 }
 

@@ -20,6 +20,7 @@
 
 #include "coda/epilogue_contract.cuh"
 #include "coda/mma_sync_ops.cuh"
+#include "coda/reduce.cuh"
 
 namespace coda {
 
@@ -43,6 +44,29 @@ struct TileProgramLayout {
     __device__ static int row_sharer() { return pair(); }
     __device__ static int col_sharer() { return row_group(); }
     __device__ static void sync() { __syncthreads(); }
+    // Floats of shared memory combine_groups needs: a value per tile row and warp of the row.
+    static constexpr int kGroupScratchFloats = kBM * kWarpsPerRow;
+    // reduce_group's values of every row slot (one group: the tile is 128 columns), combined over the row's 64
+    // sharers: within each warp by shuffles, then the row's two warps through shared memory, in warp order. Called by
+    // every thread; leaves `scratch` free again.
+    template <RedOp Op, int kRows, int kGroupsPerTile>
+    __device__ static void combine_groups(float (&g)[kRows][kGroupsPerTile], float* scratch) {
+        static_assert(kRows == kRowSlots && kGroupsPerTile == 1, "coda: a tile program's tile is one group wide");
+        const int warp_in_row = pair() / kPairsPerWarp;
+#pragma unroll
+        for (int rs = 0; rs < kRowSlots; ++rs) {
+            const float v = combine_lanes<Op, 32>(g[rs][0]);
+            if (pair() % kPairsPerWarp == 0) scratch[slot_row(rs) * kWarpsPerRow + warp_in_row] = v;
+        }
+        __syncthreads();
+#pragma unroll
+        for (int rs = 0; rs < kRowSlots; ++rs) {
+            float v = scratch[slot_row(rs) * kWarpsPerRow];
+            for (int w = 1; w < kWarpsPerRow; ++w) v = Reducer<Op>::combine(v, scratch[slot_row(rs) * kWarpsPerRow + w]);
+            g[rs][0] = v;
+        }
+        __syncthreads();
+    }
 };
 
 namespace detail {
@@ -160,7 +184,10 @@ struct TileProgramValues {
     using L = TileProgramLayout;
     using Row = typename Epilogue::RowValues;
     static constexpr int kRowsOffset = (TileProgramStaging<Epilogue>::kSmemBytes + 15) / 16 * 16;
-    static constexpr int kSmemBytes = kRowsOffset + L::kBM * static_cast<int>(sizeof(Row));
+    // reduce_group's combine (TileProgramLayout::combine_groups), after the row values.
+    static constexpr int kGroupOffset = kRowsOffset + L::kBM * static_cast<int>(sizeof(Row));
+    static constexpr int kSmemBytes =
+        kGroupOffset + (Epilogue::kGroupReductions > 0 ? L::kGroupScratchFloats * static_cast<int>(sizeof(float)) : 0);
     static_assert(L::kThreads >= L::kBM, "coda: a thread per tile row computes the row values");
 
     __device__ static void stage_rows(const typename Epilogue::Args& args, const TileProblem& problem, int m0, int n0,
@@ -218,6 +245,20 @@ __global__ void __launch_bounds__(TileProgramLayout::kThreads)
     if (n < problem.n) Epilogue::col_values(args, Coord{m0, n, problem.m, problem.n}, col);
     if (staged) detail::cp_async_wait<0>();
     __syncthreads();
+    // reduce_group's values first: every row slot's group from the tile inputs in global memory (L2 has them: this
+    // CTA just staged them), then combined over each row's sharers.
+    if constexpr (Epilogue::kGroupReductions > 0) {
+        if (n < problem.n) {
+#pragma unroll
+            for (int rs = 0; rs < L::kRowSlots; ++rs) {
+                const int m = m0 + L::slot_row(rs);
+                if (m < problem.m)
+                    Epilogue::template group_visit<L>(args, st, Coord{m, n, problem.m, problem.n, 0, rs}, rs, 0, 0.0f,
+                                                      0.0f);
+            }
+        }
+        Epilogue::template group_finish<L>(st, reinterpret_cast<float*>(coda_tile_smem + V::kGroupOffset));
+    }
     // Every row slot of the thread in order; `tiles`: where the tile tensors are.
     const auto visit_all = [&](const auto& tiles) {
 #pragma unroll

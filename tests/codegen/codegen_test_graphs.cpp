@@ -87,7 +87,7 @@ std::optional<Graph> graph_using(Op op, Domain d, Width w) {
             break;
         case OpCategory::Unary:
             if (op == Op::ReduceGroup) {
-                if (d != Domain::Gemm) return std::nullopt;  // a GEMM's accumulator in registers only
+                if (d == Domain::Finalize) return std::nullopt;  // a tile's row groups
                 y = g.reduce_group(x, ReduceOp::Max, "y");
             } else if (op == Op::Round) y = g.round(x, DType::BF16, "y");
             else if (op == Op::ToF32) y = g.add(x, g.to_f32(finalize ? g.row_index("i") : g.col_index(w, "i"), "y"));

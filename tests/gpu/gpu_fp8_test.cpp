@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "coda/blocks.hpp"
 #include "coda/runtime.hpp"
 #include "driver/cuda_driver.hpp"
 #include "util/arch.hpp"
@@ -204,6 +205,20 @@ TEST_CASE("reduce_group: values of each row's 128-column groups match the refere
             p.k = s.k;
             p.seed = seed++;
             require_pass(verify::check_on_device(kernel, p));
+        }
+}
+
+TEST_CASE("reduce_group in tile programs: each row's 128-column group, and block-wise quantization", "[gpu][fp8]") {
+    // Ragged M and N (the last group of 104 and of 2 columns), staged (aligned rows) and direct (N = 130).
+    std::uint64_t seed = 980;
+    for (const Graph& g : {group_centering_graph(Domain::Tile), blocks::quantize_e4m3_blockwise()})
+        for (const auto& [m, n] : {std::pair<std::int64_t, std::int64_t>{257, 1000}, {129, 130}, {64, 4096}}) {
+            INFO("graph " << g.name() << fmt::format(" M={} N={}", m, n));
+            verify::CheckProblem p;
+            p.m = m;
+            p.n = n;
+            p.seed = seed++;
+            require_pass(verify::check_on_device(Runtime::instance().compile(g), p));
         }
 }
 

@@ -540,10 +540,19 @@ TEST_CASE("validation: reduce_group works on a GEMM's accumulator, not on tile i
         CHECK_THAT(only_problem(g), Catch::Contains("depends on '%x'") && Catch::Contains("without tile inputs"));
     }
     {
+        // A tile program's pass before the visits reads its tile inputs: there they may feed a group value.
         Graph g = Graph::tile("group_in_tile");
         Value x = g.tile_input("x", DType::BF16);
-        g.store(g.reduce_group(x, ReduceOp::Max), "out", DType::BF16);
-        CHECK_THAT(only_problem(g), Catch::Contains("gemm graphs only"));
+        g.store(g.div(x, g.reduce_group(g.abs(x), ReduceOp::Max)), "out", DType::BF16);
+        CHECK(problem_lines(g).empty());
+    }
+    {
+        Graph g = Graph::finalize("group_in_finalize");
+        Value p = g.partials("p", ReduceOp::Sum);
+        g.store(g.reduce_group(p, ReduceOp::Max), "out", DType::F32);
+        const std::vector<std::string> lines = problem_lines(g);
+        REQUIRE_FALSE(lines.empty());
+        CHECK_THAT(lines[0], Catch::Contains("gemm graphs and tile programs only"));
     }
     {
         Graph g = Graph::gemm("group_sumsq");

@@ -249,7 +249,7 @@ TEST_CASE("block-scaled FP8 compiles for sm_90a on its cooperative 128 x 128 til
     }
 }
 
-TEST_CASE("reduce_group compiles on every Hopper config without spills, and is an error elsewhere", "[compile]") {
+TEST_CASE("reduce_group compiles on every Hopper config and in tile programs without spills, and is an error on the portable mainloop", "[compile]") {
     test::TempDir dir("coda-group");
     KernelCache cache(dir.path(), false);
     const Graph bf16 = test::group_quantizing_graph("group_quantize");
@@ -261,6 +261,10 @@ TEST_CASE("reduce_group compiles on every Hopper config without spills, and is a
         require_compiles_without_spills(bf16, "sm_90a", cache, KernelConfig(direct));
     }
     require_compiles_without_spills(fp8, "sm_90a", cache, hopper_mainloop().default_config(fp8, ProblemShape{}));
+    // Tile programs make their group values from their inputs, on every arch.
+    for (const std::string arch : {"sm_80", "sm_90a"})
+        require_compiles_without_spills(test::group_centering_graph(Domain::Tile), arch, cache, std::nullopt);
+    require_compiles_without_spills(blocks::quantize_e4m3_blockwise(), "sm_90a", cache, std::nullopt);
     CHECK_THROWS_WITH(build_kernel(bf16, BuildTarget{"sm_89", &portable_mainloop(), KernelConfig(PortableConfig{})}, cache),
                       Catch::Contains("reduce_group needs the Hopper mainloop"));
 }

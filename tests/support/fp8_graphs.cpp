@@ -25,9 +25,11 @@ Graph group_quantizing_graph(const std::string& name, GemmSpec spec) {
     return g;
 }
 
-Graph group_centering_graph() {
-    Graph g = Graph::gemm("group_center");
-    Value y = g.mul(g.accumulator(), g.row_input("rstd", DType::F32), "y");
+Graph group_centering_graph(Domain domain) {
+    const bool gemm = domain == Domain::Gemm;
+    Graph g = gemm ? Graph::gemm("group_center") : Graph::tile("group_center_tile");
+    Value source = gemm ? g.accumulator() : g.tile_input("x", DType::BF16);
+    Value y = g.mul(source, g.row_input("rstd", DType::F32), "y");
     Value sum = g.reduce_group(y, ReduceOp::Sum, "group_sum");
     g.store(g.sub(y, g.mul(sum, g.constant(1.0f / 128.0f, "inv_group")), "centered"), "out", DType::BF16);
     return g;

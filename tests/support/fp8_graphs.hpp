@@ -17,7 +17,8 @@ Graph block_scaled_graph(DType input, std::optional<DType> input_b = std::nullop
 // block-scaled GEMM's A_scale).
 Graph group_quantizing_graph(const std::string& name, GemmSpec spec = {});
 
-// y minus its group's mean (a reduce_group sum): the same pass with no FP8 at all.
-Graph group_centering_graph();
+// y minus its group's mean (a reduce_group sum): the same pass with no FP8 at all. y = acc * rstd in a gemm graph,
+// a bf16 tile input x times rstd in a tile program.
+Graph group_centering_graph(Domain domain = Domain::Gemm);
 
 }  // namespace coda::test
