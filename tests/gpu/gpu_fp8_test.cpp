@@ -41,27 +41,6 @@ Graph tensorwise_fp8(DType input) {
     return g;
 }
 
-// A bf16 GEMM's epilogue that hands the next GEMM its FP8 operand: the e4m3 copy of the output at 1 / scale (a
-// per-tensor, delayed scale), beside the bf16 output and the row partials of |acc| for the next scale.
-Graph quantizing_epilogue(DType fp8) {
-    Graph g = Graph::gemm(fmt::format("quantize_{}", to_string(fp8)), GemmSpec{DType::BF16, Major::K, Major::MN});
-    Value acc = g.accumulator();
-    g.store(acc, "D", DType::BF16);
-    g.store(g.mul(acc, g.scalar("inv_scale"), "scaled"), "D8", fp8);
-    g.reduce_row(g.abs(acc, "magnitude"), ReduceOp::Max, "amax_partials");
-    return g;
-}
-
-// FP8 tiles read back, of both widths, and one copied through.
-Graph fp8_reading_program() {
-    Graph g = Graph::tile("fp8_read");
-    Value x = g.tile_input("x", DType::E5M2, Width::Double);
-    Value y = g.tile_input("y", DType::E4M3);
-    g.store(g.mul(g.add(g.even(x), g.odd(x)), y, "sum"), "out", DType::BF16);
-    g.store(x, "x_copy", DType::E5M2);
-    return g;
-}
-
 std::vector<KernelConfig> hopper_configs() {
     std::vector<KernelConfig> out;
     for (const NamedConfig& named : hopper_mainloop().candidates()) out.push_back(named.config);
@@ -249,7 +228,8 @@ TEST_CASE("FP8 tile tensors: epilogues that write them and tile programs that re
     }
     std::vector<Build> builds;
     for (const KernelConfig& config : gemm_configs_under_test())
-        for (DType fp8 : {DType::E4M3, DType::E5M2}) builds.push_back({quantizing_epilogue(fp8), options_for(config)});
+        for (DType fp8 : {DType::E4M3, DType::E5M2})
+            builds.push_back({quantizing_epilogue(fp8, GemmSpec{DType::BF16, Major::K, Major::MN}), options_for(config)});
     warm_in_parallel(builds);
     std::uint64_t seed = 900;
     for (const Build& b : builds) {

@@ -297,39 +297,18 @@ TEST_CASE("FP8 operands in another layout, or on the portable mainloop, are a cl
                       Catch::Contains("e4m3 tensor 'D' needs sm_89 or newer"));
 }
 
-// The epilogue that hands the next GEMM its FP8 operand under a per-tensor (delayed) scale: the bf16 output, its
-// e4m3 copy at 1 / scale, and the row partials of |acc| for the next step's amax; and a tile program that reads
-// FP8 tiles of both widths back.
-Graph fp8_quantizing_graph() {
-    Graph g = Graph::gemm("fp8_quantize", GemmSpec{DType::BF16, Major::K, Major::K});
-    Value acc = g.accumulator();
-    g.store(acc, "D", DType::BF16);
-    g.store(g.mul(acc, g.scalar("inv_scale"), "scaled"), "D8", DType::E4M3);
-    g.reduce_row(g.abs(acc, "magnitude"), ReduceOp::Max, "amax_partials");
-    return g;
-}
-
-Graph fp8_reading_program() {
-    Graph g = Graph::tile("fp8_read");
-    Value x = g.tile_input("x", DType::E5M2, Width::Double);
-    Value y = g.tile_input("y", DType::E4M3);
-    g.store(g.mul(g.add(g.even(x), g.odd(x)), y, "sum"), "out", DType::BF16);
-    g.store(x, "x_copy", DType::E5M2);
-    return g;
-}
-
 TEST_CASE("FP8 tile tensors compile for sm_89 and sm_90a on every mainloop without spills", "[compile]") {
     test::TempDir dir("coda-fp8-tiles");
     KernelCache cache(dir.path(), false);
     for (const std::string arch : {"sm_89", "sm_90a"}) {
-        require_compiles_without_spills(fp8_quantizing_graph(), arch, cache, KernelConfig(PortableConfig{}));
-        require_compiles_without_spills(fp8_reading_program(), arch, cache, std::nullopt);
+        require_compiles_without_spills(test::quantizing_epilogue(DType::E4M3), arch, cache, KernelConfig(PortableConfig{}));
+        require_compiles_without_spills(test::fp8_reading_program(), arch, cache, std::nullopt);
     }
     for (const NamedConfig& named : hopper_mainloop().candidates()) {
-        require_compiles_without_spills(fp8_quantizing_graph(), "sm_90a", cache, named.config);
+        require_compiles_without_spills(test::quantizing_epilogue(DType::E4M3), "sm_90a", cache, named.config);
         HopperConfig direct = *named.config.hopper();
         direct.direct = true;
-        require_compiles_without_spills(fp8_quantizing_graph(), "sm_90a", cache, KernelConfig(direct));
+        require_compiles_without_spills(test::quantizing_epilogue(DType::E4M3), "sm_90a", cache, KernelConfig(direct));
     }
 }
 

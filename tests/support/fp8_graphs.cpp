@@ -4,6 +4,24 @@
 
 namespace coda::test {
 
+Graph quantizing_epilogue(DType fp8, GemmSpec spec) {
+    Graph g = Graph::gemm(fmt::format("quantize_{}", to_string(fp8)), spec);
+    Value acc = g.accumulator();
+    g.store(acc, "D", DType::BF16);
+    g.store(g.mul(acc, g.scalar("inv_scale"), "scaled"), "D8", fp8);
+    g.reduce_row(g.abs(acc, "magnitude"), ReduceOp::Max, "amax_partials");
+    return g;
+}
+
+Graph fp8_reading_program() {
+    Graph g = Graph::tile("fp8_read");
+    Value x = g.tile_input("x", DType::E5M2, Width::Double);
+    Value y = g.tile_input("y", DType::E4M3);
+    g.store(g.mul(g.add(g.even(x), g.odd(x)), y, "sum"), "out", DType::BF16);
+    g.store(x, "x_copy", DType::E5M2);
+    return g;
+}
+
 Graph block_scaled_graph(DType input, std::optional<DType> input_b) {
     Graph g = Graph::gemm(fmt::format("fp8_block_scaled_{}{}", to_string(input), input_b ? "_mixed" : ""),
                           GemmSpec{input, Major::K, Major::K, input_b, true});

@@ -8,6 +8,13 @@
 
 namespace coda::test {
 
+// The epilogue that hands the next GEMM its FP8 operand under a per-tensor (delayed) scale: the bf16 output D, its
+// `fp8` copy D8 at inv_scale, and the row partials of |acc| for the next step's amax.
+Graph quantizing_epilogue(DType fp8, GemmSpec spec = {DType::BF16, Major::K, Major::K});
+
+// FP8 tiles read back, of both widths (e5m2 double, e4m3 full), and one copied through.
+Graph fp8_reading_program();
+
 // A block-scaled FP8 GEMM (GemmSpec::block_scales) with the out-projection's kind of epilogue: the promoted
 // accumulator plus a residual, stored in bf16, and its row partials.
 Graph block_scaled_graph(DType input, std::optional<DType> input_b = std::nullopt);
