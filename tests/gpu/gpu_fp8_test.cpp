@@ -52,26 +52,12 @@ bool on_hopper() {
     return driver.available() && driver.current_device().arch == "sm_90a";
 }
 
-}  // namespace
-
-TEST_CASE("FP8 GEMMs with row, column and tensor scales match the reference on every Hopper config", "[gpu][fp8]") {
-    if (!on_hopper()) {  // another GPU: FP8 is a clear error there
-        CHECK_THROWS_WITH(Runtime::instance().compile(scaled_fp8(DType::E4M3)),
-                          Catch::Contains("e4m3 operands need the Hopper mainloop"));
-        return;
-    }
-    struct Shape {
-        std::int64_t m, n, k;
-    };
-    // K: under one 128-element k-tile, a tail of 16 past whole k-tiles, many k-tiles; M and N not multiples of a
-    // tile, N even (column pairs).
-    const Shape shapes[] = {{300, 264, 96}, {257, 1000, 1040}, {1024, 512, 4096}};
-    std::vector<Build> builds;
-    for (DType input : {DType::E4M3, DType::E5M2})
-        for (const KernelConfig& config : hopper_configs())
-            for (const Graph& g : {scaled_fp8(input), tensorwise_fp8(input)}) builds.push_back({g, options_for(config)});
-    warm_in_parallel(builds);
-    std::uint64_t seed = 800;
+// Every build checked against the reference at every shape (compiled already: warm_in_parallel), seeds from `seed`
+// on in that order; returns the next seed.
+struct Shape {
+    std::int64_t m, n, k;
+};
+std::uint64_t check_at_shapes(const std::vector<Build>& builds, const std::vector<Shape>& shapes, std::uint64_t seed) {
     for (const Build& b : builds)
         for (const Shape& s : shapes) {
             INFO("graph " << b.graph.name() << " config " << b.options.config->to_text()
@@ -84,6 +70,25 @@ TEST_CASE("FP8 GEMMs with row, column and tensor scales match the reference on e
             p.seed = seed++;
             require_pass(verify::check_on_device(kernel, p));
         }
+    return seed;
+}
+
+}  // namespace
+
+TEST_CASE("FP8 GEMMs with row, column and tensor scales match the reference on every Hopper config", "[gpu][fp8]") {
+    if (!on_hopper()) {  // another GPU: FP8 is a clear error there
+        CHECK_THROWS_WITH(Runtime::instance().compile(scaled_fp8(DType::E4M3)),
+                          Catch::Contains("e4m3 operands need the Hopper mainloop"));
+        return;
+    }
+    std::vector<Build> builds;
+    for (DType input : {DType::E4M3, DType::E5M2})
+        for (const KernelConfig& config : hopper_configs())
+            for (const Graph& g : {scaled_fp8(input), tensorwise_fp8(input)}) builds.push_back({g, options_for(config)});
+    warm_in_parallel(builds);
+    // K: under one 128-element k-tile, a tail of 16 past whole k-tiles, many k-tiles; M and N not multiples of a
+    // tile, N even (column pairs).
+    check_at_shapes(builds, {{300, 264, 96}, {257, 1000, 1040}, {1024, 512, 4096}}, 800);
 }
 
 TEST_CASE("FP8 GEMMs of two types (e5m2 x e4m3, e4m3 x e5m2) match the reference on every Hopper config",
@@ -97,20 +102,8 @@ TEST_CASE("FP8 GEMMs of two types (e5m2 x e4m3, e4m3 x e5m2) match the reference
     for (const auto& [a, b] : {std::pair{DType::E5M2, DType::E4M3}, std::pair{DType::E4M3, DType::E5M2}})
         for (const KernelConfig& config : hopper_configs()) builds.push_back({scaled_fp8(a, b), options_for(config)});
     warm_in_parallel(builds);
-    std::uint64_t seed = 850;
-    for (const Build& b : builds)
-        // A tail of 16 past whole k-tiles with ragged M and N, and many k-tiles.
-        for (const auto& [m, n, k] : {std::tuple<int, int, int>{257, 1000, 1040}, {1024, 512, 4096}}) {
-            INFO("graph " << b.graph.name() << " config " << b.options.config->to_text()
-                          << fmt::format(" M={} N={} K={}", m, n, k));
-            const Kernel kernel = Runtime::instance().compile(b.graph, b.options);
-            verify::CheckProblem p;
-            p.m = m;
-            p.n = n;
-            p.k = k;
-            p.seed = seed++;
-            require_pass(verify::check_on_device(kernel, p));
-        }
+    // A tail of 16 past whole k-tiles with ragged M and N, and many k-tiles.
+    check_at_shapes(builds, {{257, 1000, 1040}, {1024, 512, 4096}}, 850);
 }
 
 TEST_CASE("block-scaled FP8 GEMMs match the reference: partial k-blocks, ragged M and N, clusters, stream-K",
@@ -129,23 +122,7 @@ TEST_CASE("block-scaled FP8 GEMMs match the reference: partial k-blocks, ragged 
     warm_in_parallel(builds);
     // K: one partial block, 8 blocks of which the last holds 112, many blocks; M and N ragged (N: 1000 leaves a
     // partial last N-block of B's scales; 130 two blocks, one of 2 columns).
-    struct Shape {
-        std::int64_t m, n, k;
-    };
-    const Shape shapes[] = {{129, 130, 96}, {1000, 1000, 1008}, {512, 384, 4096}};
-    std::uint64_t seed = 900;
-    for (const Build& b : builds)
-        for (const Shape& s : shapes) {
-            INFO("graph " << b.graph.name() << " config " << b.options.config->to_text()
-                          << fmt::format(" M={} N={} K={}", s.m, s.n, s.k));
-            const Kernel kernel = Runtime::instance().compile(b.graph, b.options);
-            verify::CheckProblem p;
-            p.m = s.m;
-            p.n = s.n;
-            p.k = s.k;
-            p.seed = seed++;
-            require_pass(verify::check_on_device(kernel, p));
-        }
+    std::uint64_t seed = check_at_shapes(builds, {{129, 130, 96}, {1000, 1000, 1008}, {512, 384, 4096}}, 900);
     // Stream-K pieces of a tile start mid-K: each reads the scales of its own k-blocks.
     set_stream_k_override(StreamK::Always);
     struct Restore {
@@ -168,23 +145,7 @@ TEST_CASE("reduce_group: values of each row's 128-column groups match the refere
         for (const KernelConfig& config : hopper_configs()) builds.push_back({g, options_for(config)});
     warm_in_parallel(builds);
     // N = 1000: the last group holds 104 columns; 130: a group of 2; K past one k-tile.
-    struct Shape {
-        std::int64_t m, n, k;
-    };
-    const Shape shapes[] = {{257, 1000, 256}, {129, 130, 72}, {1024, 512, 1024}};
-    std::uint64_t seed = 950;
-    for (const Build& b : builds)
-        for (const Shape& s : shapes) {
-            INFO("graph " << b.graph.name() << " config " << b.options.config->to_text()
-                          << fmt::format(" M={} N={} K={}", s.m, s.n, s.k));
-            const Kernel kernel = Runtime::instance().compile(b.graph, b.options);
-            verify::CheckProblem p;
-            p.m = s.m;
-            p.n = s.n;
-            p.k = s.k;
-            p.seed = seed++;
-            require_pass(verify::check_on_device(kernel, p));
-        }
+    check_at_shapes(builds, {{257, 1000, 256}, {129, 130, 72}, {1024, 512, 1024}}, 950);
 }
 
 TEST_CASE("reduce_group in tile programs: each row's 128-column group, and block-wise quantization", "[gpu][fp8]") {
