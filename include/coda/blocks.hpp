@@ -111,7 +111,7 @@ Graph quantize_e5m2();
 // The same block-wise, with each row's 128-column group's own scale (reduce_group): x_fp8 = x / x_scale in e4m3,
 // x_scale = max(amax of the group / 448, 2^-126), and the scales' row partials x_scale_partials: f32
 // [ceil(N / 128) x M], the A_scale of a block-scaled GEMM (GemmSpec::block_scales) that reads x_fp8. Bindings: x,
-// x_fp8, x_scale_partials.
+// x_fp8, x_scale_partials. (Listed in llama_block_fp8_blockwise, below.)
 Graph quantize_e4m3_blockwise();
 // qkv_rope on FP8 operands: z = rstd * a_scale * b_scale * acc, rotated. Bindings: A, B, a_scale, b_scale, rstd,
 // pos, theta, qkv.
@@ -146,5 +146,53 @@ Graph rope_backward_from_output_fp8();
 
 // Every FP8 graph above, forward then backward.
 std::vector<Graph> llama_block_fp8();
+
+// ---------------------------------------------------------------------------------------------------------
+// Block-wise FP8 training (issue 28; DeepSeek-V3's scales): the same block on block-scaled GEMMs
+// (GemmSpec::block_scales, cooperative 128 x 128 tiles), e4m3 everywhere; the weight gradients stay in bf16 as above.
+// coda.torch's LlamaDecoderLayer(fp8="blockwise") runs them.
+//
+// Conventions of every graph here:
+//   - The mainloop applies the scales (A_scale: one per row of A and 128 k, B_scale: one per 128 x 128 block of B;
+//     bound beside A and B), so the accumulator is already in the operands' units: no scalar scales.
+//   - A tensor `t` that the next GEMM reads in FP8 is stored as t_fp8 = t / t_scale in e4m3, t_scale from the amax
+//     of t's own row group of 128 columns (reduce_group: no delayed scaling, no amax history), beside the row
+//     partials t_scale_partials, f32 [ceil(N / 128) x M]: the next GEMM's A_scale. A double-width t (SwiGLU's dz)
+//     has groups of 256 of its columns (128 of the GEMM's): each scale stands for two of the next GEMM's k-blocks.
+// The default spec: e4m3 x e4m3, both K-major, block-scaled.
+
+// The embedding entry: h = x * gamma as h_fp8 with h_scale_partials, x1_sumsq. Bindings: x, gamma, h_fp8,
+// h_scale_partials, x1_sumsq.
+Graph rms_entry_fp8_blockwise();
+// qkv_rope on a block-scaled GEMM: z = rstd * acc, rotated. Bindings: A, B, A_scale, B_scale, rstd, pos, theta, qkv.
+Graph qkv_rope_fp8_blockwise(GemmSpec spec = {DType::E4M3, Major::K, Major::K, std::nullopt, true});
+// out_proj on a block-scaled GEMM: x1 = acc + residual (bf16), h = x1 * gamma as h_fp8 with h_scale_partials, row
+// partials of x1^2. Bindings: A, B, A_scale, B_scale, residual, gamma, x1, h_fp8, h_scale_partials, x1_sumsq.
+Graph out_proj_fp8_blockwise(GemmSpec spec = {DType::E4M3, Major::K, Major::K, std::nullopt, true});
+// The same with h stored in bf16: the last layer's. Bindings: A, B, A_scale, B_scale, residual, gamma, x1, h,
+// x1_sumsq.
+Graph out_proj_fp8_blockwise_bf16_h(GemmSpec spec = {DType::E4M3, Major::K, Major::K, std::nullopt, true});
+// gate_up_swiglu on a block-scaled GEMM: z = rstd * acc, y (bf16; quantize_e4m3_blockwise makes the down
+// projection's operand). Bindings: A, B, A_scale, B_scale, rstd, z, y.
+Graph gate_up_swiglu_fp8_blockwise(GemmSpec spec = {DType::E4M3, Major::K, Major::K, std::nullopt, true});
+// A plain dgrad on a block-scaled GEMM: D = acc (bf16). Bindings: A, B, A_scale, B_scale, D.
+Graph dgrad_fp8_blockwise(GemmSpec spec = {DType::E4M3, Major::K, Major::K, std::nullopt, true});
+// swiglu_backward on a block-scaled GEMM: dz (bf16) and dz_fp8 with dz_scale_partials (groups of 256 dz columns),
+// y, zdz_partials. Bindings: A, B, A_scale, B_scale, z, dz, y, zdz_partials, dz_fp8, dz_scale_partials.
+Graph swiglu_backward_fp8_blockwise(GemmSpec spec = {DType::E4M3, Major::K, Major::K, std::nullopt, true});
+// rmsnorm_backward_residual on a block-scaled GEMM: dx in bf16 and as dx_fp8 with dx_scale_partials, o,
+// dgamma_partials. Bindings: A, B, A_scale, B_scale, rstd, x, gamma, s, dx_in, dx, dx_fp8, dx_scale_partials, o,
+// dgamma_partials.
+Graph rmsnorm_backward_residual_fp8_blockwise(GemmSpec spec = {DType::E4M3, Major::K, Major::K, std::nullopt, true});
+// The same with dx in bf16 alone. Bindings: A, B, A_scale, B_scale, rstd, x, gamma, s, dx_in, dx, o,
+// dgamma_partials.
+Graph rmsnorm_backward_residual_fp8_blockwise_bf16_dx(
+    GemmSpec spec = {DType::E4M3, Major::K, Major::K, std::nullopt, true});
+// RoPE's backward has no block-wise form: a tile program that also made dz's group scales would recompute the
+// rotation in its pass before the visits, and NVRTC's ptxas then spills (24 bytes). coda.torch runs
+// rope_backward_from_output and quantize_e4m3_blockwise on its bf16 dz (which the weight gradient reads anyway).
+
+// Every block-wise graph above and quantize_e4m3_blockwise, forward then backward.
+std::vector<Graph> llama_block_fp8_blockwise();
 
 }  // namespace coda::blocks

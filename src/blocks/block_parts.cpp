@@ -72,4 +72,16 @@ Value swiglu_gradient(Graph& g, Value dy) {
     return dz;
 }
 
+void store_fp8_grouped(Graph& g, Value t, const std::string& name) {
+    Value magnitude = g.abs(t, name + "_magnitude");
+    Value amax = g.reduce_group(magnitude, ReduceOp::Max, name + "_group_amax");
+    Value inv_largest = g.constant(1.0f / 448.0f, name + "_inv_e4m3_largest");
+    Value amax_scaled = g.mul(amax, inv_largest, name + "_amax_scaled");
+    Value smallest = g.constant(1.17549435e-38f, name + "_smallest_scale");  // the smallest normal f32
+    Value scale = g.max(amax_scaled, smallest, name + "_scale");
+    Value quantized = g.div(t, scale, name + "_quantized");
+    g.store(quantized, name + "_fp8", DType::E4M3);
+    g.reduce_row(scale, ReduceOp::Max, name + "_scale_partials");
+}
+
 }  // namespace coda::blocks::parts

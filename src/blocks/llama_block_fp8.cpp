@@ -73,14 +73,7 @@ Graph quantize_e5m2() { return quantize("quantize_e5m2", DType::E5M2); }
 
 Graph quantize_e4m3_blockwise() {
     Graph g = Graph::tile("quantize_e4m3_blockwise");
-    Value x = g.tile_input("x", DType::BF16);
-    Value amax = g.reduce_group(g.abs(x, "magnitude"), ReduceOp::Max, "group_amax");
-    Value inv_largest = g.constant(1.0f / 448.0f, "inv_e4m3_largest");
-    // The smallest normal f32: an all-zero group divides 0 by it, not by 0.
-    Value smallest = g.constant(1.17549435e-38f, "smallest_scale");
-    Value scale = g.max(g.mul(amax, inv_largest, "amax_scaled"), smallest, "x_scale");
-    g.store(g.div(x, scale, "x_quantized"), "x_fp8", DType::E4M3);
-    g.reduce_row(scale, ReduceOp::Max, "x_scale_partials");
+    parts::store_fp8_grouped(g, g.tile_input("x", DType::BF16), "x");
     return g;
 }
 
@@ -153,7 +146,6 @@ std::vector<Graph> llama_block_fp8() {
     return {rms_entry_fp8(),
             qkv_rope_fp8(),
             quantize_e4m3(),
-            quantize_e4m3_blockwise(),
             out_proj_fp8(),
             out_proj_fp8_bf16_h(),
             gate_up_swiglu_fp8(),

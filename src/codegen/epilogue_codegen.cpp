@@ -337,9 +337,10 @@ std::string visit(const CheckedGraph& g, const codegen::LoweringContext& cx, con
     return out;
 }
 
-// reduce_group's pass before the visits (hopper_epilogue.cuh): group_visit folds each visit's operand values into
-// its row group's state, from the accumulator and the row and column values alone (check_graph keeps tile inputs
-// out), and group_finish combines each row's groups over the row's sharers. kGroupReductions: whether to run it.
+// reduce_group's pass before the visits (hopper_epilogue.cuh, tile_program.cuh): group_visit folds each visit's
+// operand values into its row group's state, reading the tile, row and column inputs they need from global memory
+// itself (the visits load them again, perhaps staged), and group_finish combines each row's groups over the row's
+// sharers. kGroupReductions: whether to run it.
 std::string group_functions(const CheckedGraph& g, const codegen::LoweringContext& cx,
                             const std::vector<std::string>& lines) {
     const int count = static_cast<int>(g.graph.nodes().size());
@@ -366,9 +367,10 @@ std::string group_functions(const CheckedGraph& g, const codegen::LoweringContex
         kMember);
     const auto keep = [&](int id) { return static_cast<bool>(cone[static_cast<std::size_t>(id)]); };
     out += fmt::format("{0}(void)acc0;\n{0}(void)acc1;\n", kBody);
+    // Pairs past N (a mainloop that visits them) add nothing, and read no input: a tile input's row ends at N.
+    out += fmt::format("{}if (c.n >= c.N) return;\n", kBody);
     out += visit_locals(g, keep) + node_statements(g, cx, lines, keep);
-    // Pairs past N (a mainloop that visits them) add nothing.
-    out += fmt::format("{}if (c.n < c.N) {{\n", kBody);
+    out += fmt::format("{}{{\n", kBody);
     out += fmt::format("{}    const int group = coda::group_of_slot<L>(col_slot);\n", kBody);
     for (int id : groups) {
         const Node& n = g.graph.node(id);

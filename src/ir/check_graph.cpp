@@ -277,12 +277,10 @@ private:
     }
 
     // reduce_group's values are made in a pass before the visits: the Hopper mainloop's over the accumulator in
-    // registers, a tile program's over its inputs. So in a GEMM graph its operand may come from the accumulator, row
-    // and column inputs, indices, scalars and constants, which that pass computes again, but not from tile inputs
-    // (loaded, where staged, chunk by chunk during the visits); in neither from another group reduction.
+    // registers, reading the tile inputs it needs from global memory (the visits read them again, staged), a tile
+    // program's over its inputs. Its operand cannot come from another group reduction, which that pass has not made.
     void check_group_reduction(int id, const ValueType& t) {
         const Node& n = g_.node(id);
-        const bool gemm = g_.domain() == Domain::Gemm;
         if (g_.domain() == Domain::Finalize) {
             fail(id, "reduce_group reduces a tile's row groups: gemm graphs and tile programs only, not finalize graphs");
             return;
@@ -299,13 +297,10 @@ private:
             pending.pop_back();
             if (seen[static_cast<std::size_t>(v)]) continue;
             seen[static_cast<std::size_t>(v)] = true;
-            const Op op = g_.node(v).op;
-            if (op == Op::ReduceGroup || (gemm && op == Op::TileInput)) {
-                fail(id, fmt::format("reduce_group's operand depends on {}: {}", ref(v),
-                                     gemm ? "in a gemm graph it may depend on the accumulator, row and column inputs, "
-                                            "indices, scalars and constants only (the group values are made before the "
-                                            "visits, without tile inputs)"
-                                          : "a group value cannot depend on another"));
+            if (g_.node(v).op == Op::ReduceGroup) {
+                fail(id, fmt::format("reduce_group's operand depends on {}: a group value cannot depend on another "
+                                     "(all of them are made in one pass before the visits)",
+                                     ref(v)));
                 return;
             }
             for (int a : g_.node(v).args) pending.push_back(a);

@@ -89,8 +89,10 @@ __device__ __forceinline__ void hopper_visit_tile(const typename Epilogue::Args&
             if (m < problem.m) Epilogue::row_values(args, Coord{m, n0, problem.m, problem.n, 0, row_slot}, rows[row_slot]);
         }
     }
-    // reduce_group's values first: a pass over the accumulator in registers (no tile input: check_graph), each
-    // row's groups combined over the quad that shares the row (WgmmaLayout::combine_groups).
+    // reduce_group's values first: a pass over the accumulator in registers, each row's groups combined over the
+    // quad that shares the row (WgmmaLayout::combine_groups). The tile inputs it needs it reads from global memory
+    // (L2: hopper_prefetch_epilogue brought them there during the mainloop), not from the ring: their chunks come
+    // one at a time, for the visits.
     if constexpr (Epilogue::kGroupReductions > 0) {
 #pragma unroll
         for (int i = 0; i < Tr::kM64; ++i)

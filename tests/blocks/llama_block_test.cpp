@@ -19,6 +19,7 @@ namespace {
 std::vector<Graph> every_block_graph() {
     std::vector<Graph> graphs = blocks::llama_block();
     for (const Graph& g : blocks::llama_block_fp8()) graphs.push_back(g);
+    for (const Graph& g : blocks::llama_block_fp8_blockwise()) graphs.push_back(g);
     return graphs;
 }
 

@@ -141,7 +141,8 @@ TEST_CASE("reduce_group: values of each row's 128-column groups match the refere
           "[gpu][fp8]") {
     if (!on_hopper()) return;  // the Hopper mainloop's pass (the portable one refuses it: a CPU test)
     std::vector<Build> builds;
-    for (const Graph& g : {group_centering_graph(), group_quantizing_graph("group_quantize")})
+    for (const Graph& g : {group_centering_graph(), group_quantizing_graph("group_quantize"),
+                           group_quantizing_graph("group_quantize_residual", GemmSpec{}, true)})
         for (const KernelConfig& config : hopper_configs()) builds.push_back({g, options_for(config)});
     warm_in_parallel(builds);
     // N = 1000: the last group holds 104 columns; 130: a group of 2; K past one k-tile.

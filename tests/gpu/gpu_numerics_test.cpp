@@ -59,6 +59,8 @@ struct GemmCase {
 // FP8 operands run on the Hopper mainloop alone (the portable one rejects them).
 bool takes(const GemmCase& c, const KernelConfig& config) {
     if (size_of(c.graph.spec().input) == 1 && config.hopper() == nullptr) return false;
+    // Block-scaled ones on the one tile they take (their default: cooperative 128 x 128).
+    if (c.graph.spec().block_scales) return config == hopper_cooperative();
     return c.every_config || runs_every_case(config);
 }
 
@@ -134,6 +136,12 @@ TEST_CASE("the block's FP8 epilogues match the reference at odd shapes", "[gpu]"
     // FP8 rows need a multiple of 16 bytes (TMA, no fallback): K = 1008 and 144, not 1000 and 72.
     check_block_graphs(blocks::llama_block_fp8(), {{1000, 1000, 1008, 0}, {1, 512, 4096, 0}, {257, 130, 144, 16}},
                        {"out_proj_fp8", "swiglu_backward_fp8"}, 300);
+}
+
+TEST_CASE("the block's block-wise FP8 epilogues match the reference at odd shapes", "[gpu]") {
+    // Block-scaled GEMMs take cooperative 128 x 128 tiles alone (takes()).
+    check_block_graphs(blocks::llama_block_fp8_blockwise(),
+                       {{1000, 1000, 1008, 0}, {1, 512, 4096, 0}, {257, 130, 144, 16}}, {}, 400);
 }
 
 TEST_CASE("random GEMM epilogues over all layouts and both dtypes match the reference", "[gpu]") {

@@ -253,14 +253,25 @@ TEST_CASE("reduce_group compiles on every Hopper config and in tile programs wit
     test::TempDir dir("coda-group");
     KernelCache cache(dir.path(), false);
     const Graph bf16 = test::group_quantizing_graph("group_quantize");
+    // With a residual tile input in the operand: read from global memory by the group pass, staged for the visits.
+    const Graph residual = test::group_quantizing_graph("group_quantize_residual", GemmSpec{}, true);
     const Graph fp8 = test::group_quantizing_graph("group_quantize_fp8", GemmSpec{DType::E4M3, Major::K, Major::K, std::nullopt, true});
+    const Graph fp8_residual = test::group_quantizing_graph(
+        "group_quantize_fp8_residual", GemmSpec{DType::E4M3, Major::K, Major::K, std::nullopt, true}, true);
     for (const NamedConfig& named : hopper_mainloop().candidates()) {
         require_compiles_without_spills(bf16, "sm_90a", cache, named.config);
         HopperConfig direct = *named.config.hopper();
         direct.direct = true;
         require_compiles_without_spills(bf16, "sm_90a", cache, KernelConfig(direct));
     }
-    require_compiles_without_spills(fp8, "sm_90a", cache, hopper_mainloop().default_config(fp8, ProblemShape{}));
+    for (const NamedConfig& named : hopper_mainloop().candidates()) {
+        require_compiles_without_spills(residual, "sm_90a", cache, named.config);
+        HopperConfig direct = *named.config.hopper();
+        direct.direct = true;
+        require_compiles_without_spills(residual, "sm_90a", cache, KernelConfig(direct));
+    }
+    for (const Graph& g : {fp8, fp8_residual})
+        require_compiles_without_spills(g, "sm_90a", cache, hopper_mainloop().default_config(g, ProblemShape{}));
     // Tile programs make their group values from their inputs, on every arch.
     for (const std::string arch : {"sm_80", "sm_90a"})
         require_compiles_without_spills(test::group_centering_graph(Domain::Tile), arch, cache, std::nullopt);
@@ -324,6 +335,28 @@ TEST_CASE("every FP8 block epilogue compiles for sm_90a without spills", "[compi
         for (const NamedConfig& named : hopper_mainloop().candidates())
             require_compiles_without_spills(g, "sm_90a", cache, named.config);
         HopperConfig direct = *hopper_mainloop().default_config(g, ProblemShape{}).hopper();
+        direct.direct = true;
+        require_compiles_without_spills(g, "sm_90a", cache, direct);
+    }
+}
+
+TEST_CASE("every block-wise FP8 block epilogue compiles for sm_90a without spills", "[compile]") {
+    test::TempDir dir("coda-blocks-fp8-blockwise");
+    KernelCache cache(dir.path(), false);
+    for (const Graph& g : blocks::llama_block_fp8_blockwise()) {
+        if (g.domain() != Domain::Gemm) {
+            require_compiles_without_spills(g, "sm_90a", cache, std::nullopt);
+            continue;
+        }
+        // The one tile a block-scaled GEMM takes (its default), alone and in pairs, and its direct variant.
+        const HopperConfig tile = *hopper_mainloop().default_config(g, ProblemShape{}).hopper();
+        for (const auto& [cluster_m, cluster_n] : {std::pair<int, int>{1, 1}, {2, 1}, {1, 2}}) {
+            HopperConfig c = tile;
+            c.cluster_m = cluster_m;
+            c.cluster_n = cluster_n;
+            require_compiles_without_spills(g, "sm_90a", cache, c);
+        }
+        HopperConfig direct = tile;
         direct.direct = true;
         require_compiles_without_spills(g, "sm_90a", cache, direct);
     }

@@ -10,6 +10,7 @@ using namespace coda;
 TEST_CASE("which graphs the FP8 gate holds back: FP8 operands or FP8 tile tensors", "[runtime]") {
     for (const Graph& g : blocks::llama_block()) CHECK_FALSE(uses_fp8(g));
     for (const Graph& g : blocks::llama_block_fp8()) CHECK(uses_fp8(g));
+    for (const Graph& g : blocks::llama_block_fp8_blockwise()) CHECK(uses_fp8(g));
     Graph mixed = Graph::gemm("mixed", GemmSpec{DType::E5M2, Major::K, Major::K, DType::E4M3});
     mixed.store(mixed.accumulator(), "D", DType::BF16);
     CHECK(uses_fp8(mixed));

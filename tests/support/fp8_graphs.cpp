@@ -31,9 +31,10 @@ Graph block_scaled_graph(DType input, std::optional<DType> input_b) {
     return g;
 }
 
-Graph group_quantizing_graph(const std::string& name, GemmSpec spec) {
+Graph group_quantizing_graph(const std::string& name, GemmSpec spec, bool residual) {
     Graph g = Graph::gemm(name, spec);
-    Value y = g.mul(g.accumulator(), g.row_input("rstd", DType::F32), "y");
+    Value y = g.mul(g.accumulator(), g.row_input("rstd", DType::F32), residual ? "y_scaled" : "y");
+    if (residual) y = g.add(y, g.tile_input("residual", DType::BF16), "y");
     Value amax = g.reduce_group(g.abs(y, "magnitude"), ReduceOp::Max, "amax");
     Value scale = g.max(g.mul(amax, g.constant(1.0f / 448.0f, "inv_e4m3_max"), "amax_scaled"),
                         g.constant(1e-12f, "tiny"), "scale");

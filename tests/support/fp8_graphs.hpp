@@ -21,8 +21,9 @@ Graph block_scaled_graph(DType input, std::optional<DType> input_b = std::nullop
 
 // Block-wise FP8 quantization from each row group's own amax (reduce_group): y = acc * rstd, stored in bf16 and as
 // q = y / scale in e4m3, scale = max(amax / 448, 1e-12), the scales as row partials (per 128-column tile: the next
-// block-scaled GEMM's A_scale).
-Graph group_quantizing_graph(const std::string& name, GemmSpec spec = {});
+// block-scaled GEMM's A_scale). With `residual`, y = acc * rstd + residual (a bf16 tile input, which the group pass
+// reads from global memory and the visits from their staged chunks).
+Graph group_quantizing_graph(const std::string& name, GemmSpec spec = {}, bool residual = false);
 
 // y minus its group's mean (a reduce_group sum): the same pass with no FP8 at all. y = acc * rstd in a gemm graph,
 // a bf16 tile input x times rstd in a tile program.

@@ -285,6 +285,21 @@ void bind_blocks(nb::module_& m) {
           "spec"_a = fp8_backward_spec);
     b.def("rope_backward_from_output_fp8", &blocks::rope_backward_from_output_fp8);
     b.def("llama_block_fp8", &blocks::llama_block_fp8, "Every FP8 graph above, forward then backward.");
+    // Block-wise FP8 training: block-scaled GEMMs, scales from each row group's own amax (blocks.hpp).
+    const GemmSpec blockwise_spec{DType::E4M3, Major::K, Major::K, std::nullopt, true};
+    b.def("rms_entry_fp8_blockwise", &blocks::rms_entry_fp8_blockwise);
+    b.def("qkv_rope_fp8_blockwise", &blocks::qkv_rope_fp8_blockwise, "spec"_a = blockwise_spec);
+    b.def("out_proj_fp8_blockwise", &blocks::out_proj_fp8_blockwise, "spec"_a = blockwise_spec);
+    b.def("out_proj_fp8_blockwise_bf16_h", &blocks::out_proj_fp8_blockwise_bf16_h, "spec"_a = blockwise_spec);
+    b.def("gate_up_swiglu_fp8_blockwise", &blocks::gate_up_swiglu_fp8_blockwise, "spec"_a = blockwise_spec);
+    b.def("dgrad_fp8_blockwise", &blocks::dgrad_fp8_blockwise, "spec"_a = blockwise_spec);
+    b.def("swiglu_backward_fp8_blockwise", &blocks::swiglu_backward_fp8_blockwise, "spec"_a = blockwise_spec);
+    b.def("rmsnorm_backward_residual_fp8_blockwise", &blocks::rmsnorm_backward_residual_fp8_blockwise,
+          "spec"_a = blockwise_spec);
+    b.def("rmsnorm_backward_residual_fp8_blockwise_bf16_dx", &blocks::rmsnorm_backward_residual_fp8_blockwise_bf16_dx,
+          "spec"_a = blockwise_spec);
+    b.def("llama_block_fp8_blockwise", &blocks::llama_block_fp8_blockwise,
+          "Every block-wise FP8 graph above, forward then backward.");
 }
 
 }  // namespace

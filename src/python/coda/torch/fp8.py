@@ -1,4 +1,6 @@
-"""FP8 training's scales (issue 28): the "tensorwise" recipe with delayed scaling, as coda.blocks' FP8 graphs run it.
+"""FP8 training's scales (issue 28): the "tensorwise" recipe with delayed scaling, as coda.blocks' FP8 graphs run it,
+and the "blockwise" recipe's (DeepSeek-V3's fine-grained scales, from each block's own amax: quantize_blockwise,
+quantize_weight_blockwise; no state).
 
 Every tensor an FP8 GEMM reads has one f32 scale: A ~ scale * A_fp8. Weights are quantized at each forward from
 their current amax (dynamic scaling: they change only at the optimizer step). Activations and gradients are quantized
@@ -22,14 +24,15 @@ from coda.torch._kernels import run
 
 FORMATS = {"e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}
 LARGEST = {"e4m3": 448.0, "e5m2": 57344.0}
-RECIPES = ("tensorwise",)
+RECIPES = ("tensorwise", "blockwise")
 _LATER = {
     "rowwise": "per-row scales need the whole row's amax before its first element is written: a second pass over "
-               "every activation, which is what coda's epilogues are there to avoid",
-    "blockwise": "its pieces are in coda (block-scaled GEMMs, GemmSpec block_scales: 1 x 128 activation and "
-                 "128 x 128 weight scales promoted every 128 k; reduce_group, for a scale from each tile's own amax), "
-                 "but no coda.torch layer runs on them yet",
+               "every activation, which is what coda's epilogues are there to avoid ('blockwise' takes each row's "
+               "128-column group's amax instead, which one tile holds)",
 }
+BLOCK = 128  # the block-wise recipe's group: 1 x 128 for activations and gradients, 128 x 128 for weights
+# The floor of a block-wise scale (the smallest normal f32): an all-zero block divides 0 by it, not by 0.
+SMALLEST_SCALE = 2.0 ** -126
 
 SCALE, INV_SCALE, AMAX = 0, 1, 2
 
@@ -145,3 +148,43 @@ def quantize_weight(w: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     run("quantize_e4m3", {"x": w, "x_fp8_inv_scale": inv_scale}, {"x_fp8": w_fp8}, n, k, partials=("x_amax",))
     return w_fp8, w_fp8.t().contiguous(), scale
 
+
+
+def quantize_blockwise(x: Tensor) -> tuple[Tensor, Tensor]:
+    """x [M x N] in e4m3 with each row's 128-column group's own scale (coda.blocks.quantize_e4m3_blockwise): (x_fp8,
+    the scales f32 [ceil(N / 128) x M], a block-scaled GEMM's A_scale)."""
+    m, n = x.shape
+    out = torch.empty(m, n, dtype=FORMATS["e4m3"], device=x.device)
+    parts = run("quantize_e4m3_blockwise", {"x": x.contiguous()}, {"x_fp8": out}, m, n,
+                partials=("x_scale_partials",))
+    return out, parts["x_scale_partials"].to(torch.float32)
+
+
+def _blocks_of(w: Tensor) -> Tensor:
+    # w [N x K] as [ceil(N / 128), 128, ceil(K / 128), 128], zero-padded where N or K is not a multiple of 128.
+    n, k = w.shape
+    nb, kb = -(-n // BLOCK), -(-k // BLOCK)
+    if n % BLOCK or k % BLOCK:
+        w = torch.nn.functional.pad(w, (0, kb * BLOCK - k, 0, nb * BLOCK - n))
+    return w.reshape(nb, BLOCK, kb, BLOCK)
+
+
+def weight_block_scales(w: Tensor) -> Tensor:
+    """The block-wise scales of a weight [N x K]: f32 [ceil(N / 128) x ceil(K / 128)], each max(the block's amax / 448,
+    SMALLEST_SCALE) as the epilogues make theirs (the amax times 1 / 448 in f32)."""
+    amax = _blocks_of(w.detach()).abs().amax(dim=(1, 3)).to(torch.float32)  # exact in w's own dtype
+    return (amax * torch.tensor(1.0 / LARGEST["e4m3"], dtype=torch.float32)).clamp_min(SMALLEST_SCALE)
+
+
+def quantize_weight_blockwise(w: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """A weight [N x K] in e4m3 with one scale per 128 x 128 block (weight_block_scales): (w_fp8 [N x K], its scales
+    [ceil(N / 128) x ceil(K / 128)], the transpose [K x N] row-major and its scales [ceil(K / 128) x ceil(N / 128)], for
+    the backward's dgrad GEMMs: a square block is the same block transposed). Every |w / scale| is at most 448 (the
+    scale is the block's amax / 448), so the cast needs no clamp."""
+    w = w.detach()
+    n, k = w.shape
+    scale = weight_block_scales(w)
+    nb, kb = scale.shape
+    quotient = _blocks_of(w).to(torch.float32) / scale[:, None, :, None]
+    w_fp8 = quotient.to(FORMATS["e4m3"]).reshape(nb * BLOCK, kb * BLOCK)[:n, :k].contiguous()
+    return w_fp8, scale, w_fp8.t().contiguous(), scale.t().contiguous()

@@ -12,7 +12,7 @@ from torch import Tensor
 from torch.distributed.fsdp import FSDPModule
 from torch.distributed.tensor import DTensor
 
-from coda.torch import ops, ops_fp8_layer, ops_lm_head  # noqa: F401  (registers torch.ops.coda.*)
+from coda.torch import ops, ops_fp8_blockwise, ops_fp8_layer, ops_lm_head  # noqa: F401  (registers torch.ops.coda.*)
 from coda.torch.fp8 import Fp8Scaling, check_recipe
 from coda.torch.reference import rope_theta
 
@@ -90,7 +90,11 @@ class LlamaDecoderLayer(nn.Module):
     stay bf16), as one op (ops_fp8_layer); h arrives in e4m3 with its scale, and forward takes and returns the scale:
     forward((x, h, rstd), next_gamma, pos, seq_len, h_scale, fp8_out) -> (x, h, rstd, h_scale), h in e4m3 where
     fp8_out (else bf16, for a bf16 LM head). The delayed scales (self.fp8, an Fp8Scaling) move on at each forward:
-    run each step's forward once (no activation checkpointing). fp8_history: the steps of amax they look back on."""
+    run each step's forward once (no activation checkpointing). fp8_history: the steps of amax they look back on.
+
+    fp8="blockwise": the same on block-scaled GEMMs (ops_fp8_blockwise; DeepSeek-V3's scales, e4m3 throughout): h_scale
+    is then h's scales, f32 [ceil(d / 128) x M], one per row and 128 columns. Every scale comes from its own block's
+    amax, so there is no state to keep (self.fp8 is None) and checkpointing is free to run a forward again."""
 
     def __init__(self, d: int, n_heads: int, ffn: int, eps: float = 1e-5, rope_base: float = 10000.0,
                  attention: str = "sdpa", fp32_grad_accumulation: bool = False, device=None,
@@ -119,7 +123,7 @@ class LlamaDecoderLayer(nn.Module):
         self.register_buffer("theta", rope_theta(d, n_heads, rope_base, device, n_kv_heads, rope_scaling, head_dim),
                              persistent=False)
         self.fp8_recipe = fp8
-        self.fp8 = Fp8Scaling(ops_fp8_layer.SLOTS, fp8_history, device) if fp8 else None
+        self.fp8 = Fp8Scaling(ops_fp8_layer.SLOTS, fp8_history, device) if fp8 == "tensorwise" else None
         self.reset_parameters()
         if fp32_grad_accumulation:
             grad_buffers(self)
@@ -144,9 +148,15 @@ class LlamaDecoderLayer(nn.Module):
     def forward(self, x: Tensor, h: Tensor, rstd: Tensor, next_gamma: Tensor, pos: Tensor, seq_len: int,
                 h_scale: Optional[Tensor] = None, fp8_out: bool = True):
         acc = self.fp32_grad_accumulation
+        if self.fp8_recipe is not None and h_scale is None:
+            raise ValueError("coda.torch: an FP8 layer needs h_scale, the scale its e4m3 h was written with")
+        if self.fp8_recipe == "blockwise":
+            buffers = [_grad_buffer(w, acc, self) for w in (self.w_qkv, self.w_o, self.w_gate_up, self.w_down)]
+            x2, h2, rstd2, h2_scale, *_ = torch.ops.coda.decoder_layer_fp8_blockwise(
+                x, h, h_scale, rstd, self.attn_norm, self.w_qkv, self.w_o, self.mlp_norm, self.w_gate_up, self.w_down,
+                next_gamma, pos, self.theta, self.eps, self.n_heads, seq_len, self.attention, fp8_out, *buffers)
+            return x2, h2, rstd2, h2_scale
         if self.fp8 is not None:
-            if h_scale is None:
-                raise ValueError("coda.torch: an FP8 layer needs h_scale, the scale its e4m3 h was written with")
             self.fp8.update(x.shape[0])
             buffers = [_grad_buffer(w, acc, self) for w in (self.w_qkv, self.w_o, self.w_gate_up, self.w_down)]
             x2, h2, rstd2, amax, *_ = torch.ops.coda.decoder_layer_fp8(
@@ -226,7 +236,8 @@ class LlamaModel(nn.Module):
                               n_kv_heads, head_dim, rope_scaling, fp8, fp8_history)
             for _ in range(n_layers))
         # The embedding entry's h, the first layer's FP8 operand.
-        self.fp8_entry = Fp8Scaling({"h": "e4m3"}, fp8_history, device) if fp8 else None
+        self.fp8_recipe = fp8
+        self.fp8_entry = Fp8Scaling({"h": "e4m3"}, fp8_history, device) if fp8 == "tensorwise" else None
         self.head = LlamaLMHead(d, vocab, fp32_grad_accumulation, store_logits, device=device, dtype=dtype,
                                 ignore_index=ignore_index)
         if tie_embeddings:
@@ -275,7 +286,7 @@ class LlamaModel(nn.Module):
         b, s = tokens.shape
         x = self.embedding(tokens)
         pos = self.positions(b, s, tokens.device)
-        if self.fp8_entry is not None:
+        if self.fp8_recipe is not None:
             return self._forward_fp8(x, pos, s, labels)
         h, rstd = torch.ops.coda.rms_stats(x, _norm_weight(self.layers[0].attn_norm), self.eps)
         for i, layer in enumerate(self.layers):
@@ -286,12 +297,15 @@ class LlamaModel(nn.Module):
         return self.head(x, h, rstd, self.targets(labels), self.embed.weight if self.tie_embeddings else None)
 
     def _forward_fp8(self, x: Tensor, pos: Tensor, seq_len: int, labels: Tensor) -> Tensor:
-        # The layers hand h over in e4m3 with its scale; the last one writes it in bf16 for the bf16 LM head.
-        self.fp8_entry.update(x.shape[0])
-        h, rstd, amax = torch.ops.coda.rms_stats_fp8(x, _norm_weight(self.layers[0].attn_norm), self.eps,
-                                                     self.fp8_entry.inv_scale("h"))
-        self.fp8_entry.record(amax)
-        h_scale = self.fp8_entry.scale("h")
+        # The layers hand h over in e4m3 with its scale(s); the last one writes it in bf16 for the bf16 LM head.
+        gamma = _norm_weight(self.layers[0].attn_norm)
+        if self.fp8_recipe == "blockwise":
+            h, rstd, h_scale = torch.ops.coda.rms_stats_fp8_blockwise(x, gamma, self.eps)
+        else:
+            self.fp8_entry.update(x.shape[0])
+            h, rstd, amax = torch.ops.coda.rms_stats_fp8(x, gamma, self.eps, self.fp8_entry.inv_scale("h"))
+            self.fp8_entry.record(amax)
+            h_scale = self.fp8_entry.scale("h")
         for i, layer in enumerate(self.layers):
             last = i + 1 == len(self.layers)
             nxt = self.head.norm if last else self.layers[i + 1].attn_norm

@@ -158,3 +158,69 @@ def fp8_decoder_layer(layer, x: Tensor, pos: Tensor, seq_len: int, h_scales: tup
     u1, h1, rstd1 = normed(x1, layer.mlp_norm)
     y = swiglu(_Fp8Gemm.apply(u1, h1, layer.w_gate_up, rstd1, scales["h_mlp"], scales["dz_mlp"]))
     return x1 + _Fp8Gemm.apply(y, y, layer.w_down, None, scales["y"], scales["dx2"])
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Block-wise FP8 (coda.torch.fp8's "blockwise" recipe) emulated the same way: each operand rounded to e4m3 under the
+# scales of its own blocks, 1 x `group` for activations and gradients, 128 x 128 for weights.
+
+_BLOCK, _SMALLEST_SCALE = 128, 2.0 ** -126
+
+
+def _block_round(blocks: Tensor, amax_dims) -> Tensor:
+    # Each block divided by max(its amax / 448, the smallest normal f32), rounded to e4m3, multiplied back.
+    scale = (blocks.abs().amax(dim=amax_dims, keepdim=True) / 448.0).clamp_min(_SMALLEST_SCALE)
+    return (blocks / scale).to(torch.float8_e4m3fn).to(blocks.dtype) * scale
+
+
+def fp8_group_round(t: Tensor, group: int = _BLOCK) -> Tensor:
+    """t [M x N] as a block-scaled GEMM sees its A: each row's group of `group` columns under its own scale."""
+    m, n = t.shape
+    g = -(-n // group)
+    padded = F.pad(t, (0, g * group - n)).view(m, g, group)
+    return _block_round(padded, -1).view(m, g * group)[:, :n]
+
+
+def fp8_weight_block_round(w: Tensor) -> Tensor:
+    """w [N x K] as a block-scaled GEMM sees its B: each 128 x 128 block under its own scale."""
+    n, k = w.shape
+    nb, kb = -(-n // _BLOCK), -(-k // _BLOCK)
+    padded = F.pad(w, (0, kb * _BLOCK - k, 0, nb * _BLOCK - n)).view(nb, _BLOCK, kb, _BLOCK)
+    return _block_round(padded, (1, 3)).view(nb * _BLOCK, kb * _BLOCK)[:n, :k]
+
+
+class _Fp8BlockGemm(torch.autograd.Function):
+    """_Fp8Gemm with block-wise scales: forward rows * (q(source) @ q(w)^T); backward da = q(dy) @ q(w), with dy's
+    groups `grad_group` columns wide, and dw = dy^T a in full precision."""
+
+    @staticmethod
+    def forward(ctx, a, source, w, rows, grad_group):
+        w_q = fp8_weight_block_round(w.detach())
+        y = fp8_group_round(source.detach()) @ w_q.t()
+        if rows is not None:
+            y = rows[:, None] * y
+        ctx.save_for_backward(a, w_q)
+        ctx.grad_group = grad_group
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        a, w_q = ctx.saved_tensors
+        return fp8_group_round(dy, ctx.grad_group) @ w_q, None, dy.t() @ a, None, None
+
+
+def fp8_blockwise_decoder_layer(layer, x: Tensor, pos: Tensor, seq_len: int) -> Tensor:
+    """A block-wise FP8 LlamaDecoderLayer's forward (and, through autograd, backward) in eager PyTorch. SwiGLU's
+    gradient dz is interleaved gate/up, as its epilogue writes it two GEMM columns at a time: its groups are 256 of its
+    columns."""
+    def normed(t, gamma):
+        rstd = torch.rsqrt(t.pow(2).mean(-1) + layer.eps)
+        return t * rstd[:, None] * gamma, (t * gamma).detach(), rstd.detach()
+
+    u, h, rstd = normed(x, layer.attn_norm)
+    qkv = rope(_Fp8BlockGemm.apply(u, h, layer.w_qkv, rstd, _BLOCK), pos, layer.theta)
+    a = attend(qkv, layer.n_heads, seq_len, layer.attention, layer.n_kv_heads, layer.head_dim)
+    x1 = x + _Fp8BlockGemm.apply(a, a, layer.w_o, None, _BLOCK)
+    u1, h1, rstd1 = normed(x1, layer.mlp_norm)
+    y = swiglu(_Fp8BlockGemm.apply(u1, h1, layer.w_gate_up, rstd1, 2 * _BLOCK))
+    return x1 + _Fp8BlockGemm.apply(y, y, layer.w_down, None, _BLOCK)

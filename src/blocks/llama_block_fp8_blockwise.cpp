@@ -1,0 +1,108 @@
+// The block's block-wise FP8 epilogues (blocks.hpp, "block-wise"): the tensorwise graphs' dataflow on block-scaled
+// GEMMs, every tensor a later GEMM reads quantized by the epilogue that makes it with its row groups' own scales.
+// tools/graphs/*.coda hold their canonical text too.
+#include "coda/blocks.hpp"
+
+#include "blocks/block_parts.hpp"
+
+namespace coda::blocks {
+
+Graph rms_entry_fp8_blockwise() {
+    Graph g = Graph::tile("rms_entry_fp8_blockwise");
+    Value x = g.tile_input("x", DType::BF16);
+    Value gamma = g.col_input("gamma", DType::BF16);
+    parts::store_fp8_grouped(g, g.mul(x, gamma, "h_value"), "h");
+    g.reduce_row(x, ReduceOp::SumSq, "x1_sumsq");
+    return g;
+}
+
+Graph qkv_rope_fp8_blockwise(GemmSpec spec) {
+    Graph g = Graph::gemm("qkv_rope_fp8_blockwise", spec);
+    Value z = parts::rms_scaled(g, g.accumulator("acc"), "z_value");
+    g.store(parts::rotate_pairs(g, z, parts::Rotation::Forward), "qkv", DType::BF16);
+    return g;
+}
+
+namespace {
+
+// out_proj's epilogue on a block-scaled GEMM, with h quantized by row group for the next one or kept in bf16.
+Graph residual_producer(const std::string& name, GemmSpec spec, bool fp8_h) {
+    Graph g = Graph::gemm(name, spec);
+    Value acc = g.accumulator("acc");
+    Value residual = g.tile_input("residual", DType::BF16);
+    Value gamma = g.col_input("gamma", DType::BF16);
+    Value x1 = g.add(acc, residual, "x1_value");
+    g.store(x1, "x1", DType::BF16);
+    Value h = g.mul(x1, gamma, "h_value");
+    if (fp8_h)
+        parts::store_fp8_grouped(g, h, "h");
+    else
+        g.store(h, "h", DType::BF16);
+    g.reduce_row(x1, ReduceOp::SumSq, "x1_sumsq");
+    return g;
+}
+
+}  // namespace
+
+Graph out_proj_fp8_blockwise(GemmSpec spec) { return residual_producer("out_proj_fp8_blockwise", spec, true); }
+
+Graph out_proj_fp8_blockwise_bf16_h(GemmSpec spec) {
+    return residual_producer("out_proj_fp8_blockwise_bf16_h", spec, false);
+}
+
+Graph gate_up_swiglu_fp8_blockwise(GemmSpec spec) {
+    Graph g = Graph::gemm("gate_up_swiglu_fp8_blockwise", spec);
+    parts::swiglu_outputs(g, parts::rms_scaled(g, g.accumulator("acc"), "z_value"));
+    return g;
+}
+
+Graph dgrad_fp8_blockwise(GemmSpec spec) {
+    Graph g = Graph::gemm("dgrad_fp8_blockwise", spec);
+    g.store(g.accumulator("acc"), "D", DType::BF16);
+    return g;
+}
+
+Graph swiglu_backward_fp8_blockwise(GemmSpec spec) {
+    Graph g = Graph::gemm("swiglu_backward_fp8_blockwise", spec);
+    parts::store_fp8_grouped(g, parts::swiglu_gradient(g, g.accumulator("dy")), "dz");
+    return g;
+}
+
+namespace {
+
+// rmsnorm_backward_residual on a block-scaled GEMM, with dx also quantized by row group for the next one or not.
+Graph norm_backward_residual(const std::string& name, GemmSpec spec, bool fp8_dx) {
+    Graph g = Graph::gemm(name, spec);
+    const parts::NormBackward v = parts::norm_backward_values(g, g.accumulator("d_out"), "dx_norm");
+    Value dx_in = g.tile_input("dx_in", DType::BF16);
+    Value dx = g.add(v.dx, dx_in, "dx_value");
+    g.store(dx, "dx", DType::BF16);
+    if (fp8_dx) parts::store_fp8_grouped(g, dx, "dx");
+    parts::norm_backward_outputs(g, v);
+    return g;
+}
+
+}  // namespace
+
+Graph rmsnorm_backward_residual_fp8_blockwise(GemmSpec spec) {
+    return norm_backward_residual("rmsnorm_backward_residual_fp8_blockwise", spec, true);
+}
+
+Graph rmsnorm_backward_residual_fp8_blockwise_bf16_dx(GemmSpec spec) {
+    return norm_backward_residual("rmsnorm_backward_residual_fp8_blockwise_bf16_dx", spec, false);
+}
+
+std::vector<Graph> llama_block_fp8_blockwise() {
+    return {rms_entry_fp8_blockwise(),
+            qkv_rope_fp8_blockwise(),
+            quantize_e4m3_blockwise(),
+            out_proj_fp8_blockwise(),
+            out_proj_fp8_blockwise_bf16_h(),
+            gate_up_swiglu_fp8_blockwise(),
+            swiglu_backward_fp8_blockwise(),
+            rmsnorm_backward_residual_fp8_blockwise(),
+            rmsnorm_backward_residual_fp8_blockwise_bf16_dx(),
+            dgrad_fp8_blockwise()};
+}
+
+}  // namespace coda::blocks

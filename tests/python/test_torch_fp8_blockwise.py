@@ -1,0 +1,255 @@
+"""coda.torch's block-wise FP8 layer (fp8="blockwise") and its quantization on the CPU, where its graphs run through
+coda.reference: against an eager emulation of the same recipe (reference.fp8_blockwise_decoder_layer: every GEMM
+operand rounded to e4m3 under its own blocks' scales), against the bf16 layer, and the scales' layout.
+
+The sizes make several groups everywhere: d = 256 (two 128-column groups), QKV 768 wide, SwiGLU's y 160 (a group of
+128 and one cut at 32) and dz 320 (groups of 256: one whole, one cut at 64). The tolerances come from
+the same effect as the tensorwise layer's (test_torch_fp8_layer.py: bf16 roundings that cross an FP8 rounding
+boundary grow). Measured: the forward within 0.7% of the emulation (h2 2%), the gradients within 7%; given the same
+inputs, a block-scaled GEMM matches the emulation to 1e-7. The bugs they are for (a scale of the wrong row or block,
+a transposed scale matrix, a lost group) are off by the ratio of two blocks' amax, up to 5x for the weights' and
+100x for the activations' here."""
+import copy
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import coda.torch as ct  # noqa: E402
+from coda.torch import fp8  # noqa: E402
+from coda.torch import reference as ref  # noqa: E402
+
+D, HEADS, FFN, SEQ, BATCH, EPS = 256, 2, 160, 8, 2, 1e-5
+M = SEQ * BATCH
+NAMES = ("dx", "dw_qkv", "dw_o", "dw_gate_up", "dw_down", "d_attn_norm", "d_mlp_norm")
+
+
+def grid(*shape, seed=0, scale=1.0):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(-64, 64, shape, generator=g).double() / 64 * scale
+
+
+def rel(actual, expected):
+    actual, expected = actual.detach().double(), expected.detach().double()
+    return float((actual - expected).norm() / expected.norm().clamp_min(1e-30))
+
+
+def spread(t, seed, rows=4.6, cols=2.0, row_block=1):
+    # Magnitudes that differ from row to row (or from one `row_block` of rows to the next) by up to e^rows and from one
+    # 128-column group to the next by up to e^cols, so that a scale read from the wrong row, group or block shows.
+    g = torch.Generator().manual_seed(seed)
+    n_rows, n_cols = t.shape
+    row = torch.exp(torch.rand(-(-n_rows // row_block), 1, generator=g) * rows).repeat_interleave(row_block, 0)
+    col = torch.exp(torch.rand(1, -(-n_cols // 128), generator=g) * cols).repeat_interleave(128, 1)
+    return t * row[:n_rows] * col[:, :n_cols]
+
+
+def make_layer(attention="sdpa"):
+    layer = ct.LlamaDecoderLayer(D, HEADS, FFN, eps=EPS, attention=attention, dtype=torch.float64, fp8="blockwise")
+    with torch.no_grad():
+        for i, w in enumerate((layer.w_qkv, layer.w_o, layer.w_gate_up, layer.w_down)):
+            # Blocks of different magnitudes (x1 to x10 by row and by column), so that a weight's scales read
+            # transposed (its forward ones in a dgrad) show.
+            w.copy_(spread(grid(*w.shape, seed=10 + i, scale=0.5), 50 + i, 1.6, 1.6, 128) / w.shape[1] ** 0.5)
+        layer.attn_norm.copy_(1 + grid(D, seed=20, scale=0.5))
+        layer.mlp_norm.copy_(1 + grid(D, seed=21, scale=0.5))
+    return layer
+
+
+def inputs():
+    pos = (torch.arange(M, dtype=torch.int32) % SEQ)
+    return spread(grid(M, D, seed=1), 4), pos, 1 + grid(D, seed=2, scale=0.5), grid(M, D, seed=3, scale=1.0 / M)
+
+
+def dequantize(q, scales):
+    """q [M x N] (e4m3) times its group scales [ceil(N / 128) x M]."""
+    per_element = scales.t().double().repeat_interleave(fp8.BLOCK, 1)[:, :q.shape[1]]
+    return q.double() * per_element
+
+
+def run_layer(layer, x0, pos, next_gamma, dy):
+    x = x0.clone().requires_grad_()
+    h, rstd, h_scale = torch.ops.coda.rms_stats_fp8_blockwise(x, layer.attn_norm.detach(), EPS)
+    x2, h2, rstd2, h2_scale = layer(x, h, rstd, next_gamma, pos, SEQ, h_scale)
+    x2.backward(dy)
+    grads = [x.grad] + [p.grad for p in (layer.w_qkv, layer.w_o, layer.w_gate_up, layer.w_down, layer.attn_norm,
+                                          layer.mlp_norm)]
+    return x2.detach(), dequantize(h2, h2_scale), grads
+
+
+def test_weight_quantization_has_a_scale_per_128_by_128_block():
+    w = spread(grid(300, 260, seed=30), 31)
+    w[128:256, 128:256] = 0  # an all-zero block: the smallest scale, zeros
+    q, scale, q_t, scale_t = fp8.quantize_weight_blockwise(w)
+    assert q.dtype == torch.float8_e4m3fn and tuple(q.shape) == (300, 260)
+    assert tuple(scale.shape) == (3, 3) and scale.dtype == torch.float32
+    assert torch.equal(q_t.view(torch.uint8), q.t().contiguous().view(torch.uint8)) and torch.equal(scale_t, scale.t())
+    for i in range(3):
+        for j in range(3):
+            block = w[128 * i:128 * (i + 1), 128 * j:128 * (j + 1)]
+            assert float(scale[i, j]) == pytest.approx(max(float(block.abs().max()) / 448, fp8.SMALLEST_SCALE),
+                                                       rel=1e-6)
+    assert float(scale[1, 1]) == fp8.SMALLEST_SCALE and not q.double()[128:256, 128:256].any()
+    dequantized = q.double() * scale.double().repeat_interleave(128, 0)[:300].repeat_interleave(128, 1)[:, :260]
+    assert torch.allclose(dequantized, ref.fp8_weight_block_round(w), rtol=1e-6, atol=0)
+    # e4m3 keeps 3 bits: every element within 1/16 of itself, every block's amax exact.
+    assert ((dequantized - w).abs() <= w.abs() / 16 + 1e-30).all()
+
+
+def test_activations_are_quantized_by_row_group_and_their_scales_are_an_a_scale():
+    x = spread(grid(M, 300, seed=40), 41).bfloat16().double()  # the graph reads bf16: these values exactly
+    q, scales = fp8.quantize_blockwise(x)
+    assert q.dtype == torch.float8_e4m3fn and tuple(scales.shape) == (3, M) and scales.dtype == torch.float32
+    for g0 in range(3):
+        group = x[:, 128 * g0:128 * (g0 + 1)]
+        assert torch.allclose(scales[g0].double(), group.abs().amax(1) / 448, rtol=1e-6)
+    assert rel(dequantize(q, scales), ref.fp8_group_round(x)) < 1e-6
+    # The scales feed a block-scaled GEMM as they are: q @ w^T under both sets of scales is the emulated product.
+    w = spread(grid(256, 300, seed=42), 43)
+    w_q, w_scale, _, _ = fp8.quantize_weight_blockwise(w)
+    out = torch.ops.coda.scaled_mm(q, w_q.t(), scales.t(), w_scale, blockwise=True)
+    expected = ref.fp8_group_round(x) @ ref.fp8_weight_block_round(w).t()
+    assert rel(out, expected) < 0.01  # out is bf16
+
+
+@pytest.mark.parametrize("attention", ["sdpa", "none"])
+def test_layer_matches_the_recipe_emulated(attention):
+    layer = make_layer(attention)
+    x0, pos, next_gamma, dy = inputs()
+    x2, h2, grads = run_layer(layer, x0, pos, next_gamma, dy)
+    x = x0.clone().requires_grad_()
+    x2_ref = ref.fp8_blockwise_decoder_layer(layer, x, pos, SEQ)
+    grads_ref = torch.autograd.grad(x2_ref, [x, layer.w_qkv, layer.w_o, layer.w_gate_up, layer.w_down,
+                                             layer.attn_norm, layer.mlp_norm], dy)
+    assert rel(x2, x2_ref) < 0.03
+    # h2 is the next layer's e4m3 operand, with its own row groups' scales.
+    assert rel(h2, ref.fp8_group_round(x2_ref.detach() * next_gamma)) < 0.05
+    for name, g, g_ref in zip(NAMES, grads, grads_ref):
+        assert rel(g, g_ref) < 0.15, name
+
+
+def test_layer_is_close_to_the_bf16_layer():
+    layer = make_layer()
+    x0, pos, next_gamma, dy = inputs()
+    x2, _, grads = run_layer(layer, x0, pos, next_gamma, dy)
+    x = x0.clone().requires_grad_()
+    x2_ref = ref.decoder_layer(layer, x, pos, SEQ)
+    grads_ref = torch.autograd.grad(x2_ref, [x, layer.w_qkv, layer.w_o, layer.w_gate_up, layer.w_down,
+                                             layer.attn_norm, layer.mlp_norm], dy)
+    assert rel(x2, x2_ref) < 0.04
+    for name, g, g_ref in zip(NAMES, grads, grads_ref):
+        assert rel(g, g_ref) < 0.2, name
+
+
+def test_model_in_blockwise_fp8_tracks_bf16_and_trains():
+    torch.manual_seed(0)
+    kw = dict(vocab=64, d=D, n_layers=2, n_heads=HEADS, ffn=FFN, dtype=torch.float64)
+    model = ct.LlamaModel(**kw, fp8="blockwise")
+    base = ct.LlamaModel(**kw)
+    base.load_state_dict(model.state_dict())  # no FP8 state: the same keys
+    tokens = torch.randint(0, 64, (BATCH, SEQ), generator=torch.Generator().manual_seed(5))
+    labels = torch.randint(0, 64, (BATCH, SEQ), generator=torch.Generator().manual_seed(6))
+    losses = {}
+    for name, m in (("fp8", model), ("bf16", base)):
+        opt = torch.optim.AdamW(m.parameters(), lr=3e-4)  # slow enough that the losses stay of order 1
+        losses[name] = []
+        for _ in range(8):
+            opt.zero_grad()
+            loss = m(tokens, labels)
+            loss.backward()
+            opt.step()
+            losses[name].append(loss.item())
+    assert losses["fp8"][-1] < losses["fp8"][0] - 0.3  # it learns (the same batch, memorized)
+    for a, b in zip(losses["fp8"], losses["bf16"]):
+        assert abs(a - b) < 0.05 * b
+
+
+def test_layer_checks_h_and_its_scales():
+    layer = make_layer()
+    x0, pos, next_gamma, _ = inputs()
+    h, rstd, h_scale = torch.ops.coda.rms_stats_fp8_blockwise(x0, layer.attn_norm.detach(), EPS)
+    assert tuple(h_scale.shape) == (2, M)
+    with pytest.raises(ValueError, match="h_scale"):
+        layer(x0, h, rstd, next_gamma, pos, SEQ)
+    with pytest.raises(ValueError, match="float8_e4m3fn"):
+        layer(x0, h.double(), rstd, next_gamma, pos, SEQ, h_scale)
+    with pytest.raises(ValueError, match=r"\[2 x 16\]"):
+        layer(x0, h, rstd, next_gamma, pos, SEQ, torch.tensor(1.0))  # a tensorwise scale
+    assert layer.fp8 is None  # no state: every scale is its own block's
+
+
+def test_hugging_face_llama_in_blockwise_fp8():
+    transformers = pytest.importorskip("transformers")
+    config = transformers.LlamaConfig(vocab_size=64, hidden_size=256, num_hidden_layers=2, num_attention_heads=2,
+                                      num_key_value_heads=1, intermediate_size=160, rms_norm_eps=1e-5,
+                                      tie_word_embeddings=True, attn_implementation="eager")
+    torch.manual_seed(0)
+    hf = transformers.LlamaForCausalLM(config).to(torch.float64)
+    model = ct.from_hf(hf, fp8="blockwise")
+    assert model.layers[0].n_kv_heads == 1 and model.layers[0].fp8_recipe == "blockwise"
+    tokens = torch.randint(0, 64, (BATCH, SEQ), generator=torch.Generator().manual_seed(7))
+    expected = float(hf(input_ids=tokens, labels=tokens).loss)
+    loss = model(tokens, tokens)
+    loss.backward()
+    assert abs(loss.item() - expected) < 0.02 * expected
+
+
+# --- on the GPU: the same checks through the kernels ---
+
+GPU = dict(d=512, heads=4, ffn=704, seq=128, batch=2)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("attention", ["sdpa", "none"])
+def test_layer_on_the_gpu_matches_the_recipe_emulated(attention, poison):
+    d, seq, m = GPU["d"], GPU["seq"], GPU["seq"] * GPU["batch"]
+    torch.manual_seed(0)
+    layer = ct.LlamaDecoderLayer(d, GPU["heads"], GPU["ffn"], eps=EPS, attention=attention, device="cuda",
+                                 fp8="blockwise")
+    g = torch.Generator(device="cuda").manual_seed(1)
+    x0 = torch.randn(m, d, device="cuda", generator=g).bfloat16()
+    dy = (torch.randn(m, d, device="cuda", generator=g) / m).bfloat16()
+    pos = torch.arange(seq, device="cuda", dtype=torch.int32).repeat(GPU["batch"])
+    next_gamma = torch.ones(d, device="cuda", dtype=torch.bfloat16)
+    x = x0.clone().requires_grad_()
+    h, rstd, h_scale = torch.ops.coda.rms_stats_fp8_blockwise(x, layer.attn_norm.detach(), EPS)
+    x2, h2, _, h2_scale = layer(x, h, rstd, next_gamma, pos, seq, h_scale)
+    x2.backward(dy)
+    params = [layer.w_qkv, layer.w_o, layer.w_gate_up, layer.w_down, layer.attn_norm, layer.mlp_norm]
+    grads = [x.grad] + [p.grad for p in params]
+    ref_layer = copy.deepcopy(layer).float()
+    xr = x0.float().requires_grad_()
+    x2_ref = ref.fp8_blockwise_decoder_layer(ref_layer, xr, pos, seq)
+    ref_params = [ref_layer.w_qkv, ref_layer.w_o, ref_layer.w_gate_up, ref_layer.w_down, ref_layer.attn_norm,
+                  ref_layer.mlp_norm]
+    grads_ref = torch.autograd.grad(x2_ref, [xr] + ref_params, dy.float())
+    assert torch.isfinite(x2).all() and all(torch.isfinite(g_).all() for g_ in grads)
+    assert rel(x2, x2_ref) < 0.06
+    assert rel(dequantize(h2.cpu(), h2_scale.cpu()), ref.fp8_group_round(x2_ref.detach() * next_gamma.float()).cpu()) < 0.06
+    for name, g_, g_ref in zip(NAMES, grads, grads_ref):
+        assert rel(g_, g_ref) < 0.3, name
+
+
+@pytest.mark.gpu
+def test_model_in_blockwise_fp8_on_the_gpu_tracks_bf16():
+    kw = dict(vocab=512, d=GPU["d"], n_layers=2, n_heads=GPU["heads"], ffn=GPU["ffn"], device="cuda")
+    torch.manual_seed(0)
+    model = ct.LlamaModel(**kw, fp8="blockwise")
+    base = ct.LlamaModel(**kw)
+    base.load_state_dict(model.state_dict())
+    g = torch.Generator(device="cuda").manual_seed(2)
+    tokens = torch.randint(0, 512, (GPU["batch"], GPU["seq"]), device="cuda", generator=g)
+    labels = torch.randint(0, 512, (GPU["batch"], GPU["seq"]), device="cuda", generator=g)
+    losses = {}
+    for name, m in (("fp8", model), ("bf16", base)):
+        opt = torch.optim.AdamW(m.parameters(), lr=1e-3)
+        losses[name] = []
+        for _ in range(10):
+            opt.zero_grad()
+            loss = m(tokens, labels)
+            loss.backward()
+            opt.step()
+            losses[name].append(loss.item())
+    assert losses["fp8"][-1] < losses["fp8"][0] - 0.3
+    for a, b in zip(losses["fp8"], losses["bf16"]):
+        assert abs(a - b) < 0.03 * b
