@@ -4,13 +4,13 @@
 # Needs carry/build (tools/pack_device_build.sh) and, for the Python steps, carry/wheels and carry/peers
 # (tools/pack_device_python.sh --peers). Logs go to $OUT (default ./device-logs).
 #   tests   the C++ GPU tests of FP8 (GEMMs of one and two types, block scales, reduce_group, FP8 tile tensors, the
-#           FP8 block)
+#           FP8 blocks, tensorwise and block-wise)
 #   regress the BF16 GPU tests of what the FP8 work touched in the Hopper templates (the block's epilogues, stream-K,
 #           the random GEMMs); their SASS at the default configs is unchanged (tools/compare_cubins.py)
-#   python  the Python GPU tests of FP8 (scaled_mm against torch._scaled_mm, block scales, the FP8 layer and model)
+#   python  the Python GPU tests of FP8 (scaled_mm against torch._scaled_mm, block scales, the FP8 layers and models)
 #   gemm    coda's FP8 identity GEMM against torch._scaled_mm over the 12-shape set and the LLaMA shapes
 #   layer   tools/bench_block.py --fp8 at d = 4096 (LAYER_ONLY: another --only text, e.g. "fp8 layer d=2048")
-#   curve   tools/fp8_loss_curve.py, 300 steps of fp32, bf16 and FP8
+#   curve   tools/fp8_loss_curve.py, 300 steps of fp32, bf16 and FP8 (CURVE_RECIPES: the recipes, default both)
 # Usage: bash tools/device_fp8.sh tests regress python gemm ... ; BUILD=carry/build by default.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -30,7 +30,7 @@ for step in "$@"; do
   case $step in
     tests)
       echo "== C++ GPU tests of FP8"
-      timeout 540 "$build/tests/coda_gpu_tests" "[fp8],the block's FP8 epilogues*" --durations yes \
+      timeout 540 "$build/tests/coda_gpu_tests" "[fp8],the block's FP8 epilogues*,the block's block-wise FP8 epilogues*" --durations yes \
         > "$out/gpu_fp8_tests.log" 2>&1 || status=1
       grep -E "FAILED|passed|failed|with expansion" "$out/gpu_fp8_tests.log" | tail -n 20 ;;
     regress)
@@ -58,8 +58,9 @@ for step in "$@"; do
     curve)
       echo "== tools/fp8_loss_curve.py"
       python_setup || exit 1
-      timeout 540 python3 tools/fp8_loss_curve.py --out "$out" > "$out/fp8_curve.log" 2>&1 || status=1
-      tail -n 5 "$out/fp8_curve.log" ;;
+      timeout 540 python3 tools/fp8_loss_curve.py --out "$out" --recipes "${CURVE_RECIPES:-tensorwise,blockwise}" \
+        > "$out/fp8_curve.log" 2>&1 || status=1
+      tail -n 6 "$out/fp8_curve.log" ;;
     *) echo "device_fp8.sh: unknown step '$step' (tests, regress, python, gemm, layer, curve)" >&2; exit 2 ;;
   esac
 done

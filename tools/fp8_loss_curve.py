@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """FP8 training's loss curve (issue 28): the same LLaMA model, from the same initial weights and on the same batches,
-trained `--steps` AdamW steps three ways: in fp32 (eager PyTorch, coda.torch.reference.model_loss: the reference),
-coda.torch in bf16, and coda.torch with fp8="tensorwise". The data is learnable: token sequences of a fixed random
+trained `--steps` AdamW steps in fp32 (eager PyTorch, coda.torch.reference.model_loss: the reference), coda.torch in
+bf16, and coda.torch with each FP8 recipe of --recipes (fp8="tensorwise", "blockwise"). The data is learnable: token sequences of a fixed random
 Markov chain (each token has `--branch` likely successors), so the loss falls from ln(vocab) toward the chain's
 entropy and a precision problem shows as a curve that falls slower or stalls.
 
-Reports each curve's gap to fp32 (mean |loss - fp32 loss| over the last third of the steps) and whether FP8's gap is
-within twice bf16's (the issue's criterion); fp8_loss_curve.csv (step, fp32, bf16, fp8) in $OUT (or --out).
+Reports each curve's gap to fp32 (mean |loss - fp32 loss| over the last third of the steps) and whether each FP8
+recipe's gap is within twice bf16's (the issue's criterion); fp8_loss_curve.csv (step, fp32, bf16, one column per
+recipe) in $OUT (or --out).
 On a CPU (no CUDA) it runs coda.torch's reference path in float64 for bf16 and FP8: only for a smoke test at tiny sizes."""
 import argparse
 import copy
@@ -63,6 +64,7 @@ def main():
     p.add_argument("--branch", type=int, default=4)
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--recipes", default="tensorwise,blockwise", help="FP8 recipes, comma-separated")
     args = p.parse_args()
     os.makedirs(args.out, exist_ok=True)
     cuda = torch.cuda.is_available()
@@ -73,14 +75,18 @@ def main():
     torch.manual_seed(args.seed)
     kw = dict(vocab=args.vocab, d=args.d, n_layers=args.layers, n_heads=args.heads, ffn=args.ffn, device=device,
               dtype=dtype)
-    fp8 = ct.LlamaModel(**kw, fp8="tensorwise")
+    recipes = args.recipes.split(",")
     bf16 = ct.LlamaModel(**kw)
-    bf16.load_state_dict(fp8.state_dict(), strict=False)  # the same weights, less the FP8 scales
+    fp8 = {}
+    for recipe in recipes:
+        fp8[recipe] = ct.LlamaModel(**kw, fp8=recipe)
+        fp8[recipe].load_state_dict(bf16.state_dict(), strict=False)  # the same weights (tensorwise adds scales)
     fp32 = copy.deepcopy(bf16).float()
 
     curves = {}
-    for name, model, fn in (("fp32", fp32, lambda t, l: ref.model_loss(fp32, t, l)),
-                            ("bf16", bf16, bf16), ("fp8", fp8, fp8)):
+    runs = [("fp32", fp32, lambda t, l: ref.model_loss(fp32, t, l)), ("bf16", bf16, bf16)]
+    runs += [(f"fp8 {recipe}", model, model) for recipe, model in fp8.items()]
+    for name, model, fn in runs:
         start = time.perf_counter()
         curves[name] = train(fn, model.parameters(), batches, args.lr, device)
         print(f"{name}: {time.perf_counter() - start:.1f} s, loss {curves[name][0]:.4f} -> {curves[name][-1]:.4f} "
@@ -92,15 +98,18 @@ def main():
         pairs = list(zip(curves[name][tail], curves["fp32"][tail]))
         return sum(abs(a - b) for a, b in pairs) / len(pairs)
 
-    g8, g16 = gap("fp8"), gap("bf16")
-    verdict = "within" if g8 <= 2 * g16 else "NOT within"
-    print(f"gap to fp32 over steps {tail.start}-{tail.stop - 1}: bf16 {g16:.4f}, fp8 {g8:.4f} "
-          f"({g8 / max(g16, 1e-12):.2f}x bf16's: {verdict} twice bf16's gap)")
+    g16 = gap("bf16")
+    for recipe in recipes:
+        g8 = gap(f"fp8 {recipe}")
+        verdict = "within" if g8 <= 2 * g16 else "NOT within"
+        print(f"gap to fp32 over steps {tail.start}-{tail.stop - 1}: bf16 {g16:.4f}, fp8 {recipe} {g8:.4f} "
+              f"({g8 / max(g16, 1e-12):.2f}x bf16's: {verdict} twice bf16's gap)")
+    names = ["fp32", "bf16"] + [f"fp8 {recipe}" for recipe in recipes]
     with open(os.path.join(args.out, "fp8_loss_curve.csv"), "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["step", "fp32", "bf16", "fp8"])
+        w.writerow(["step"] + names)
         for i in range(args.steps):
-            w.writerow([i, curves["fp32"][i], curves["bf16"][i], curves["fp8"][i]])
+            w.writerow([i] + [curves[name][i] for name in names])
 
 
 if __name__ == "__main__":

@@ -194,6 +194,27 @@ def test_hugging_face_llama_in_blockwise_fp8():
     assert abs(loss.item() - expected) < 0.02 * expected
 
 
+@pytest.mark.parametrize("recipe", ["blockwise", "tensorwise"])
+def test_compile_fullgraph_traces_the_fp8_models(recipe):
+    # aot_eager traces forward and backward through the FP8 ops' fake kernels with no graph break (both recipes: the
+    # tensorwise scales' update too), and gives eager's losses and gradients, two steps running.
+    torch.manual_seed(0)
+    model = ct.LlamaModel(vocab=64, d=D, n_layers=2, n_heads=HEADS, ffn=FFN, dtype=torch.float64, fp8=recipe)
+    eager = copy.deepcopy(model)
+    compiled = torch.compile(model, backend="aot_eager", fullgraph=True)
+    tokens = torch.randint(0, 64, (BATCH, SEQ), generator=torch.Generator().manual_seed(3))
+    for _ in range(2):
+        for m in (model, eager):
+            m.zero_grad()
+        loss = compiled(tokens, tokens)
+        loss.backward()
+        loss_ref = eager(tokens, tokens)
+        loss_ref.backward()
+        assert float(loss) == float(loss_ref)
+        for p, q in zip(model.parameters(), eager.parameters()):
+            assert torch.equal(p.grad, q.grad)
+
+
 # --- on the GPU: the same checks through the kernels ---
 
 GPU = dict(d=512, heads=4, ffn=704, seq=128, batch=2)
