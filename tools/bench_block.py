@@ -7,7 +7,7 @@ d = 2048, vocab 32768, AdamW) in tokens/s and peak memory (coda eager, coda unde
 captured in a CUDA graph and replayed, besides the baselines), and whether torch.compile(fullgraph=True) of a small coda
 model (4 layers, d = 512) compiles and matches. Last, "llama3.2-1b step": a training step of LLaMA-3.2-1B's
 architecture (llama_rows). One table on stdout; bench_block.csv and bench_block.md in $OUT (or --out).
---fp8: the layers instead with coda's FP8 layers (fp8="tensorwise", "blockwise") against coda bf16, torch.compile bf16 and torchao's
+--fp8: the layers instead with coda's FP8 layers (fp8="tensorwise", "blockwise", "rowwise") against coda bf16, torch.compile bf16 and torchao's
 float8 recipes under torch.compile, x_floor against the FP8 GEMM floor (fp8_layer_rows).
 
 Timing: every system runs twice (compiles, autotuning), then all run in turn for 500 ms to settle the GPU clock,
@@ -338,7 +338,7 @@ def fp8_floor_fn(layer, attention):
 
 
 def fp8_layer_rows(d, f, heads, attention, rounds, per_round, skip_compile, kv_heads=None):
-    """coda's FP8 layers (fp8="tensorwise" and "blockwise") against coda's bf16 layer, torch.compile in bf16, torchao's
+    """coda's FP8 layers (fp8="tensorwise", "blockwise", "rowwise") against coda's bf16 layer, torch.compile in bf16, torchao's
     float8 tensorwise and rowwise recipes under torch.compile, and the FP8 GEMM floor; x_floor is against that
     floor."""
     kv_heads = kv_heads or heads
@@ -347,9 +347,11 @@ def fp8_layer_rows(d, f, heads, attention, rounds, per_round, skip_compile, kv_h
                                  fp8="tensorwise")
     bf16_layer = ct.LlamaDecoderLayer(d, heads, f, eps=EPS, attention=attention, device="cuda", n_kv_heads=kv_heads)
     bf16_layer.load_state_dict(layer.state_dict(), strict=False)  # the same weights, less the FP8 scales
-    blockwise_layer = ct.LlamaDecoderLayer(d, heads, f, eps=EPS, attention=attention, device="cuda",
-                                           n_kv_heads=kv_heads, fp8="blockwise")
-    blockwise_layer.load_state_dict(bf16_layer.state_dict())
+    fine = {}  # the recipes whose scales come from each tensor's own blocks or rows
+    for recipe in ("blockwise", "rowwise"):
+        fine[recipe] = ct.LlamaDecoderLayer(d, heads, f, eps=EPS, attention=attention, device="cuda",
+                                            n_kv_heads=kv_heads, fp8=recipe)
+        fine[recipe].load_state_dict(bf16_layer.state_dict())
     eager_layer = copy.deepcopy(bf16_layer)
     x = torch.randn(M, d, device="cuda", dtype=torch.bfloat16, requires_grad=True)
     dy = torch.randn(M, d, device="cuda", dtype=torch.bfloat16) / M  # of a mean loss's order: the e5m2 scales' prior
@@ -363,17 +365,20 @@ def fp8_layer_rows(d, f, heads, attention, rounds, per_round, skip_compile, kv_h
         entry.record(torch.ops.coda.rms_stats_fp8(x, layer.attn_norm, EPS, entry.inv_scale("h"))[2])
         entry.update(M)
         h8, _, _ = torch.ops.coda.rms_stats_fp8(x, layer.attn_norm, EPS, entry.inv_scale("h"))
-        hb, _, hb_scale = torch.ops.coda.rms_stats_fp8_blockwise(x, layer.attn_norm, EPS)  # its own scales
+        fine_h = {recipe: getattr(torch.ops.coda, f"rms_stats_fp8_{recipe}")(x, layer.attn_norm, EPS)
+                  for recipe in fine}  # h in e4m3 with its own scales
     h_scale = entry.scale("h")
 
-    def blockwise_forward():
-        return blockwise_layer(x, hb, rstd, next_gamma, pos, SEQ, hb_scale)[0]
+    def fine_forward(recipe):
+        h_fp8, _, scales = fine_h[recipe]
+        return lambda: fine[recipe](x, h_fp8, rstd, next_gamma, pos, SEQ, scales)[0]
 
     def step(module, fwd):
         return layer_step(module, x, dy, fwd)
 
     systems = {"coda fp8": step(layer, lambda: layer(x, h8, rstd, next_gamma, pos, SEQ, h_scale)[0]),
-               "coda fp8 blockwise": step(blockwise_layer, blockwise_forward),
+               "coda fp8 blockwise": step(fine["blockwise"], fine_forward("blockwise")),
+               "coda fp8 rowwise": step(fine["rowwise"], fine_forward("rowwise")),
                "coda bf16": step(bf16_layer, lambda: bf16_layer(x, h, rstd, next_gamma, pos, SEQ)[0])}
     if not skip_compile:
         compiled = torch.compile(lambda x_: ref.decoder_layer(eager_layer, x_, pos, SEQ))
@@ -394,7 +399,8 @@ def fp8_layer_rows(d, f, heads, attention, rounds, per_round, skip_compile, kv_h
         out32 = ref.decoder_layer(copy.deepcopy(bf16_layer).float(), x.float(), pos, SEQ)
         err = {}
         for name, out in (("coda fp8", layer(x, h8, rstd, next_gamma, pos, SEQ, h_scale)[0]),
-                          ("coda fp8 blockwise", blockwise_forward())):
+                          ("coda fp8 blockwise", fine_forward("blockwise")()),
+                          ("coda fp8 rowwise", fine_forward("rowwise")())):
             err[name] = ((out.float() - out32).norm() / out32.norm()).item()
         del out, out32
 
@@ -409,12 +415,12 @@ def fp8_layer_rows(d, f, heads, attention, rounds, per_round, skip_compile, kv_h
             note = f"rel. error vs fp32 {err[name]:.1e}; {ms['coda bf16'] / ms[name]:.3f}x coda bf16"
         elif "floor" not in name:
             note = (f"coda fp8 is {ms[name] / ms['coda fp8']:.3f}x faster, blockwise "
-                    f"{ms[name] / ms['coda fp8 blockwise']:.3f}x")
+                    f"{ms[name] / ms['coda fp8 blockwise']:.3f}x, rowwise {ms[name] / ms['coda fp8 rowwise']:.3f}x")
         rows.append({"bench": "fp8 " + layer_label(d, f, heads, kv_heads), "attention": attention, "system": name,
                      "ms": round(ms[name], 3), "x_floor": round(ms[name] / floor, 3),
                      "tokens_per_s": round(M / ms[name] * 1e3), "peak_GiB": round(mem[name], 2), "note": note})
     add_holds(rows, systems)
-    del systems, layer, bf16_layer, blockwise_layer, eager_layer, x
+    del systems, layer, bf16_layer, fine, fine_h, eager_layer, x
     torch.cuda.empty_cache()
     return rows
 
@@ -695,7 +701,7 @@ def main():
                    help="layers of the llama3.2-1b step (default its 16; fewer if memory runs out, said in the row)")
     p.add_argument("--fp8", action="store_true",
                    help="the FP8 layer sections instead (fp8 layer d=2048 / d=4096, each attention): coda's "
-                        "fp8='tensorwise' and 'blockwise' layers against coda bf16, torch.compile bf16, torchao float8 + compile")
+                        "fp8='tensorwise', 'blockwise' and 'rowwise' layers against coda bf16, torch.compile bf16, torchao float8 + compile")
     p.add_argument("--hold-s", type=float, default=0.0,
                    help="also run each system alone this many seconds, with nvidia-smi sampling clock and power: "
                         "its sustained ms per step, MHz, W and joules per step (default 0: off)")

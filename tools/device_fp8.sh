@@ -10,7 +10,7 @@
 #   python  the Python GPU tests of FP8 (scaled_mm against torch._scaled_mm, block scales, the FP8 layers and models)
 #   gemm    coda's FP8 identity GEMM against torch._scaled_mm over the 12-shape set and the LLaMA shapes
 #   layer   tools/bench_block.py --fp8 at d = 4096 (LAYER_ONLY: another --only text, e.g. "fp8 layer d=2048")
-#   curve   tools/fp8_loss_curve.py, 300 steps of fp32, bf16 and FP8 (CURVE_RECIPES: the recipes, default both)
+#   curve   tools/fp8_loss_curve.py, 300 steps of fp32, bf16 and FP8 (CURVE_RECIPES: the recipes, default all three)
 # Usage: bash tools/device_fp8.sh tests regress python gemm ... ; BUILD=carry/build by default.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -30,7 +30,7 @@ for step in "$@"; do
   case $step in
     tests)
       echo "== C++ GPU tests of FP8"
-      timeout 540 "$build/tests/coda_gpu_tests" "[fp8],the block's FP8 epilogues*,the block's block-wise FP8 epilogues*" --durations yes \
+      timeout 540 "$build/tests/coda_gpu_tests" "[fp8],the block's FP8 epilogues*,the block's block-wise FP8 epilogues*,the block's row-wise FP8 epilogues*" --durations yes \
         > "$out/gpu_fp8_tests.log" 2>&1 || status=1
       grep -E "FAILED|passed|failed|with expansion" "$out/gpu_fp8_tests.log" | tail -n 20 ;;
     regress)
@@ -58,7 +58,7 @@ for step in "$@"; do
     curve)
       echo "== tools/fp8_loss_curve.py"
       python_setup || exit 1
-      timeout 540 python3 tools/fp8_loss_curve.py --out "$out" --recipes "${CURVE_RECIPES:-tensorwise,blockwise}" \
+      timeout 540 python3 tools/fp8_loss_curve.py --out "$out" --recipes "${CURVE_RECIPES:-tensorwise,rowwise,blockwise}" \
         > "$out/fp8_curve.log" 2>&1 || status=1
       tail -n 6 "$out/fp8_curve.log" ;;
     *) echo "device_fp8.sh: unknown step '$step' (tests, regress, python, gemm, layer, curve)" >&2; exit 2 ;;

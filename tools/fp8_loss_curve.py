@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """FP8 training's loss curve (issue 28): the same LLaMA model, from the same initial weights and on the same batches,
 trained `--steps` AdamW steps in fp32 (eager PyTorch, coda.torch.reference.model_loss: the reference), coda.torch in
-bf16, and coda.torch with each FP8 recipe of --recipes (fp8="tensorwise", "blockwise"). The data is learnable: token sequences of a fixed random
-Markov chain (each token has `--branch` likely successors), so the loss falls from ln(vocab) toward the chain's
-entropy and a precision problem shows as a curve that falls slower or stalls.
+bf16, and coda.torch with each FP8 recipe of --recipes (fp8="tensorwise", "rowwise", "blockwise"). The data is
+learnable: token sequences of a fixed random Markov chain (each token has `--branch` likely successors), so the loss
+falls from ln(vocab) toward the chain's entropy and a precision problem shows as a curve that falls slower or stalls.
 
 Reports each curve's gap to fp32 (mean |loss - fp32 loss| over the last third of the steps) and whether each FP8
 recipe's gap is within twice bf16's (the issue's criterion); fp8_loss_curve.csv (step, fp32, bf16, one column per
@@ -64,7 +64,7 @@ def main():
     p.add_argument("--branch", type=int, default=4)
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--recipes", default="tensorwise,blockwise", help="FP8 recipes, comma-separated")
+    p.add_argument("--recipes", default="tensorwise,rowwise,blockwise", help="FP8 recipes, comma-separated")
     args = p.parse_args()
     os.makedirs(args.out, exist_ok=True)
     cuda = torch.cuda.is_available()

@@ -195,4 +195,53 @@ Graph rmsnorm_backward_residual_fp8_blockwise_bf16_dx(
 // Every block-wise graph above and quantize_e4m3_blockwise, forward then backward.
 std::vector<Graph> llama_block_fp8_blockwise();
 
+// ---------------------------------------------------------------------------------------------------------
+// Row-wise FP8 training (issue 28; torchao's "rowwise"): the same block with a scale per row of A and per column of
+// B (each output channel of a weight; the dgrads' weights per input channel), e4m3 everywhere, the weight gradients
+// in bf16. coda.torch's LlamaDecoderLayer(fp8="rowwise") runs them.
+//
+// Conventions of every graph here:
+//   - A row-wise FP8 GEMM's accumulator is scaled by a_scale[m] * b_scale[n] (f32 row and column inputs).
+//   - A row's scale needs the whole row's amax, which no tile holds: a tensor `t` that the next GEMM reads in FP8 is
+//     stored in bf16 (as it is anyway, for the weight gradients) beside its row partials t_amax (Max of |t|), and a
+//     quantize tile program writes t_fp8 = t * x_fp8_inv_scale[m] once the caller has the rows' scales: the second
+//     pass over each activation that this recipe costs.
+// The default spec: e4m3 x e4m3, both K-major.
+
+// The embedding entry's statistics: h = x * gamma's h_amax and x1_sumsq (h is quantized from x and gamma by
+// quantize_e4m3_rowwise_gamma). Bindings: x, gamma, h_amax, x1_sumsq.
+Graph rms_entry_fp8_rowwise();
+// x_fp8 = x * x_fp8_inv_scale[m] in e4m3, saturating. Bindings: x, x_fp8_inv_scale, x_fp8.
+Graph quantize_e4m3_rowwise();
+// x_fp8 = x * gamma * x_fp8_inv_scale[m] in e4m3: h from the residual stream x and the next norm's gamma, without
+// storing it in bf16 first. Bindings: x, gamma, x_fp8_inv_scale, x_fp8.
+Graph quantize_e4m3_rowwise_gamma();
+// qkv_rope on row-wise FP8 operands: z = rstd * a_scale * b_scale * acc, rotated. Bindings: A, B, a_scale, b_scale,
+// rstd, pos, theta, qkv.
+Graph qkv_rope_fp8_rowwise(GemmSpec spec = {DType::E4M3, Major::K, Major::K});
+// out_proj on row-wise FP8 operands: x1 = a_scale * b_scale * acc + residual (bf16), h = x1 * gamma's h_amax, row
+// partials of x1^2. Bindings: A, B, a_scale, b_scale, residual, gamma, x1, h_amax, x1_sumsq.
+Graph out_proj_fp8_rowwise(GemmSpec spec = {DType::E4M3, Major::K, Major::K});
+// The same with h stored in bf16: the last layer's. Bindings: A, B, a_scale, b_scale, residual, gamma, x1, h,
+// x1_sumsq.
+Graph out_proj_fp8_rowwise_bf16_h(GemmSpec spec = {DType::E4M3, Major::K, Major::K});
+// gate_up_swiglu on row-wise FP8 operands: z = rstd * a_scale * b_scale * acc, y, y_amax. Bindings: A, B, a_scale,
+// b_scale, rstd, z, y, y_amax.
+Graph gate_up_swiglu_fp8_rowwise(GemmSpec spec = {DType::E4M3, Major::K, Major::K});
+// A plain dgrad on row-wise FP8 operands: D = a_scale * b_scale * acc (bf16). Bindings: A, B, a_scale, b_scale, D.
+Graph dgrad_fp8_rowwise(GemmSpec spec = {DType::E4M3, Major::K, Major::K});
+// swiglu_backward on row-wise FP8 operands: dz, y, zdz_partials, dz_amax. Bindings: A, B, a_scale, b_scale, z, dz,
+// y, zdz_partials, dz_amax.
+Graph swiglu_backward_fp8_rowwise(GemmSpec spec = {DType::E4M3, Major::K, Major::K});
+// rmsnorm_backward_residual on row-wise FP8 operands: dx (bf16) with dx_amax, o, dgamma_partials. Bindings: A, B,
+// a_scale, b_scale, rstd, x, gamma, s, dx_in, dx, dx_amax, o, dgamma_partials.
+Graph rmsnorm_backward_residual_fp8_rowwise(GemmSpec spec = {DType::E4M3, Major::K, Major::K});
+// The same without dx_amax. Bindings: A, B, a_scale, b_scale, rstd, x, gamma, s, dx_in, dx, o, dgamma_partials.
+Graph rmsnorm_backward_residual_fp8_rowwise_bf16_dx(GemmSpec spec = {DType::E4M3, Major::K, Major::K});
+// rope_backward_from_output with dz's row amax. Bindings: dqkv, pos, theta, dz, dz_amax, qkv, zdz_partials.
+Graph rope_backward_from_output_fp8_rowwise();
+
+// Every row-wise graph above, forward then backward.
+std::vector<Graph> llama_block_fp8_rowwise();
+
 }  // namespace coda::blocks

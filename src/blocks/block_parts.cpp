@@ -43,12 +43,14 @@ Value rms_scaled(Graph& g, Value acc, const std::string& name) {
     return g.mul(acc, rstd, name);
 }
 
-void swiglu_outputs(Graph& g, Value z) {
+Value swiglu_outputs(Graph& g, Value z) {
     g.store(z, "z", DType::BF16);
     Value gate = g.even(z, "gate");
     Value up = g.odd(z, "up");
     Value silu_gate = g.silu(gate, "silu_gate");
-    g.store(g.mul(silu_gate, up, "y_value"), "y", DType::BF16);
+    Value y = g.mul(silu_gate, up, "y_value");
+    g.store(y, "y", DType::BF16);
+    return y;
 }
 
 Value swiglu_gradient(Graph& g, Value dy) {

@@ -34,7 +34,8 @@ void norm_backward_outputs(Graph& g, const NormBackward& v);
 Value rms_scaled(Graph& g, Value acc, const std::string& name);
 
 // SwiGLU's forward from the interleaved z = (gate, up) columns: stores z (for the backward) and y = silu(gate) * up.
-void swiglu_outputs(Graph& g, Value z);
+// Returns y (half width).
+Value swiglu_outputs(Graph& g, Value z);
 
 // SwiGLU's backward from dy (the gradient of y = silu(gate) * up) and the saved interleaved z: stores dz = join(dgate,
 // dup) and the recomputed y; row partials of sum_j z * dz for the RMSNorm backward. Returns dz.

@@ -20,6 +20,7 @@ std::vector<Graph> every_block_graph() {
     std::vector<Graph> graphs = blocks::llama_block();
     for (const Graph& g : blocks::llama_block_fp8()) graphs.push_back(g);
     for (const Graph& g : blocks::llama_block_fp8_blockwise()) graphs.push_back(g);
+    for (const Graph& g : blocks::llama_block_fp8_rowwise()) graphs.push_back(g);
     return graphs;
 }
 

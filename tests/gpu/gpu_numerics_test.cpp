@@ -144,6 +144,12 @@ TEST_CASE("the block's block-wise FP8 epilogues match the reference at odd shape
                        {{1000, 1000, 1008, 0}, {1, 512, 4096, 0}, {257, 130, 144, 16}}, {}, 400);
 }
 
+TEST_CASE("the block's row-wise FP8 epilogues match the reference at odd shapes", "[gpu]") {
+    check_block_graphs(blocks::llama_block_fp8_rowwise(),
+                       {{1000, 1000, 1008, 0}, {1, 512, 4096, 0}, {257, 130, 144, 16}},
+                       {"out_proj_fp8_rowwise", "swiglu_backward_fp8_rowwise"}, 500);
+}
+
 TEST_CASE("random GEMM epilogues over all layouts and both dtypes match the reference", "[gpu]") {
     std::mt19937_64 rng(20261202);
     std::vector<GemmCase> cases;

@@ -326,7 +326,9 @@ TEST_CASE("FP8 tile tensors compile for sm_89 and sm_90a on every mainloop witho
 TEST_CASE("every FP8 block epilogue compiles for sm_90a without spills", "[compile]") {
     test::TempDir dir("coda-blocks-fp8");
     KernelCache cache(dir.path(), false);
-    for (const Graph& g : blocks::llama_block_fp8()) {
+    std::vector<Graph> graphs = blocks::llama_block_fp8();
+    for (const Graph& g : blocks::llama_block_fp8_rowwise()) graphs.push_back(g);
+    for (const Graph& g : graphs) {
         if (g.domain() != Domain::Gemm) {
             require_compiles_without_spills(g, "sm_90a", cache, std::nullopt);
             continue;

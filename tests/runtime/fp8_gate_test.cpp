@@ -11,6 +11,9 @@ TEST_CASE("which graphs the FP8 gate holds back: FP8 operands or FP8 tile tensor
     for (const Graph& g : blocks::llama_block()) CHECK_FALSE(uses_fp8(g));
     for (const Graph& g : blocks::llama_block_fp8()) CHECK(uses_fp8(g));
     for (const Graph& g : blocks::llama_block_fp8_blockwise()) CHECK(uses_fp8(g));
+    // The row-wise block's statistics programs (row amax partials beside bf16) have no FP8 to read or write.
+    for (const Graph& g : blocks::llama_block_fp8_rowwise())
+        CHECK(uses_fp8(g) == (g.name() != "rms_entry_fp8_rowwise" && g.name() != "rope_backward_from_output_fp8_rowwise"));
     Graph mixed = Graph::gemm("mixed", GemmSpec{DType::E5M2, Major::K, Major::K, DType::E4M3});
     mixed.store(mixed.accumulator(), "D", DType::BF16);
     CHECK(uses_fp8(mixed));

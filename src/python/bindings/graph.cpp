@@ -300,6 +300,24 @@ void bind_blocks(nb::module_& m) {
           "spec"_a = blockwise_spec);
     b.def("llama_block_fp8_blockwise", &blocks::llama_block_fp8_blockwise,
           "Every block-wise FP8 graph above, forward then backward.");
+    // Row-wise FP8 training: a scale per row of A and per column of B (blocks.hpp).
+    const GemmSpec rowwise_spec{DType::E4M3, Major::K, Major::K};
+    b.def("rms_entry_fp8_rowwise", &blocks::rms_entry_fp8_rowwise);
+    b.def("quantize_e4m3_rowwise", &blocks::quantize_e4m3_rowwise);
+    b.def("quantize_e4m3_rowwise_gamma", &blocks::quantize_e4m3_rowwise_gamma);
+    b.def("qkv_rope_fp8_rowwise", &blocks::qkv_rope_fp8_rowwise, "spec"_a = rowwise_spec);
+    b.def("out_proj_fp8_rowwise", &blocks::out_proj_fp8_rowwise, "spec"_a = rowwise_spec);
+    b.def("out_proj_fp8_rowwise_bf16_h", &blocks::out_proj_fp8_rowwise_bf16_h, "spec"_a = rowwise_spec);
+    b.def("gate_up_swiglu_fp8_rowwise", &blocks::gate_up_swiglu_fp8_rowwise, "spec"_a = rowwise_spec);
+    b.def("dgrad_fp8_rowwise", &blocks::dgrad_fp8_rowwise, "spec"_a = rowwise_spec);
+    b.def("swiglu_backward_fp8_rowwise", &blocks::swiglu_backward_fp8_rowwise, "spec"_a = rowwise_spec);
+    b.def("rmsnorm_backward_residual_fp8_rowwise", &blocks::rmsnorm_backward_residual_fp8_rowwise,
+          "spec"_a = rowwise_spec);
+    b.def("rmsnorm_backward_residual_fp8_rowwise_bf16_dx", &blocks::rmsnorm_backward_residual_fp8_rowwise_bf16_dx,
+          "spec"_a = rowwise_spec);
+    b.def("rope_backward_from_output_fp8_rowwise", &blocks::rope_backward_from_output_fp8_rowwise);
+    b.def("llama_block_fp8_rowwise", &blocks::llama_block_fp8_rowwise,
+          "Every row-wise FP8 graph above, forward then backward.");
 }
 
 }  // namespace

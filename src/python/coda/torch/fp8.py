@@ -1,6 +1,8 @@
-"""FP8 training's scales (issue 28): the "tensorwise" recipe with delayed scaling, as coda.blocks' FP8 graphs run it,
-and the "blockwise" recipe's (DeepSeek-V3's fine-grained scales, from each block's own amax: quantize_blockwise,
-quantize_weight_blockwise; no state).
+"""FP8 training's scales (issue 28): the "tensorwise" recipe with delayed scaling, as coda.blocks' FP8 graphs run it;
+the "blockwise" recipe's (DeepSeek-V3's fine-grained scales, from each block's own amax: quantize_blockwise,
+quantize_weight_blockwise; no state); and the "rowwise" recipe's (a scale per row of each activation and gradient and
+per output or input channel of each weight, from their own amax: row_scales, quantize_rowwise,
+quantize_weight_rowwise; no state).
 
 Every tensor an FP8 GEMM reads has one f32 scale: A ~ scale * A_fp8. Weights are quantized at each forward from
 their current amax (dynamic scaling: they change only at the optimizer step). Activations and gradients are quantized
@@ -14,7 +16,7 @@ carries them through the first steps, whose scales are only priors).
 Fp8Scaling keeps the scales of a set of named tensors as one f32 buffer `state` [3 x slots]: row 0 the scales, row 1
 their reciprocals (what an epilogue multiplies by before it rounds), row 2 the amax this step recorded. coda.torch's
 FP8 ops read rows 0 and 1 on the GPU (bound as device scalars: no host sync) and write row 2."""
-from typing import Sequence
+from typing import Optional, Sequence
 
 import torch
 import torch.nn as nn
@@ -24,12 +26,7 @@ from coda.torch._kernels import run
 
 FORMATS = {"e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}
 LARGEST = {"e4m3": 448.0, "e5m2": 57344.0}
-RECIPES = ("tensorwise", "blockwise")
-_LATER = {
-    "rowwise": "per-row scales need the whole row's amax before its first element is written: a second pass over "
-               "every activation, which is what coda's epilogues are there to avoid ('blockwise' takes each row's "
-               "128-column group's amax instead, which one tile holds)",
-}
+RECIPES = ("tensorwise", "rowwise", "blockwise")
 BLOCK = 128  # the block-wise recipe's group: 1 x 128 for activations and gradients, 128 x 128 for weights
 # The floor of a block-wise scale (the smallest normal f32): an all-zero block divides 0 by it, not by 0.
 SMALLEST_SCALE = 2.0 ** -126
@@ -38,13 +35,9 @@ SCALE, INV_SCALE, AMAX = 0, 1, 2
 
 
 def check_recipe(recipe) -> None:
-    """None (bf16) or one of RECIPES; a ValueError says why any other is not there."""
-    if recipe is None or recipe in RECIPES:
-        return
-    why = _LATER.get(recipe)
-    if why is not None:
-        raise ValueError(f"coda.torch: the FP8 recipe {recipe!r} is not implemented: {why}. Use 'tensorwise'")
-    raise ValueError(f"coda.torch: fp8 must be None or one of {RECIPES}, got {recipe!r}")
+    """None (bf16) or one of RECIPES, else a ValueError."""
+    if recipe is not None and recipe not in RECIPES:
+        raise ValueError(f"coda.torch: fp8 must be None or one of {RECIPES}, got {recipe!r}")
 
 
 class Fp8Scaling(nn.Module):
@@ -188,3 +181,41 @@ def quantize_weight_blockwise(w: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor
     quotient = _blocks_of(w).to(torch.float32) / scale[:, None, :, None]
     w_fp8 = quotient.to(FORMATS["e4m3"]).reshape(nb * BLOCK, kb * BLOCK)[:n, :k].contiguous()
     return w_fp8, scale, w_fp8.t().contiguous(), scale.t().contiguous()
+
+
+def row_scales(partials) -> tuple[Tensor, Tensor]:
+    """Each row's scale and its reciprocal (f32 [M]) from the row partials of its amax (one tensor [T x M], or several
+    launches' of the same rows): max(amax / 448, SMALLEST_SCALE), as quantize_weight_rowwise makes the weights'."""
+    if isinstance(partials, Tensor):
+        partials = [partials]
+    amax = torch.cat([p.to(torch.float32) for p in partials]).amax(0)
+    scale = (amax * torch.tensor(1.0 / LARGEST["e4m3"], dtype=torch.float32)).clamp_min(SMALLEST_SCALE)
+    return scale, 1.0 / scale
+
+
+def quantize_rowwise(x: Tensor, inv_scale: Tensor, gamma: Optional[Tensor] = None) -> Tensor:
+    """x [M x N] (times gamma [N], when given: h from the residual stream) in e4m3 under each row's inv_scale [M]
+    (coda.blocks.quantize_e4m3_rowwise or _gamma)."""
+    m, n = x.shape
+    out = torch.empty(m, n, dtype=FORMATS["e4m3"], device=x.device)
+    ins = {"x": x.contiguous(), "x_fp8_inv_scale": inv_scale}
+    name = "quantize_e4m3_rowwise"
+    if gamma is not None:
+        ins["gamma"] = gamma
+        name += "_gamma"
+    run(name, ins, {"x_fp8": out}, m, n)
+    return out
+
+
+def quantize_weight_rowwise(w: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """A weight [N x K] in e4m3 twice: with a scale per row (output channel), the forward's B, and with a scale per
+    column (input channel), the dgrad's B, stored transposed [K x N] row-major. Returns (w_fp8, its row scales [N],
+    the transposed copy, its scales [K]); scales are max(amax / 448, SMALLEST_SCALE) in f32."""
+    w = w.detach()
+    largest = torch.tensor(1.0 / LARGEST["e4m3"], dtype=torch.float32)
+    magnitude = w.abs()
+    row = (magnitude.amax(1).to(torch.float32) * largest).clamp_min(SMALLEST_SCALE)
+    col = (magnitude.amax(0).to(torch.float32) * largest).clamp_min(SMALLEST_SCALE)
+    w_fp8 = (w.to(torch.float32) / row[:, None]).to(FORMATS["e4m3"])
+    w_t_fp8 = (w.t().to(torch.float32) / col[:, None]).to(FORMATS["e4m3"]).contiguous()
+    return w_fp8, row, w_t_fp8, col

@@ -12,7 +12,7 @@ from torch import Tensor
 from torch.distributed.fsdp import FSDPModule
 from torch.distributed.tensor import DTensor
 
-from coda.torch import ops, ops_fp8_blockwise, ops_fp8_layer, ops_lm_head  # noqa: F401  (registers torch.ops.coda.*)
+from coda.torch import ops, ops_fp8_blockwise, ops_fp8_layer, ops_fp8_rowwise, ops_lm_head  # noqa: F401  (registers ops)
 from coda.torch.fp8 import Fp8Scaling, check_recipe
 from coda.torch.reference import rope_theta
 
@@ -94,7 +94,11 @@ class LlamaDecoderLayer(nn.Module):
 
     fp8="blockwise": the same on block-scaled GEMMs (ops_fp8_blockwise; DeepSeek-V3's scales, e4m3 throughout): h_scale
     is then h's scales, f32 [ceil(d / 128) x M], one per row and 128 columns. Every scale comes from its own block's
-    amax, so there is no state to keep (self.fp8 is None) and checkpointing is free to run a forward again."""
+    amax, so there is no state to keep (self.fp8 is None) and checkpointing is free to run a forward again.
+
+    fp8="rowwise": the same with a scale per row of each activation and gradient and per channel of each weight
+    (ops_fp8_rowwise; torchao's recipe, e4m3 throughout): h_scale is f32 [M]. Each FP8 operand costs a second pass
+    (its rows' amax comes from the epilogue that writes it in bf16; a tile program then quantizes it)."""
 
     def __init__(self, d: int, n_heads: int, ffn: int, eps: float = 1e-5, rope_base: float = 10000.0,
                  attention: str = "sdpa", fp32_grad_accumulation: bool = False, device=None,
@@ -150,9 +154,10 @@ class LlamaDecoderLayer(nn.Module):
         acc = self.fp32_grad_accumulation
         if self.fp8_recipe is not None and h_scale is None:
             raise ValueError("coda.torch: an FP8 layer needs h_scale, the scale its e4m3 h was written with")
-        if self.fp8_recipe == "blockwise":
+        if self.fp8_recipe in ("blockwise", "rowwise"):
+            op = getattr(torch.ops.coda, f"decoder_layer_fp8_{self.fp8_recipe}")
             buffers = [_grad_buffer(w, acc, self) for w in (self.w_qkv, self.w_o, self.w_gate_up, self.w_down)]
-            x2, h2, rstd2, h2_scale, *_ = torch.ops.coda.decoder_layer_fp8_blockwise(
+            x2, h2, rstd2, h2_scale, *_ = op(
                 x, h, h_scale, rstd, self.attn_norm, self.w_qkv, self.w_o, self.mlp_norm, self.w_gate_up, self.w_down,
                 next_gamma, pos, self.theta, self.eps, self.n_heads, seq_len, self.attention, fp8_out, *buffers)
             return x2, h2, rstd2, h2_scale
@@ -299,8 +304,8 @@ class LlamaModel(nn.Module):
     def _forward_fp8(self, x: Tensor, pos: Tensor, seq_len: int, labels: Tensor) -> Tensor:
         # The layers hand h over in e4m3 with its scale(s); the last one writes it in bf16 for the bf16 LM head.
         gamma = _norm_weight(self.layers[0].attn_norm)
-        if self.fp8_recipe == "blockwise":
-            h, rstd, h_scale = torch.ops.coda.rms_stats_fp8_blockwise(x, gamma, self.eps)
+        if self.fp8_recipe in ("blockwise", "rowwise"):
+            h, rstd, h_scale = getattr(torch.ops.coda, f"rms_stats_fp8_{self.fp8_recipe}")(x, gamma, self.eps)
         else:
             self.fp8_entry.update(x.shape[0])
             h, rstd, amax = torch.ops.coda.rms_stats_fp8(x, gamma, self.eps, self.fp8_entry.inv_scale("h"))

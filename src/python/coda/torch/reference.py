@@ -224,3 +224,45 @@ def fp8_blockwise_decoder_layer(layer, x: Tensor, pos: Tensor, seq_len: int) -> 
     u1, h1, rstd1 = normed(x1, layer.mlp_norm)
     y = swiglu(_Fp8BlockGemm.apply(u1, h1, layer.w_gate_up, rstd1, 2 * _BLOCK))
     return x1 + _Fp8BlockGemm.apply(y, y, layer.w_down, None, _BLOCK)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Row-wise FP8 (coda.torch.fp8's "rowwise" recipe): activations and gradients under a scale per row, weights per
+# output channel (row) in the forward and per input channel (column) in the dgrads.
+
+class _Fp8RowGemm(torch.autograd.Function):
+    """_Fp8Gemm with row-wise scales: forward rows * (q_rows(source) @ q_rows(w)^T); backward da = q_rows(dy) @
+    q_columns(w), dw = dy^T a in full precision."""
+
+    @staticmethod
+    def forward(ctx, a, source, w, rows):
+        y = _block_round(source.detach(), 1) @ _block_round(w.detach(), 1).t()
+        if rows is not None:
+            y = rows[:, None] * y
+        ctx.save_for_backward(a, _block_round(w.detach(), 0))
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        a, w_q = ctx.saved_tensors
+        return _block_round(dy, 1) @ w_q, None, dy.t() @ a, None
+
+
+def fp8_row_round(t: Tensor) -> Tensor:
+    """t [M x N] as a row-wise FP8 GEMM sees its A: each row under its own scale."""
+    return _block_round(t, 1)
+
+
+def fp8_rowwise_decoder_layer(layer, x: Tensor, pos: Tensor, seq_len: int) -> Tensor:
+    """A row-wise FP8 LlamaDecoderLayer's forward (and, through autograd, backward) in eager PyTorch."""
+    def normed(t, gamma):
+        rstd = torch.rsqrt(t.pow(2).mean(-1) + layer.eps)
+        return t * rstd[:, None] * gamma, (t * gamma).detach(), rstd.detach()
+
+    u, h, rstd = normed(x, layer.attn_norm)
+    qkv = rope(_Fp8RowGemm.apply(u, h, layer.w_qkv, rstd), pos, layer.theta)
+    a = attend(qkv, layer.n_heads, seq_len, layer.attention, layer.n_kv_heads, layer.head_dim)
+    x1 = x + _Fp8RowGemm.apply(a, a, layer.w_o, None)
+    u1, h1, rstd1 = normed(x1, layer.mlp_norm)
+    y = swiglu(_Fp8RowGemm.apply(u1, h1, layer.w_gate_up, rstd1))
+    return x1 + _Fp8RowGemm.apply(y, y, layer.w_down, None)

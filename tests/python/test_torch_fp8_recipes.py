@@ -1,14 +1,15 @@
-"""coda.torch's block-wise FP8 layer (fp8="blockwise") and its quantization on the CPU, where its graphs run through
-coda.reference: against an eager emulation of the same recipe (reference.fp8_blockwise_decoder_layer: every GEMM
-operand rounded to e4m3 under its own blocks' scales), against the bf16 layer, and the scales' layout.
+"""coda.torch's block-wise and row-wise FP8 layers (fp8="blockwise", "rowwise") and their quantization on the CPU,
+where their graphs run through coda.reference: against eager emulations of the same recipes
+(reference.fp8_blockwise_decoder_layer, fp8_rowwise_decoder_layer: every GEMM operand rounded to e4m3 under its own
+blocks' or rows' scales), against the bf16 layer, and the scales' layouts.
 
 The sizes make several groups everywhere: d = 256 (two 128-column groups), QKV 768 wide, SwiGLU's y 160 (a group of
-128 and one cut at 32) and dz 320 (groups of 256: one whole, one cut at 64). The tolerances come from
-the same effect as the tensorwise layer's (test_torch_fp8_layer.py: bf16 roundings that cross an FP8 rounding
-boundary grow). Measured: the forward within 0.7% of the emulation (h2 2%), the gradients within 7%; given the same
-inputs, a block-scaled GEMM matches the emulation to 1e-7. The bugs they are for (a scale of the wrong row or block,
-a transposed scale matrix, a lost group) are off by the ratio of two blocks' amax, up to 5x for the weights' and
-100x for the activations' here."""
+128 and one cut at 32) and dz 320 (groups of 256: one whole, one cut at 64). The tolerances come from the same
+effect as the tensorwise layer's (test_torch_fp8_layer.py: bf16 roundings that cross an FP8 rounding boundary grow).
+Measured: the forward within 0.7% of the emulation (h2 2%), the gradients within 7%; given the same inputs, a
+block-scaled GEMM matches the emulation to 1e-7. The bugs they are for (a scale of the wrong row or block, a
+transposed scale matrix, a lost group) are off by the ratio of two blocks' amax, up to 5x for the weights' and 100x
+for the activations' here."""
 import copy
 
 import pytest
@@ -22,6 +23,7 @@ from coda.torch import reference as ref  # noqa: E402
 D, HEADS, FFN, SEQ, BATCH, EPS = 256, 2, 160, 8, 2, 1e-5
 M = SEQ * BATCH
 NAMES = ("dx", "dw_qkv", "dw_o", "dw_gate_up", "dw_down", "d_attn_norm", "d_mlp_norm")
+FINE = ("blockwise", "rowwise")  # the recipes whose scales come from each tensor's own blocks or rows: no state
 
 
 def grid(*shape, seed=0, scale=1.0):
@@ -44,8 +46,8 @@ def spread(t, seed, rows=4.6, cols=2.0, row_block=1):
     return t * row[:n_rows] * col[:, :n_cols]
 
 
-def make_layer(attention="sdpa"):
-    layer = ct.LlamaDecoderLayer(D, HEADS, FFN, eps=EPS, attention=attention, dtype=torch.float64, fp8="blockwise")
+def make_layer(attention="sdpa", recipe="blockwise"):
+    layer = ct.LlamaDecoderLayer(D, HEADS, FFN, eps=EPS, attention=attention, dtype=torch.float64, fp8=recipe)
     with torch.no_grad():
         for i, w in enumerate((layer.w_qkv, layer.w_o, layer.w_gate_up, layer.w_down)):
             # Blocks of different magnitudes (x1 to x10 by row and by column), so that a weight's scales read
@@ -62,14 +64,27 @@ def inputs():
 
 
 def dequantize(q, scales):
-    """q [M x N] (e4m3) times its group scales [ceil(N / 128) x M]."""
+    """q [M x N] (e4m3) times its scales: a group's [ceil(N / 128) x M] or a row's [M]."""
+    if scales.dim() == 1:
+        return q.double() * scales.double()[:, None]
     per_element = scales.t().double().repeat_interleave(fp8.BLOCK, 1)[:, :q.shape[1]]
     return q.double() * per_element
 
 
+def emulated(recipe):
+    """(the layer's emulation, how it rounds an A operand) of a recipe."""
+    if recipe == "blockwise":
+        return ref.fp8_blockwise_decoder_layer, ref.fp8_group_round
+    return ref.fp8_rowwise_decoder_layer, ref.fp8_row_round
+
+
+def rms_stats(recipe, x, gamma):
+    return getattr(torch.ops.coda, f"rms_stats_fp8_{recipe}")(x, gamma, EPS)
+
+
 def run_layer(layer, x0, pos, next_gamma, dy):
     x = x0.clone().requires_grad_()
-    h, rstd, h_scale = torch.ops.coda.rms_stats_fp8_blockwise(x, layer.attn_norm.detach(), EPS)
+    h, rstd, h_scale = rms_stats(layer.fp8_recipe, x, layer.attn_norm.detach())
     x2, h2, rstd2, h2_scale = layer(x, h, rstd, next_gamma, pos, SEQ, h_scale)
     x2.backward(dy)
     grads = [x.grad] + [p.grad for p in (layer.w_qkv, layer.w_o, layer.w_gate_up, layer.w_down, layer.attn_norm,
@@ -112,24 +127,49 @@ def test_activations_are_quantized_by_row_group_and_their_scales_are_an_a_scale(
     assert rel(out, expected) < 0.01  # out is bf16
 
 
+def test_rowwise_weights_have_a_scale_per_row_and_one_per_column_and_activations_one_per_row():
+    w = spread(grid(300, 260, seed=60), 61)
+    q, row, q_t, col = fp8.quantize_weight_rowwise(w)
+    assert (q.dtype, tuple(q.shape), tuple(row.shape)) == (torch.float8_e4m3fn, (300, 260), (300,))
+    assert (q_t.dtype, tuple(q_t.shape), tuple(col.shape)) == (torch.float8_e4m3fn, (260, 300), (260,))
+    assert q_t.is_contiguous() and row.dtype == col.dtype == torch.float32
+    assert torch.allclose(row.double(), w.abs().amax(1) / 448, rtol=1e-6)
+    assert torch.allclose(col.double(), w.abs().amax(0) / 448, rtol=1e-6)
+    # Against the emulation (in f64: an element whose f32 value sits on a rounding boundary may round the other way),
+    # and every element within e4m3's 1/16 of itself.
+    for deq, exact in ((q.double() * row.double()[:, None], w), (q_t.double() * col.double()[:, None], w.t())):
+        assert rel(deq, ref.fp8_row_round(exact)) < 1e-3
+        assert ((deq - exact).abs() <= exact.abs() / 16 + 1e-30).all()
+    # An activation by rows (coda.blocks.quantize_e4m3_rowwise) and the row-wise scaled_mm of the two.
+    x = spread(grid(M, 260, seed=62), 63).bfloat16().double()  # the graph reads bf16: these values exactly
+    scale, inv = fp8.row_scales(x.abs().amax(1)[None, :])
+    x_q = fp8.quantize_rowwise(x, inv)
+    assert rel(x_q.double() * scale.double()[:, None], ref.fp8_row_round(x)) < 1e-6
+    out = torch.ops.coda.scaled_mm(x_q, q.t(), scale[:, None], row[None, :])
+    assert rel(out, ref.fp8_row_round(x) @ ref.fp8_row_round(w).t()) < 0.01  # out is bf16
+
+
+@pytest.mark.parametrize("recipe", FINE)
 @pytest.mark.parametrize("attention", ["sdpa", "none"])
-def test_layer_matches_the_recipe_emulated(attention):
-    layer = make_layer(attention)
+def test_layer_matches_the_recipe_emulated(attention, recipe):
+    layer = make_layer(attention, recipe)
     x0, pos, next_gamma, dy = inputs()
     x2, h2, grads = run_layer(layer, x0, pos, next_gamma, dy)
     x = x0.clone().requires_grad_()
-    x2_ref = ref.fp8_blockwise_decoder_layer(layer, x, pos, SEQ)
+    emulation, operand = emulated(recipe)
+    x2_ref = emulation(layer, x, pos, SEQ)
     grads_ref = torch.autograd.grad(x2_ref, [x, layer.w_qkv, layer.w_o, layer.w_gate_up, layer.w_down,
                                              layer.attn_norm, layer.mlp_norm], dy)
     assert rel(x2, x2_ref) < 0.03
-    # h2 is the next layer's e4m3 operand, with its own row groups' scales.
-    assert rel(h2, ref.fp8_group_round(x2_ref.detach() * next_gamma)) < 0.05
+    # h2 is the next layer's e4m3 operand, with its own row groups' (rows') scales.
+    assert rel(h2, operand(x2_ref.detach() * next_gamma)) < 0.05
     for name, g, g_ref in zip(NAMES, grads, grads_ref):
         assert rel(g, g_ref) < 0.15, name
 
 
-def test_layer_is_close_to_the_bf16_layer():
-    layer = make_layer()
+@pytest.mark.parametrize("recipe", FINE)
+def test_layer_is_close_to_the_bf16_layer(recipe):
+    layer = make_layer(recipe=recipe)
     x0, pos, next_gamma, dy = inputs()
     x2, _, grads = run_layer(layer, x0, pos, next_gamma, dy)
     x = x0.clone().requires_grad_()
@@ -141,10 +181,11 @@ def test_layer_is_close_to_the_bf16_layer():
         assert rel(g, g_ref) < 0.2, name
 
 
-def test_model_in_blockwise_fp8_tracks_bf16_and_trains():
+@pytest.mark.parametrize("recipe", FINE)
+def test_model_in_fp8_tracks_bf16_and_trains(recipe):
     torch.manual_seed(0)
     kw = dict(vocab=64, d=D, n_layers=2, n_heads=HEADS, ffn=FFN, dtype=torch.float64)
-    model = ct.LlamaModel(**kw, fp8="blockwise")
+    model = ct.LlamaModel(**kw, fp8=recipe)
     base = ct.LlamaModel(**kw)
     base.load_state_dict(model.state_dict())  # no FP8 state: the same keys
     tokens = torch.randint(0, 64, (BATCH, SEQ), generator=torch.Generator().manual_seed(5))
@@ -164,29 +205,31 @@ def test_model_in_blockwise_fp8_tracks_bf16_and_trains():
         assert abs(a - b) < 0.05 * b
 
 
-def test_layer_checks_h_and_its_scales():
-    layer = make_layer()
+@pytest.mark.parametrize("recipe, shape, text", [("blockwise", (2, M), r"\[2 x 16\]"), ("rowwise", (M,), r"\[16\]")])
+def test_layer_checks_h_and_its_scales(recipe, shape, text):
+    layer = make_layer(recipe=recipe)
     x0, pos, next_gamma, _ = inputs()
-    h, rstd, h_scale = torch.ops.coda.rms_stats_fp8_blockwise(x0, layer.attn_norm.detach(), EPS)
-    assert tuple(h_scale.shape) == (2, M)
+    h, rstd, h_scale = rms_stats(recipe, x0, layer.attn_norm.detach())
+    assert tuple(h_scale.shape) == shape and h.dtype == torch.float8_e4m3fn
     with pytest.raises(ValueError, match="h_scale"):
         layer(x0, h, rstd, next_gamma, pos, SEQ)
     with pytest.raises(ValueError, match="float8_e4m3fn"):
         layer(x0, h.double(), rstd, next_gamma, pos, SEQ, h_scale)
-    with pytest.raises(ValueError, match=r"\[2 x 16\]"):
+    with pytest.raises(ValueError, match=text):
         layer(x0, h, rstd, next_gamma, pos, SEQ, torch.tensor(1.0))  # a tensorwise scale
-    assert layer.fp8 is None  # no state: every scale is its own block's
+    assert layer.fp8 is None  # no state: every scale is its own block's or row's
 
 
-def test_hugging_face_llama_in_blockwise_fp8():
+@pytest.mark.parametrize("recipe", FINE)
+def test_hugging_face_llama_in_fp8(recipe):
     transformers = pytest.importorskip("transformers")
     config = transformers.LlamaConfig(vocab_size=64, hidden_size=256, num_hidden_layers=2, num_attention_heads=2,
                                       num_key_value_heads=1, intermediate_size=160, rms_norm_eps=1e-5,
                                       tie_word_embeddings=True, attn_implementation="eager")
     torch.manual_seed(0)
     hf = transformers.LlamaForCausalLM(config).to(torch.float64)
-    model = ct.from_hf(hf, fp8="blockwise")
-    assert model.layers[0].n_kv_heads == 1 and model.layers[0].fp8_recipe == "blockwise"
+    model = ct.from_hf(hf, fp8=recipe)
+    assert model.layers[0].n_kv_heads == 1 and model.layers[0].fp8_recipe == recipe
     tokens = torch.randint(0, 64, (BATCH, SEQ), generator=torch.Generator().manual_seed(7))
     expected = float(hf(input_ids=tokens, labels=tokens).loss)
     loss = model(tokens, tokens)
@@ -194,10 +237,12 @@ def test_hugging_face_llama_in_blockwise_fp8():
     assert abs(loss.item() - expected) < 0.02 * expected
 
 
-@pytest.mark.parametrize("recipe", ["blockwise", "tensorwise"])
+@pytest.mark.parametrize("recipe", ["blockwise", "rowwise", "tensorwise"])
 def test_compile_fullgraph_traces_the_fp8_models(recipe):
     # aot_eager traces forward and backward through the FP8 ops' fake kernels with no graph break (both recipes: the
-    # tensorwise scales' update too), and gives eager's losses and gradients, two steps running.
+    # tensorwise scales' update too), and gives eager's losses and gradients, two steps running. (Other tests'
+    # compiles of the same forward count against Dynamo's recompile limit: start afresh.)
+    torch._dynamo.reset()
     torch.manual_seed(0)
     model = ct.LlamaModel(vocab=64, d=D, n_layers=2, n_heads=HEADS, ffn=FFN, dtype=torch.float64, fp8=recipe)
     eager = copy.deepcopy(model)
@@ -221,41 +266,44 @@ GPU = dict(d=512, heads=4, ffn=704, seq=128, batch=2)
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("recipe", FINE)
 @pytest.mark.parametrize("attention", ["sdpa", "none"])
-def test_layer_on_the_gpu_matches_the_recipe_emulated(attention, poison):
+def test_layer_on_the_gpu_matches_the_recipe_emulated(attention, recipe, poison):
     d, seq, m = GPU["d"], GPU["seq"], GPU["seq"] * GPU["batch"]
     torch.manual_seed(0)
     layer = ct.LlamaDecoderLayer(d, GPU["heads"], GPU["ffn"], eps=EPS, attention=attention, device="cuda",
-                                 fp8="blockwise")
+                                 fp8=recipe)
     g = torch.Generator(device="cuda").manual_seed(1)
     x0 = torch.randn(m, d, device="cuda", generator=g).bfloat16()
     dy = (torch.randn(m, d, device="cuda", generator=g) / m).bfloat16()
     pos = torch.arange(seq, device="cuda", dtype=torch.int32).repeat(GPU["batch"])
     next_gamma = torch.ones(d, device="cuda", dtype=torch.bfloat16)
     x = x0.clone().requires_grad_()
-    h, rstd, h_scale = torch.ops.coda.rms_stats_fp8_blockwise(x, layer.attn_norm.detach(), EPS)
+    h, rstd, h_scale = rms_stats(recipe, x, layer.attn_norm.detach())
     x2, h2, _, h2_scale = layer(x, h, rstd, next_gamma, pos, seq, h_scale)
     x2.backward(dy)
     params = [layer.w_qkv, layer.w_o, layer.w_gate_up, layer.w_down, layer.attn_norm, layer.mlp_norm]
     grads = [x.grad] + [p.grad for p in params]
     ref_layer = copy.deepcopy(layer).float()
     xr = x0.float().requires_grad_()
-    x2_ref = ref.fp8_blockwise_decoder_layer(ref_layer, xr, pos, seq)
+    emulation, operand = emulated(recipe)
+    x2_ref = emulation(ref_layer, xr, pos, seq)
     ref_params = [ref_layer.w_qkv, ref_layer.w_o, ref_layer.w_gate_up, ref_layer.w_down, ref_layer.attn_norm,
                   ref_layer.mlp_norm]
     grads_ref = torch.autograd.grad(x2_ref, [xr] + ref_params, dy.float())
     assert torch.isfinite(x2).all() and all(torch.isfinite(g_).all() for g_ in grads)
     assert rel(x2, x2_ref) < 0.06
-    assert rel(dequantize(h2.cpu(), h2_scale.cpu()), ref.fp8_group_round(x2_ref.detach() * next_gamma.float()).cpu()) < 0.06
+    assert rel(dequantize(h2.cpu(), h2_scale.cpu()), operand(x2_ref.detach() * next_gamma.float()).cpu()) < 0.06
     for name, g_, g_ref in zip(NAMES, grads, grads_ref):
         assert rel(g_, g_ref) < 0.3, name
 
 
 @pytest.mark.gpu
-def test_model_in_blockwise_fp8_on_the_gpu_tracks_bf16():
+@pytest.mark.parametrize("recipe", FINE)
+def test_model_in_fp8_on_the_gpu_tracks_bf16(recipe):
     kw = dict(vocab=512, d=GPU["d"], n_layers=2, n_heads=GPU["heads"], ffn=GPU["ffn"], device="cuda")
     torch.manual_seed(0)
-    model = ct.LlamaModel(**kw, fp8="blockwise")
+    model = ct.LlamaModel(**kw, fp8=recipe)
     base = ct.LlamaModel(**kw)
     base.load_state_dict(model.state_dict())
     g = torch.Generator(device="cuda").manual_seed(2)
