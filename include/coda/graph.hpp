@@ -176,6 +176,9 @@ public:
 
     // Sinks. Their names are the output tensors' binding names at launch.
     void store(Value x, const std::string& name, DType dtype);
+    // x written transposed: the output `name` is N x M (columns of x by rows), for a K-major operand of a later GEMM
+    // whose K is this one's M (a weight gradient's). Gemm graphs and tile programs (ops.def store_transposed).
+    void store_transposed(Value x, const std::string& name, DType dtype);
     void accumulate(Value x, const std::string& name, DType dtype);  // out += x
     // Writes one fp32 partial per (N-tile, row) [reduce_row] or (M-tile, column) [reduce_col].
     void reduce_row(Value x, ReduceOp op, const std::string& name);

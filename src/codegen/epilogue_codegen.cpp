@@ -428,10 +428,15 @@ std::string tile_table(const CheckedGraph& g, const codegen::LoweringContext& cx
             accumulates = accumulates || n.op == Op::Accumulate;
             row_reductions += n.op == Op::ReduceRow ? 1 : 0;
         }
+        int transposed = 0;
+        for (const Node& n : g.graph.nodes()) transposed += n.op == Op::StoreTransposed ? 1 : 0;
         out += fmt::format("{0}// Whether a visit reads and writes a tile tensor in global memory itself (an accumulate\n"
                            "{0}// sink), and how many row reductions it feeds.\n"
                            "{0}static constexpr bool kAccumulates = {1};\n{0}static constexpr int kRowReductions = {2};\n",
                            kMember, accumulates ? "true" : "false", row_reductions);
+        out += fmt::format("{0}// store_transposed sinks: written to global memory by the visits, never staged.\n"
+                           "{0}static constexpr int kTransposedStores = {1};\n",
+                           kMember, transposed);
     }
     out += fmt::format("{}__host__ __device__ static constexpr int tile_{}_pair_bytes(int i) {{ return {}0; }}\n",
                        kMember, what, sizes);

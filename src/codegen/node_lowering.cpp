@@ -49,6 +49,7 @@ public:
             case Op::Join: return join();
             case Op::ReduceGroup: return group_value();
             case Op::Store: return store();
+            case Op::StoreTransposed: return store_transposed();
             case Op::Accumulate: return accumulate();
             case Op::ReduceRow: return reduce("row_slot");
             case Op::ReduceCol: return reduce("col_slot");
@@ -240,6 +241,13 @@ private:
         line(fmt::format("{}coda::store<{}>({}, {});", writer_guard(), v, sink_address(v), arg_name(0)));
     }
 
+    // out[column][m] for each of the visit's columns, straight to global memory (no staging; epilogue_contract.cuh).
+    void store_transposed() {
+        const int v = lanes(arg_type(0));
+        line(fmt::format("coda::store_transposed<{}>({}, static_cast<long long>({}), c, {}, {});", v, pointer(true),
+                         word(1), v == 1 ? std::string("pair") : fmt::format("pair * {}", v), arg_name(0)));
+    }
+
     // out += x: read the current value in the sink's dtype, add in fp32, write back.
     void accumulate() {
         const int v = lanes(arg_type(0));
@@ -315,6 +323,7 @@ bool uses_row(Op op) {
 
 bool uses_pair(Op op) {
     return op == Op::TileInput || op == Op::ColInput || op == Op::ColIndex || op == Op::Store ||
+           op == Op::StoreTransposed ||
            op == Op::Accumulate;
 }
 

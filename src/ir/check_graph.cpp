@@ -98,6 +98,7 @@ private:
     void check_fp8(int id) {
         const Node& n = g_.node(id);
         if (!is_fp8(n.dtype)) return;
+        if (n.op == Op::StoreTransposed) return;  // written element by element, unstaged: any width
         const bool tile_tensor = n.op == Op::TileInput || (n.op == Op::Store && g_.domain() != Domain::Finalize);
         if (!tile_tensor) {
             fail(id, fmt::format("{} is a GEMM operand (GemmSpec input) or tile tensor (tile_input, store) type: {} "
@@ -466,7 +467,10 @@ private:
             return sink;
         }
         const Kind wanted = finalize ? Kind::Row : Kind::Tile;
-        if (t.kind != wanted) {
+        if (finalize && n.op == Op::StoreTransposed) {
+            fail(id, "store_transposed writes a tile transposed: gemm graphs and tile programs only, not finalize "
+                     "graphs");
+        } else if (t.kind != wanted) {
             fail(id, fmt::format("in a {} graph {} writes a {}, but {} is an {}", to_string(g_.domain()), op_name(id),
                                  finalize ? "row vector" : "tile", ref(x), describe(t)));
         } else if (n.op == Op::Accumulate && t.scalar != Scalar::F32) {
@@ -498,10 +502,12 @@ private:
                 case Op::Scalar: b.role = BindingRole::ScalarArg, b.kind = Kind::Scalar, b.dtype = DType::F32; break;
                 case Op::Partials: b.role = BindingRole::Partials, b.kind = Kind::Row, b.dtype = DType::F32; break;
                 case Op::Store:
+                case Op::StoreTransposed:
                 case Op::Accumulate:
-                    b.role = n.op == Op::Store ? BindingRole::Output : BindingRole::InOut;
+                    b.role = n.op == Op::Accumulate ? BindingRole::InOut : BindingRole::Output;
                     b.kind = operand->kind;
                     b.width = operand->width;
+                    b.transposed = n.op == Op::StoreTransposed;
                     break;
                 case Op::ReduceRow:
                 case Op::ReduceCol:

@@ -35,6 +35,7 @@ bool is_binding(Op op) {
         case Op::Scalar:
         case Op::Partials:
         case Op::Store:
+        case Op::StoreTransposed:
         case Op::Accumulate:
         case Op::ReduceRow:
         case Op::ReduceCol: return true;

@@ -47,6 +47,7 @@ struct Binding {
     Kind kind = Kind::Tile;      // Tile, Row, Col or Scalar: the shape of the tensor bound
     Width width = Width::Full;   // for Tile and Col tensors, and for the columns of ColPartials
     DType dtype = DType::F32;
+    bool transposed = false;  // a store_transposed output: N x M (a tile's columns by rows)
 };
 
 struct CheckedGraph {

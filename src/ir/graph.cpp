@@ -219,6 +219,12 @@ void Graph::store(Value x, const std::string& name, DType dtype) {
     add_node(n);
 }
 
+void Graph::store_transposed(Value x, const std::string& name, DType dtype) {
+    Node n = make(Op::StoreTransposed, {id_of(x, "stored value")}, name);
+    n.dtype = dtype;
+    add_node(n);
+}
+
 void Graph::accumulate(Value x, const std::string& name, DType dtype) {
     Node n = make(Op::Accumulate, {id_of(x, "accumulated value")}, name);
     n.dtype = dtype;

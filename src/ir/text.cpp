@@ -18,6 +18,7 @@ std::vector<Attr> attributes_of(Op op) {
         case Op::RowInput:
         case Op::Round:
         case Op::Store:
+        case Op::StoreTransposed:
         case Op::Accumulate: return {Attr::DType};
         case Op::Const: return {Attr::Value};
         case Op::ColIndex: return {Attr::Width};

@@ -33,7 +33,7 @@ EpilogueTraffic measure(const Graph& graph) {
         if (!is_tile_tensor(b)) continue;
         const double bytes = elements_per_accumulator(b.width) * static_cast<double>(size_of(b.dtype)) *
                              (b.role == BindingRole::InOut ? 2.0 : 1.0);
-        const bool fragments = b.width == Width::Full && size_of(b.dtype) == 2;
+        const bool fragments = b.width == Width::Full && size_of(b.dtype) == 2 && !b.transposed;
         (fragments ? t.fragment_bytes : t.per_visit_bytes) += bytes;
     }
     return t;

@@ -243,6 +243,17 @@ private:
         return HostTensor{n.dtype, shape_of(x), x.v};
     }
 
+    // out[j][i] = x[i][j]: N x M.
+    HostTensor store_transposed(int id) const {
+        const Node& n = g_.graph.node(id);
+        const Dense& x = value(n.args.at(0));
+        std::vector<double> v(x.v.size());
+        for (long long i = 0; i < x.rows; ++i)
+            for (long long j = 0; j < x.cols; ++j)
+                v[static_cast<std::size_t>(j * x.rows + i)] = x.v[static_cast<std::size_t>(i * x.cols + j)];
+        return HostTensor{n.dtype, {x.cols, x.rows}, std::move(v)};
+    }
+
     HostTensor accumulate(int id) const {
         const Node& n = g_.graph.node(id);
         const Dense& x = value(n.args.at(0));
@@ -307,6 +318,7 @@ private:
             case Op::Join: d = pair_op(id); return;
             case Op::ReduceGroup: d = group_reduction(id); return;
             case Op::Store: sinks_[n.name] = store(id); return;
+            case Op::StoreTransposed: sinks_[n.name] = store_transposed(id); return;
             case Op::Accumulate: sinks_[n.name] = accumulate(id); return;
             case Op::ReduceRow: sinks_[n.name] = row_partials(id); return;
             case Op::ReduceCol: sinks_[n.name] = col_partials(id); return;

@@ -80,6 +80,7 @@ double apply_elementwise(Op op, DType round_to, const std::vector<double>& xs) {
         case Op::Join:
         case Op::ReduceGroup:
         case Op::Store:
+        case Op::StoreTransposed:
         case Op::Accumulate:
         case Op::ReduceRow:
         case Op::ReduceCol: break;

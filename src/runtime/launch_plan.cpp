@@ -42,7 +42,7 @@ std::size_t pointer_alignment(const Binding& b) {
         case BindingRole::Partials: return 4;
         default: break;
     }
-    if (b.kind == Kind::Row) return size_of(b.dtype);
+    if (b.kind == Kind::Row || b.transposed) return size_of(b.dtype);  // a transposed tile: one element an access
     return size_of(b.dtype) * static_cast<std::size_t>(values_per_pair(b.width));
 }
 
@@ -281,10 +281,11 @@ void plan_block_scales(const Checker& c, LaunchPlan& plan, std::size_t first) {
     plan.slots.at(first + 3) = static_cast<std::uint64_t>(ldb);
 }
 
-// Tile programs take M and N from their first tile tensor; every other binding must then agree.
+// Tile programs take M and N from their first tile tensor (not a transposed one); every other binding must then
+// agree.
 void plan_tile_extent(const Checker& c, std::int64_t& m, std::int64_t& n) {
     for (const Binding& b : c.graph().bindings) {
-        if (!is_tile_tensor(b)) continue;
+        if (!is_tile_tensor(b) || b.transposed) continue;
         const TensorRef& t = c.tensor(b.name, "tile tensor");
         if (t.shape.size() != 2) c.fail(b.name, fmt::format("must be a 2-D tile tensor, got {}", t.describe()));
         m = t.shape[0];
@@ -374,6 +375,17 @@ LaunchPlan plan_launch(const CheckedGraph& g, TileShape tile, const Args& args, 
             c.expect_shape(b.name, ref, {t, m}, [] { return "f32 partials [T x L]"; });
             c.expect_contiguous_matrix(b.name, ref);
             c.expect_alignment(b.name, ref, pointer_alignment(b));
+        } else if (b.kind == Kind::Tile && b.transposed) {
+            c.expect_dtype(b.name, ref, b.dtype);
+            c.expect_shape(b.name, ref, {columns(b.width, n), m}, [&] {
+                return fmt::format("{} x M: the {} columns of a {}-width tile by its rows (store_transposed)",
+                                   columns(b.width, n), columns(b.width, n), to_string(b.width));
+            });
+            c.expect_alignment(b.name, ref, pointer_alignment(b));
+            const long long ld = c.row_major_ld(b.name, ref, 1);
+            plan.slots[slot++] = reinterpret_cast<std::uintptr_t>(ref.data);
+            plan.slots[slot++] = static_cast<std::uint64_t>(ld);
+            continue;
         } else if (b.kind == Kind::Tile) {
             const int v = values_per_pair(b.width);
             c.expect_dtype(b.name, ref, b.dtype);

@@ -285,6 +285,7 @@ CheckReport check_on_device(const Kernel& kernel, const CheckProblem& p) {
     for (const Binding& b : g.bindings) {
         std::vector<std::int64_t> shape;
         if (b.kind == Kind::Tile) shape = {m, columns(b.width, n)};
+        if (b.transposed) shape = {columns(b.width, n), m};
         if (b.kind == Kind::Row) shape = {m};
         if (b.kind == Kind::Col) shape = {columns(b.width, n)};
         if (b.role == BindingRole::Partials) shape = {p.t, m};

@@ -141,4 +141,16 @@ struct GlobalTiles {
     }
 };
 
+// store_transposed (ops.def): a visit's V values of row m, columns first_col .. first_col + V - 1, written to
+// out[column][m] (ld: out's row pitch), one element at a time. Pairs past N have no column to write.
+template <int V, class T, class R>
+__device__ __forceinline__ void store_transposed(T* out, long long ld, const Coord& c, int first_col, const R (&in)[V]) {
+    if (c.n >= c.N) return;
+#pragma unroll
+    for (int v = 0; v < V; ++v) {
+        const R element[1] = {in[v]};
+        coda::store<1>(out + static_cast<long long>(first_col + v) * ld + c.m, element);
+    }
+}
+
 }  // namespace coda

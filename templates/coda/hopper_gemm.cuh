@@ -171,9 +171,11 @@ struct HopperGemmTraits {
     // for launches whose tile tensors break the staging rule: a staging kernel carries no direct path, whose second
     // copy of the visits doubled NVRTC's time.
     static constexpr bool kDirectTiles = DIRECT_TILES;
+    // Not beside store_transposed sinks: their global stores amid the staged fragments of a 128-accumulator tile
+    // spilled (ptxas, 32-72 bytes), and a graph with one hands its tensors to a weight gradient, not to TMA.
     static constexpr bool kStageOutputs =
         !DIRECT_TILES && kRoomToStage && Epilogue::kTileOutputs > 0 && Epilogue::kTileOutputs <= kHopperMaxTileMaps &&
-        stages_beside(2 * kStagedOutPerGroup) >= kHopperMinStagesOutputs;
+        Epilogue::kTransposedStores == 0 && stages_beside(2 * kStagedOutPerGroup) >= kHopperMinStagesOutputs;
     static constexpr int kOneOutputBufferBytes = kStageOutputs ? 2 * kStagedOutPerGroup : 0;  // both consumers
     // The input ring comes first after the stages, so its chunk buffers keep the stages' 1024-byte alignment.
     static constexpr int kInputSlotBytes = (StagedIn::kBytes + kSwizzleAtomBytes - 1) / kSwizzleAtomBytes * kSwizzleAtomBytes;

@@ -163,6 +163,40 @@ TEST_CASE("reduce_group in tile programs: each row's 128-column group, and block
         }
 }
 
+TEST_CASE("store_transposed: epilogues and tile programs write N x M copies that match the reference", "[gpu][fp8]") {
+    const std::optional<int> sm = sm_number(Driver::instance().current_device().arch);
+    if (sm.value_or(0) < 89) return;  // FP8 tile tensors need sm_89 (a CPU test checks the error)
+    std::vector<Build> builds;
+    for (const KernelConfig& config : gemm_configs_under_test())
+        for (DType fp8 : {DType::E4M3, DType::E5M2})
+            builds.push_back({transposing_graph(Domain::Gemm, fp8), options_for(config)});
+    warm_in_parallel(builds);
+    std::uint64_t seed = 1100;
+    for (const Build& b : builds) {
+        const Kernel kernel = Runtime::instance().compile(b.graph, b.options);
+        // Ragged M and N (the last tile's rows and columns cut), and a padded output row that must survive.
+        for (const auto& [m, n, k, pad] : {std::tuple<int, int, int, int>{300, 272, 200, 0}, {129, 130, 64, 16}}) {
+            INFO("graph " << b.graph.name() << " config " << b.options.config->to_text()
+                          << fmt::format(" M={} N={} K={} pad={}", m, n, k, pad));
+            verify::CheckProblem p;
+            p.m = m;
+            p.n = n;
+            p.k = k;
+            p.tile_pad = pad;
+            p.seed = seed++;
+            require_pass(verify::check_on_device(kernel, p));
+        }
+    }
+    for (DType fp8 : {DType::E4M3, DType::E5M2})
+        for (const auto& [m, n] : {std::pair<std::int64_t, std::int64_t>{257, 1000}, {64, 130}}) {
+            verify::CheckProblem p;
+            p.m = m;
+            p.n = n;
+            p.seed = seed++;
+            require_pass(verify::check_on_device(Runtime::instance().compile(transposing_graph(Domain::Tile, fp8)), p));
+        }
+}
+
 TEST_CASE("FP8 operands TMA cannot load are a clear error, with no other mainloop to fall back to", "[gpu][fp8]") {
     if (!on_hopper()) {
         CHECK_THROWS_WITH(Runtime::instance().compile(scaled_fp8(DType::E5M2)),

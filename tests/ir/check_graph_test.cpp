@@ -525,6 +525,31 @@ TEST_CASE("validation: computed but never used", "[ir]") {
     CHECK_THAT(only_problem(g), Contains("node '%dead'") && Contains("computed but never used"));
 }
 
+TEST_CASE("validation: store_transposed writes tiles, of any width and FP8 too, in gemm graphs and tile programs", "[ir]") {
+    {
+        Graph g = Graph::gemm("transposed");
+        Value acc = g.accumulator();
+        g.store_transposed(acc, "d_t", DType::E4M3);
+        g.store_transposed(g.even(acc), "even_t", DType::E5M2);  // half width: unstaged, so allowed in FP8
+        const CheckedGraph c = check_graph(g);
+        REQUIRE(c.bindings.size() == 2);
+        CHECK(c.bindings[0].transposed);
+        CHECK(c.bindings[0].role == BindingRole::Output);
+        CHECK(c.bindings[1].width == Width::Half);
+    }
+    {
+        Graph g = Graph::finalize("transposed_vector");
+        g.store_transposed(g.partials("p", ReduceOp::Sum), "out", DType::F32);
+        CHECK_THAT(only_problem(g), Catch::Contains("gemm graphs and tile programs only"));
+    }
+    {
+        Graph g = Graph::gemm("transposed_row");
+        g.store(g.accumulator(), "d", DType::BF16);
+        g.store_transposed(g.row_input("r", DType::F32), "out", DType::F32);
+        CHECK_THAT(only_problem(g), Catch::Contains("writes a tile"));
+    }
+}
+
 TEST_CASE("validation: reduce_group in gemm graphs and tile programs, not nested", "[ir]") {
     {
         Graph g = Graph::gemm("group_ok");

@@ -214,3 +214,23 @@ def test_enums_and_spec():
     assert spec != coda.GemmSpec()
     assert "f16" in repr(spec)
     assert isinstance(coda.__version__, str) and coda.__version__.count(".") == 2
+
+
+def test_store_transposed_builds_an_n_by_m_output():
+    # The weight gradient's K-major operand: the tile written column by column, in FP8 here.
+    np = pytest.importorskip("numpy")
+    g = coda.Graph.gemm("transposed", coda.GemmSpec(input=coda.bf16, a=coda.Major.K, b=coda.Major.K))
+    acc = g.accumulator()
+    g.store(acc, "d", coda.bf16)
+    g.store_transposed(g.mul(acc, g.scalar("inv_scale")), "d_t", coda.e4m3)
+    coda.check(g)
+    assert "= store_transposed e4m3 %" in coda.to_text(g)
+    assert coda.parse_graph(coda.to_text(g)) == g
+    binding = next(b for b in coda.bindings(g) if b.name == "d_t")
+    assert binding.role == "output" and binding.transposed
+    assert not next(b for b in coda.bindings(g) if b.name == "d").transposed
+    a = np.arange(6, dtype=np.float64).reshape(3, 2) / 4  # exact in bf16
+    b = np.array([[1.0, 0.5, 0.0, -1.0], [2.0, 0.0, 1.0, 0.25]])  # K x N
+    out = coda.reference(g, {"A": a, "B": b, "inv_scale": 2.0}, 3, 4, 2)
+    assert np.asarray(out["d_t"]).shape == (4, 3)
+    np.testing.assert_allclose(np.asarray(out["d_t"]), 2.0 * (a @ b).T)

@@ -165,6 +165,24 @@ TEST_CASE("reduce_group: each row's groups of 128 columns, the last cut at N", "
         }
 }
 
+TEST_CASE("store_transposed: out[j][i] = x[i][j], N x M", "[reference]") {
+    Graph g = Graph::tile("transpose");
+    Value x = g.tile_input("x", DType::BF16);
+    g.store_transposed(x, "x_t", DType::F32);
+    g.store_transposed(g.odd(x), "odd_t", DType::F32);
+    HostTensor in = tensor({2, 4}, {1, 2, 3, 4, 5, 6, 7, 8});
+    ReferenceProblem p;
+    p.m = 2, p.n = 4;
+    p.inputs["x"] = in;
+    const auto out = run_reference(check_graph(g), p);
+    const HostTensor& t = out.at("x_t");
+    REQUIRE(t.shape == std::vector<long long>{4, 2});
+    CHECK(t.values == std::vector<double>{1, 5, 2, 6, 3, 7, 4, 8});
+    const HostTensor& odd = out.at("odd_t");
+    REQUIRE(odd.shape == std::vector<long long>{2, 2});
+    CHECK(odd.values == std::vector<double>{2, 6, 4, 8});
+}
+
 TEST_CASE("finalize: lse and sum partials fold into a loss and an rstd", "[reference]") {
     Graph g = Graph::finalize("loss");
     Value lse = g.partials("lse_parts", ReduceOp::Lse);

@@ -280,6 +280,23 @@ TEST_CASE("reduce_group compiles on every Hopper config and in tile programs wit
                       Catch::Contains("reduce_group needs the Hopper mainloop"));
 }
 
+TEST_CASE("store_transposed compiles in gemm epilogues on every mainloop and in tile programs without spills",
+          "[compile]") {
+    test::TempDir dir("coda-transposed");
+    KernelCache cache(dir.path(), false);
+    const Graph gemm = test::transposing_graph(Domain::Gemm, DType::E4M3);
+    for (const NamedConfig& named : hopper_mainloop().candidates()) {
+        require_compiles_without_spills(gemm, "sm_90a", cache, named.config);
+        HopperConfig direct = *named.config.hopper();
+        direct.direct = true;
+        require_compiles_without_spills(gemm, "sm_90a", cache, KernelConfig(direct));
+    }
+    require_compiles_without_spills(test::transposing_graph(Domain::Gemm, DType::E5M2), "sm_89", cache,
+                                    KernelConfig(PortableConfig{}));
+    for (const std::string arch : {"sm_89", "sm_90a"})
+        require_compiles_without_spills(test::transposing_graph(Domain::Tile, DType::E4M3), arch, cache, std::nullopt);
+}
+
 TEST_CASE("FP8 operands in another layout, or on the portable mainloop, are a clear error", "[compile]") {
     test::TempDir dir("coda-fp8-errors");
     KernelCache cache(dir.path(), false);

@@ -211,6 +211,26 @@ TEST_CASE("tile programs take M and N from their first tile tensor", "[runtime]"
                       Catch::Contains("'theta'") && Catch::Contains("expected shape [32]"));
 }
 
+TEST_CASE("a store_transposed output is N x M, and a tile program takes its extents from another tensor", "[runtime]") {
+    Graph g = Graph::tile("transpose");
+    g.store_transposed(g.tile_input("x", DType::BF16), "x_t", DType::E4M3);
+    const CheckedGraph c = check_graph(g);
+    Args a;
+    a.bind("x_t", matrix(fake(0x2000), DType::E4M3, 64, 70));
+    CHECK_THROWS_WITH(plan_launch(c, {64, 128}, a, "transpose"), Catch::Contains("'x'"));  // the extents' source
+    a.bind("x", matrix(fake(0x1000), DType::BF16, 70, 64));
+    const LaunchPlan plan = plan_launch(c, {64, 128}, a, "transpose");
+    CHECK(plan.m == 70);
+    CHECK(plan.n == 64);
+    REQUIRE(plan.slots.size() == 4);
+    CHECK(plan.slots[2] == 0x2000);
+    CHECK(plan.slots[3] == 70);  // its row pitch: M
+    a.bind("x_t", matrix(fake(0x2000), DType::E4M3, 70, 64));  // M x N: not transposed
+    CHECK_THROWS_WITH(plan_launch(c, {64, 128}, a, "transpose"),
+                      Catch::Contains("'x_t'") && Catch::Contains("expected shape [64 x 70]") &&
+                          Catch::Contains("store_transposed"));
+}
+
 // BoundLaunch::rebind: a pointer rebound into a checked plan gives the plan a fresh check of the new arguments gives.
 TEST_CASE("rebinding a pointer matches planning the new arguments, and checks the pointer", "[runtime]") {
     const CheckedGraph g = check_graph(blocks::out_proj());

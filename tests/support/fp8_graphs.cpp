@@ -13,6 +13,18 @@ Graph quantizing_epilogue(DType fp8, GemmSpec spec) {
     return g;
 }
 
+Graph transposing_graph(Domain domain, DType fp8) {
+    const bool gemm = domain == Domain::Gemm;
+    const std::string name = fmt::format("transpose_{}{}", to_string(fp8), gemm ? "" : "_tile");
+    Graph g = gemm ? Graph::gemm(name) : Graph::tile(name);
+    Value source = gemm ? g.accumulator() : g.tile_input("x", DType::BF16);
+    Value y = g.mul(source, g.scalar("inv_scale"), "scaled");
+    g.store(y, "y", DType::BF16);
+    g.store_transposed(y, "y_t", fp8);
+    g.store_transposed(g.even(y, "even_columns"), "even_t", DType::BF16);
+    return g;
+}
+
 Graph fp8_reading_program() {
     Graph g = Graph::tile("fp8_read");
     Value x = g.tile_input("x", DType::E5M2, Width::Double);

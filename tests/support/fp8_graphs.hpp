@@ -12,6 +12,11 @@ namespace coda::test {
 // `fp8` copy D8 at inv_scale, and the row partials of |acc| for the next step's amax.
 Graph quantizing_epilogue(DType fp8, GemmSpec spec = {DType::BF16, Major::K, Major::K});
 
+// The weight-gradient operands an epilogue or a tile program hands on: y = source * inv_scale stored in bf16 and
+// transposed (store_transposed) in `fp8`, and a half-width value (the even columns) transposed in bf16. The source
+// is the accumulator in a gemm graph, a bf16 tile input x in a tile program.
+Graph transposing_graph(Domain domain, DType fp8);
+
 // FP8 tiles read back, of both widths (e5m2 double, e4m3 full), and one copied through.
 Graph fp8_reading_program();
 

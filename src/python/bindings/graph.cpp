@@ -173,6 +173,8 @@ void bind_builder(nb::module_& m) {
             "mask"_a, "a"_a, "b"_a, "name"_a = "")
         // Sinks
         .def("store", &Graph::store, "x"_a, "name"_a, "dtype"_a)
+        .def("store_transposed", &Graph::store_transposed, "x"_a, "name"_a, "dtype"_a,
+             "x written transposed: the output is N x M (ops.def store_transposed).")
         .def("accumulate", &Graph::accumulate, "x"_a, "name"_a, "dtype"_a)
         .def("reduce_group", &Graph::reduce_group, "x"_a, "op"_a, "name"_a = "",
              "op (sum, max, min) over x in the same row and 128-column group, at every element (gemm graphs, Hopper)")
@@ -226,6 +228,7 @@ void bind_checks_and_text(nb::module_& m) {
         .def_ro("name", &Binding::name)
         .def_ro("node", &Binding::node)
         .def_prop_ro("role", [](const Binding& b) { return std::string(to_string(b.role)); })
+        .def_ro("transposed", &Binding::transposed, "A store_transposed output: N x M.")
         .def_prop_ro("kind", [](const Binding& b) { return std::string(to_string(b.kind)); })
         .def_ro("width", &Binding::width)
         .def_ro("dtype", &Binding::dtype)
