@@ -347,6 +347,10 @@ def fp8_layer_rows(d, f, heads, attention, rounds, per_round, skip_compile, kv_h
                                  fp8="tensorwise")
     bf16_layer = ct.LlamaDecoderLayer(d, heads, f, eps=EPS, attention=attention, device="cuda", n_kv_heads=kv_heads)
     bf16_layer.load_state_dict(layer.state_dict(), strict=False)  # the same weights, less the FP8 scales
+    # Tensorwise with FP8 weight gradients too (torchao's tensorwise recipe has them so).
+    wgrad_layer = ct.LlamaDecoderLayer(d, heads, f, eps=EPS, attention=attention, device="cuda", n_kv_heads=kv_heads,
+                                       fp8="tensorwise", fp8_wgrad=True)
+    wgrad_layer.load_state_dict(layer.state_dict())
     fine = {}  # the recipes whose scales come from each tensor's own blocks or rows
     for recipe in ("blockwise", "rowwise"):
         fine[recipe] = ct.LlamaDecoderLayer(d, heads, f, eps=EPS, attention=attention, device="cuda",
@@ -377,6 +381,7 @@ def fp8_layer_rows(d, f, heads, attention, rounds, per_round, skip_compile, kv_h
         return layer_step(module, x, dy, fwd)
 
     systems = {"coda fp8": step(layer, lambda: layer(x, h8, rstd, next_gamma, pos, SEQ, h_scale)[0]),
+               "coda fp8 wgrad": step(wgrad_layer, lambda: wgrad_layer(x, h8, rstd, next_gamma, pos, SEQ, h_scale)[0]),
                "coda fp8 blockwise": step(fine["blockwise"], fine_forward("blockwise")),
                "coda fp8 rowwise": step(fine["rowwise"], fine_forward("rowwise")),
                "coda bf16": step(bf16_layer, lambda: bf16_layer(x, h, rstd, next_gamma, pos, SEQ)[0])}
@@ -395,10 +400,12 @@ def fp8_layer_rows(d, f, heads, attention, rounds, per_round, skip_compile, kv_h
     # The FP8 layer against the fp32 eager reference (a few steps first: its delayed scales calibrate).
     for _ in range(3):
         systems["coda fp8"]()
+        systems["coda fp8 wgrad"]()
     with torch.no_grad():
         out32 = ref.decoder_layer(copy.deepcopy(bf16_layer).float(), x.float(), pos, SEQ)
         err = {}
         for name, out in (("coda fp8", layer(x, h8, rstd, next_gamma, pos, SEQ, h_scale)[0]),
+                          ("coda fp8 wgrad", wgrad_layer(x, h8, rstd, next_gamma, pos, SEQ, h_scale)[0]),
                           ("coda fp8 blockwise", fine_forward("blockwise")()),
                           ("coda fp8 rowwise", fine_forward("rowwise")())):
             err[name] = ((out.float() - out32).norm() / out32.norm()).item()
@@ -414,13 +421,14 @@ def fp8_layer_rows(d, f, heads, attention, rounds, per_round, skip_compile, kv_h
         if name in err:
             note = f"rel. error vs fp32 {err[name]:.1e}; {ms['coda bf16'] / ms[name]:.3f}x coda bf16"
         elif "floor" not in name:
-            note = (f"coda fp8 is {ms[name] / ms['coda fp8']:.3f}x faster, blockwise "
+            note = (f"coda fp8 is {ms[name] / ms['coda fp8']:.3f}x faster, with FP8 wgrad "
+                    f"{ms[name] / ms['coda fp8 wgrad']:.3f}x, blockwise "
                     f"{ms[name] / ms['coda fp8 blockwise']:.3f}x, rowwise {ms[name] / ms['coda fp8 rowwise']:.3f}x")
         rows.append({"bench": "fp8 " + layer_label(d, f, heads, kv_heads), "attention": attention, "system": name,
                      "ms": round(ms[name], 3), "x_floor": round(ms[name] / floor, 3),
                      "tokens_per_s": round(M / ms[name] * 1e3), "peak_GiB": round(mem[name], 2), "note": note})
     add_holds(rows, systems)
-    del systems, layer, bf16_layer, fine, fine_h, eager_layer, x
+    del systems, layer, wgrad_layer, bf16_layer, fine, fine_h, eager_layer, x
     torch.cuda.empty_cache()
     return rows
 

@@ -144,7 +144,32 @@ Graph rmsnorm_backward_residual_fp8_bf16_dx(GemmSpec spec = {DType::E5M2, Major:
 // dz_fp8_inv_scale, dz_fp8, dz_amax, qkv, zdz_partials.
 Graph rope_backward_from_output_fp8();
 
-// Every FP8 graph above, forward then backward.
+// FP8 weight gradients (coda.torch's fp8_wgrad): dW = dY^T X as a GEMM with K = tokens on e5m2 x e4m3 K-major
+// operands, which are the transposed FP8 copies (store_transposed, "_fp8_t": N x M) of a gradient and of an
+// activation, each under its own tensor's delayed scale. These variants write them where the tensors are made, and
+// drop the bf16 copies only the bf16 weight gradients read.
+// quantize_e4m3 / _e5m2 with x_fp8_t too. Bindings: x, x_fp8_inv_scale, x_fp8, x_fp8_t, x_amax.
+Graph quantize_e4m3_t();
+Graph quantize_e5m2_t();
+// swiglu_backward_fp8 writing dz_fp8 (for the dgrad) and dz_fp8_t, and y_fp8_t = y * y_fp8_inv_scale (the y the
+// forward quantized, recomputed); no bf16 dz or y. Bindings: A, B, a_scale, b_scale, z, zdz_partials,
+// dz_fp8_inv_scale, dz_fp8, dz_fp8_t, dz_amax, y_fp8_inv_scale, y_fp8_t.
+Graph swiglu_backward_fp8_t(GemmSpec spec = {DType::E5M2, Major::K, Major::K, DType::E4M3});
+// rmsnorm_backward_residual_fp8 writing dx also as dx_fp8_t, and o only as o_fp8_t = o * o_fp8_inv_scale with
+// o_amax. Bindings: A, B, a_scale, b_scale, rstd, x, gamma, s, dx_in, dx, dx_fp8_inv_scale, dx_fp8, dx_fp8_t, dx_amax,
+// o_fp8_inv_scale, o_fp8_t, o_amax, dgamma_partials.
+Graph rmsnorm_backward_residual_fp8_t(GemmSpec spec = {DType::E5M2, Major::K, Major::K, DType::E4M3});
+// The same with dx in bf16 alone. Bindings: A, B, a_scale, b_scale, rstd, x, gamma, s, dx_in, dx, o_fp8_inv_scale,
+// o_fp8_t, o_amax, dgamma_partials.
+Graph rmsnorm_backward_residual_fp8_bf16_dx_t(GemmSpec spec = {DType::E5M2, Major::K, Major::K, DType::E4M3});
+// rope_backward_from_output_fp8 writing dz_fp8_t instead of the bf16 dz. Bindings: dqkv, pos, theta,
+// dz_fp8_inv_scale, dz_fp8, dz_fp8_t, dz_amax, qkv, zdz_partials.
+Graph rope_backward_from_output_fp8_t();
+// A weight gradient added into an f32 buffer: D += a_scale * b_scale * acc (dgrad_fp8 stores one in bf16).
+// Bindings: A, B, a_scale, b_scale, D.
+Graph wgrad_fp8_accumulate(GemmSpec spec = {DType::E5M2, Major::K, Major::K, DType::E4M3});
+
+// Every FP8 graph above, forward then backward (the weight gradients' variants last).
 std::vector<Graph> llama_block_fp8();
 
 // ---------------------------------------------------------------------------------------------------------

@@ -53,7 +53,7 @@ Value swiglu_outputs(Graph& g, Value z) {
     return y;
 }
 
-Value swiglu_gradient(Graph& g, Value dy) {
+SwigluBackward swiglu_backward_values(Graph& g, Value dy) {
     Value z = g.tile_input("z", DType::BF16, Width::Double);
     Value gate = g.even(z, "gate");
     Value up = g.odd(z, "up");
@@ -68,10 +68,15 @@ Value swiglu_gradient(Graph& g, Value dy) {
     Value dgate = g.mul(dy_up, dsilu, "dgate");
     Value dup = g.mul(dy, silu_gate, "dup");
     Value dz = g.join(dgate, dup, "dz_value");
-    g.store(dz, "dz", DType::BF16);
-    g.store(g.mul(silu_gate, up, "y_value"), "y", DType::BF16);
-    g.reduce_row(g.mul(z, dz, "z_dz"), ReduceOp::Sum, "zdz_partials");
-    return dz;
+    return {z, up, silu_gate, dz};
+}
+
+Value swiglu_gradient(Graph& g, Value dy) {
+    const SwigluBackward v = swiglu_backward_values(g, dy);
+    g.store(v.dz, "dz", DType::BF16);
+    g.store(g.mul(v.silu_gate, v.up, "y_value"), "y", DType::BF16);
+    g.reduce_row(g.mul(v.z, v.dz, "z_dz"), ReduceOp::Sum, "zdz_partials");
+    return v.dz;
 }
 
 void store_fp8_grouped(Graph& g, Value t, const std::string& name) {

@@ -37,8 +37,18 @@ Value rms_scaled(Graph& g, Value acc, const std::string& name);
 // Returns y (half width).
 Value swiglu_outputs(Graph& g, Value z);
 
-// SwiGLU's backward from dy (the gradient of y = silu(gate) * up) and the saved interleaved z: stores dz = join(dgate,
-// dup) and the recomputed y; row partials of sum_j z * dz for the RMSNorm backward. Returns dz.
+// SwiGLU's backward values from dy (the gradient of y = silu(gate) * up) and the saved interleaved z (a double-width
+// tile input): dz = join(dgate, dup), and what y = silu_gate * up is recomputed from.
+struct SwigluBackward {
+    Value z;
+    Value up;
+    Value silu_gate;
+    Value dz;
+};
+SwigluBackward swiglu_backward_values(Graph& g, Value dy);
+
+// SwiGLU's backward: stores dz and the recomputed y; row partials of sum_j z * dz for the RMSNorm backward. Returns
+// dz.
 Value swiglu_gradient(Graph& g, Value dy);
 
 // t for a block-scaled GEMM that reads it in e4m3 (blocks.hpp, "block-wise"): {name}_fp8 = t / {name}_scale, where

@@ -18,11 +18,23 @@ Value scaled_accumulator(Graph& g, const char* name) {
 }
 
 // t for a GEMM that reads it in `fp8`: t_fp8 = t * t_fp8_inv_scale (saturating), and the row partials of |t| (Max)
-// in t_amax, from which the caller's delayed scaling takes the next step's scale.
-void store_fp8_operand(Graph& g, Value t, const std::string& name, DType fp8) {
+// in t_amax, from which the caller's delayed scaling takes the next step's scale. With `transposed`, also
+// t_fp8_t = the same values transposed (N x M): a weight gradient's K-major operand. Returns t * t_fp8_inv_scale.
+Value store_fp8_operand(Graph& g, Value t, const std::string& name, DType fp8, bool transposed = false) {
     Value inv_scale = g.scalar(name + "_fp8_inv_scale");
     Value quantized = g.mul(t, inv_scale, name + "_quantized");
     g.store(quantized, name + "_fp8", fp8);
+    if (transposed) g.store_transposed(quantized, name + "_fp8_t", fp8);
+    Value magnitude = g.abs(t, name + "_magnitude");
+    g.reduce_row(magnitude, ReduceOp::Max, name + "_amax");
+    return quantized;
+}
+
+// t only transposed, for a weight gradient (N x M, t * t_fp8_inv_scale), with t_amax.
+void store_fp8_transposed(Graph& g, Value t, const std::string& name, DType fp8) {
+    Value inv_scale = g.scalar(name + "_fp8_inv_scale");
+    Value quantized = g.mul(t, inv_scale, name + "_quantized");
+    g.store_transposed(quantized, name + "_fp8_t", fp8);
     Value magnitude = g.abs(t, name + "_magnitude");
     g.reduce_row(magnitude, ReduceOp::Max, name + "_amax");
 }
@@ -58,18 +70,22 @@ Graph rms_entry_fp8() {
 
 namespace {
 
-Graph quantize(const std::string& name, DType fp8) {
+Graph quantize(const std::string& name, DType fp8, bool transposed) {
     Graph g = Graph::tile(name);
     Value x = g.tile_input("x", DType::BF16);
-    store_fp8_operand(g, x, "x", fp8);
+    store_fp8_operand(g, x, "x", fp8, transposed);
     return g;
 }
 
 }  // namespace
 
-Graph quantize_e4m3() { return quantize("quantize_e4m3", DType::E4M3); }
+Graph quantize_e4m3() { return quantize("quantize_e4m3", DType::E4M3, false); }
 
-Graph quantize_e5m2() { return quantize("quantize_e5m2", DType::E5M2); }
+Graph quantize_e5m2() { return quantize("quantize_e5m2", DType::E5M2, false); }
+
+Graph quantize_e4m3_t() { return quantize("quantize_e4m3_t", DType::E4M3, true); }
+
+Graph quantize_e5m2_t() { return quantize("quantize_e5m2_t", DType::E5M2, true); }
 
 Graph quantize_e4m3_blockwise() {
     Graph g = Graph::tile("quantize_e4m3_blockwise");
@@ -107,6 +123,18 @@ Graph swiglu_backward_fp8(GemmSpec spec) {
     return g;
 }
 
+Graph swiglu_backward_fp8_t(GemmSpec spec) {
+    Graph g = Graph::gemm("swiglu_backward_fp8_t", spec);
+    const parts::SwigluBackward v = parts::swiglu_backward_values(g, scaled_accumulator(g, "dy"));
+    Value y = g.mul(v.silu_gate, v.up, "y_value");
+    g.reduce_row(g.mul(v.z, v.dz, "z_dz"), ReduceOp::Sum, "zdz_partials");
+    store_fp8_operand(g, v.dz, "dz", DType::E5M2, true);
+    // y under the scale its forward quantization had (the same y, recomputed): y_fp8_inv_scale.
+    Value y_inv_scale = g.scalar("y_fp8_inv_scale");
+    g.store_transposed(g.mul(y, y_inv_scale, "y_quantized"), "y_fp8_t", DType::E4M3);
+    return g;
+}
+
 namespace {
 
 // rmsnorm_backward_residual on FP8 operands, with dx also quantized for the next FP8 GEMM or not.
@@ -122,6 +150,32 @@ Graph norm_backward_residual(const std::string& name, GemmSpec spec, bool fp8_dx
 }
 
 }  // namespace
+
+namespace {
+
+// norm_backward_residual for FP8 weight gradients: dx in bf16 (the residual gradient the next op adds) and, with
+// fp8_dx, in e5m2 both ways; o only transposed in e4m3 under o_fp8_inv_scale, with o_amax; no bf16 o.
+Graph norm_backward_residual_t(const std::string& name, GemmSpec spec, bool fp8_dx) {
+    Graph g = Graph::gemm(name, spec);
+    const parts::NormBackward v = parts::norm_backward_values(g, scaled_accumulator(g, "d_out"), "dx_norm");
+    Value dx_in = g.tile_input("dx_in", DType::BF16);
+    Value dx = g.add(v.dx, dx_in, "dx_value");
+    g.store(dx, "dx", DType::BF16);
+    if (fp8_dx) store_fp8_operand(g, dx, "dx", DType::E5M2, true);
+    store_fp8_transposed(g, g.mul(v.normed, v.gamma, "o_value"), "o", DType::E4M3);
+    g.reduce_col(g.mul(v.d_out, v.normed, "dgamma_terms"), ReduceOp::Sum, "dgamma_partials");
+    return g;
+}
+
+}  // namespace
+
+Graph rmsnorm_backward_residual_fp8_t(GemmSpec spec) {
+    return norm_backward_residual_t("rmsnorm_backward_residual_fp8_t", spec, true);
+}
+
+Graph rmsnorm_backward_residual_fp8_bf16_dx_t(GemmSpec spec) {
+    return norm_backward_residual_t("rmsnorm_backward_residual_fp8_bf16_dx_t", spec, false);
+}
 
 Graph rmsnorm_backward_residual_fp8(GemmSpec spec) {
     return norm_backward_residual("rmsnorm_backward_residual_fp8", spec, true);
@@ -142,6 +196,22 @@ Graph rope_backward_from_output_fp8() {
     return g;
 }
 
+Graph rope_backward_from_output_fp8_t() {
+    Graph g = Graph::tile("rope_backward_from_output_fp8_t");
+    Value dqkv = g.tile_input("dqkv", DType::BF16);
+    Value dz = parts::rotate_pairs(g, dqkv, parts::Rotation::Inverse);
+    store_fp8_operand(g, dz, "dz", DType::E5M2, true);
+    Value qkv = g.tile_input("qkv", DType::BF16);
+    g.reduce_row(g.mul(qkv, dqkv, "z_dz"), ReduceOp::Sum, "zdz_partials");
+    return g;
+}
+
+Graph wgrad_fp8_accumulate(GemmSpec spec) {
+    Graph g = Graph::gemm("wgrad_fp8_accumulate", spec);
+    g.accumulate(scaled_accumulator(g, "acc"), "D", DType::F32);
+    return g;
+}
+
 std::vector<Graph> llama_block_fp8() {
     return {rms_entry_fp8(),
             qkv_rope_fp8(),
@@ -154,7 +224,15 @@ std::vector<Graph> llama_block_fp8() {
             rmsnorm_backward_residual_fp8(),
             rmsnorm_backward_residual_fp8_bf16_dx(),
             dgrad_fp8(),
-            rope_backward_from_output_fp8()};
+            rope_backward_from_output_fp8(),
+            // FP8 weight gradients: the transposed copies they read, and the accumulating GEMM (dgrad_fp8 stores).
+            quantize_e4m3_t(),
+            quantize_e5m2_t(),
+            swiglu_backward_fp8_t(),
+            rmsnorm_backward_residual_fp8_t(),
+            rmsnorm_backward_residual_fp8_bf16_dx_t(),
+            rope_backward_from_output_fp8_t(),
+            wgrad_fp8_accumulate()};
 }
 
 }  // namespace coda::blocks

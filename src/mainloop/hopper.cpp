@@ -24,6 +24,13 @@
 namespace coda {
 namespace {
 
+bool has_transposed_store(const Graph& graph) {
+    for (const Node& n : graph.nodes())
+        if (n.op == Op::StoreTransposed) return true;
+    return false;
+}
+
+
 namespace rules = hopper_rules;
 
 constexpr int kThreads = 384;    // a producer warpgroup and two consumer warpgroups
@@ -320,6 +327,9 @@ public:
         // The rules below were measured with 16-bit operands; FP8 ones, unmeasured yet, keep the base config, and
         // block-scaled ones the one tile they take.
         if (graph.spec().block_scales) return HopperConfig{128, 128, 6, Schedule::Cooperative, 1};
+        // store_transposed writes each element to global memory itself; beside the 128 accumulators a thread of the
+        // other tiles the FP8 block's norm and SwiGLU backwards with it spilled 16-56 bytes (ptxas).
+        if (has_transposed_store(graph)) return HopperConfig{128, 128, 6, Schedule::Cooperative, 1};
         if (size_of(graph.spec().input) == 1) return base_config();
         const long long k = shape.k > 0 ? shape.k : kUnknownK;
         const double per_visit_bytes = epilogue_traffic(graph).per_visit_bytes;

@@ -35,13 +35,14 @@ def rel(actual, expected):
     return float((actual - expected).norm() / expected.norm().clamp_min(1e-30))
 
 
-def make_layer(attention="sdpa", recipe="tensorwise"):
-    layer = ct.LlamaDecoderLayer(D, HEADS, FFN, eps=EPS, attention=attention, dtype=torch.float64, fp8=recipe)
+def make_layer(attention="sdpa", recipe="tensorwise", fp8_wgrad=False, mlp_gain=1.0):
+    layer = ct.LlamaDecoderLayer(D, HEADS, FFN, eps=EPS, attention=attention, dtype=torch.float64, fp8=recipe,
+                                 fp8_wgrad=fp8_wgrad)
     with torch.no_grad():
         for i, w in enumerate((layer.w_qkv, layer.w_o, layer.w_gate_up, layer.w_down)):
             w.copy_(grid(*w.shape, seed=10 + i, scale=0.5))
         layer.attn_norm.copy_(1 + grid(D, seed=20, scale=0.5))
-        layer.mlp_norm.copy_(1 + grid(D, seed=21, scale=0.5))
+        layer.mlp_norm.copy_(mlp_gain * (1 + grid(D, seed=21, scale=0.5)))
     return layer
 
 
@@ -78,17 +79,22 @@ def layer_scales(layer):
 NAMES = ("dx", "dw_qkv", "dw_o", "dw_gate_up", "dw_down", "d_attn_norm", "d_mlp_norm")
 
 
+@pytest.mark.parametrize("fp8_wgrad", [False, True])
 @pytest.mark.parametrize("attention", ["sdpa", "none"])
-def test_layer_matches_the_recipe_emulated(attention):
-    layer = make_layer(attention)
+def test_layer_matches_the_recipe_emulated(attention, fp8_wgrad):
+    # mlp_gain: the two norms' outputs (o_qkv and o_mlp, FP8 weight gradients' operands) differ in scale by 4x, so
+    # that one read under the other's scale shows.
+    layer = make_layer(attention, fp8_wgrad=fp8_wgrad, mlp_gain=4.0)
     x0, pos, next_gamma, dy = inputs()
     x2, h2, grads, h_scales = run_steps(layer, 2, (x0, pos, next_gamma, dy))
     scales = layer_scales(layer)
-    # The second step ran on scales calibrated by the first: none is a prior any more.
-    assert all(s != 1.0 for s, _ in scales.values()) and h_scales[0] != 1.0
+    # The second step ran on scales calibrated by the first: none is a prior any more (the norm outputs' slots serve
+    # FP8 weight gradients alone).
+    used = [s for name, (s, _) in scales.items() if fp8_wgrad or not name.startswith("o_")]
+    assert all(s != 1.0 for s in used) and h_scales[0] != 1.0
 
     x = x0.clone().requires_grad_()
-    x2_ref = ref.fp8_decoder_layer(layer, x, pos, SEQ, h_scales, scales)
+    x2_ref = ref.fp8_decoder_layer(layer, x, pos, SEQ, h_scales, scales, fp8_wgrad)
     grads_ref = torch.autograd.grad(x2_ref, [x, layer.w_qkv, layer.w_o, layer.w_gate_up, layer.w_down,
                                              layer.attn_norm, layer.mlp_norm], dy)
     assert rel(x2, x2_ref) < 0.06
@@ -164,6 +170,42 @@ def test_an_unknown_recipe_is_an_error_that_names_the_recipes():
             make()
 
 
+def test_fp8_weight_gradients_need_tensorwise_and_tokens_in_sixteens():
+    for recipe in ("rowwise", "blockwise", None):
+        with pytest.raises(ValueError, match="fp8='tensorwise' only"):
+            ct.LlamaDecoderLayer(D, HEADS, FFN, dtype=torch.float64, fp8=recipe, fp8_wgrad=True)
+    layer = make_layer(fp8_wgrad=True)
+    x0, pos, next_gamma, _ = inputs()
+    m = 12  # not a multiple of 16
+    entry = fp8.Fp8Scaling({"h": "e4m3"})
+    entry.update(m)
+    h, rstd, _ = torch.ops.coda.rms_stats_fp8(x0[:m], layer.attn_norm.detach(), EPS, entry.inv_scale("h"))
+    with pytest.raises(ValueError, match="M = 12 tokens is not a multiple of 16"):
+        layer(x0[:m], h, rstd, next_gamma, pos[:m], 6, entry.scale("h"))
+
+
+@pytest.mark.parametrize("fp8_wgrad", [False, True])
+def test_model_in_fp8_with_either_weight_gradient_trains(fp8_wgrad):
+    torch.manual_seed(0)
+    kw = dict(vocab=64, d=D, n_layers=2, n_heads=HEADS, ffn=FFN, dtype=torch.float64)
+    model = ct.LlamaModel(**kw, fp8="tensorwise", fp8_wgrad=fp8_wgrad, fp32_grad_accumulation=fp8_wgrad)
+    tokens = torch.randint(0, 64, (BATCH, SEQ), generator=torch.Generator().manual_seed(5))
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    losses = []
+    for _ in range(8):
+        opt.zero_grad()
+        loss = model(tokens, tokens)
+        loss.backward()
+        if fp8_wgrad:  # the weight gradients were added into main_grad (wgrad_fp8_accumulate): hand them to AdamW
+            for p in model.parameters():
+                if hasattr(p, "main_grad"):
+                    p.grad = p.main_grad.to(p.dtype)
+                    p.main_grad.zero_()
+        opt.step()
+        losses.append(loss.item())
+    assert losses[-1] < losses[0] - 0.3
+
+
 def test_layer_needs_its_input_scale_and_e4m3_h():
     layer = make_layer()
     x0, pos, next_gamma, _ = inputs()
@@ -198,17 +240,18 @@ def test_hugging_face_llama_in_fp8():
 GPU = dict(d=256, heads=4, ffn=512, seq=128, batch=2)
 
 
-def gpu_layer(attention, recipe="tensorwise"):
+def gpu_layer(attention, recipe="tensorwise", fp8_wgrad=False):
     torch.manual_seed(0)
     return ct.LlamaDecoderLayer(GPU["d"], GPU["heads"], GPU["ffn"], eps=EPS, attention=attention, device="cuda",
-                                fp8=recipe)
+                                fp8=recipe, fp8_wgrad=fp8_wgrad)
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("fp8_wgrad", [False, True])
 @pytest.mark.parametrize("attention", ["sdpa", "none"])
-def test_layer_on_the_gpu_matches_the_recipe_emulated(attention, poison):
+def test_layer_on_the_gpu_matches_the_recipe_emulated(attention, fp8_wgrad, poison):
     d, seq, m = GPU["d"], GPU["seq"], GPU["seq"] * GPU["batch"]
-    layer = gpu_layer(attention)
+    layer = gpu_layer(attention, fp8_wgrad=fp8_wgrad)
     g = torch.Generator(device="cuda").manual_seed(1)
     x0 = torch.randn(m, d, device="cuda", generator=g).bfloat16()
     dy = (torch.randn(m, d, device="cuda", generator=g) / m).bfloat16()
@@ -229,7 +272,7 @@ def test_layer_on_the_gpu_matches_the_recipe_emulated(attention, poison):
     ref_layer = copy_to_float(layer)
     xr = x0.float().requires_grad_()
     x2_ref = ref.fp8_decoder_layer(ref_layer, xr, pos, seq, (float(entry.scale("h")), float(entry.inv_scale("h"))),
-                                   scales)
+                                   scales, fp8_wgrad)
     ref_params = [ref_layer.w_qkv, ref_layer.w_o, ref_layer.w_gate_up, ref_layer.w_down, ref_layer.attn_norm,
                   ref_layer.mlp_norm]
     grads_ref = torch.autograd.grad(x2_ref, [xr] + ref_params, dy.float())

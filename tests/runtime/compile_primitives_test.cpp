@@ -3,6 +3,8 @@
 // and on sm_90a also the Hopper mainloop with every named config.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "cache/kernel_cache.hpp"
@@ -348,6 +350,16 @@ TEST_CASE("every FP8 block epilogue compiles for sm_90a without spills", "[compi
     for (const Graph& g : graphs) {
         if (g.domain() != Domain::Gemm) {
             require_compiles_without_spills(g, "sm_90a", cache, std::nullopt);
+            continue;
+        }
+        const bool transposed = std::any_of(g.nodes().begin(), g.nodes().end(),
+                                            [](const Node& n) { return n.op == Op::StoreTransposed; });
+        if (transposed) {  // their default, cooperative 128 x 128 (the other tiles spill them), and its direct variant
+            HopperConfig tile = *hopper_mainloop().default_config(g, ProblemShape{}).hopper();
+            CHECK(tile == HopperConfig{128, 128, 6, Schedule::Cooperative, 1});
+            require_compiles_without_spills(g, "sm_90a", cache, tile);
+            tile.direct = true;
+            require_compiles_without_spills(g, "sm_90a", cache, tile);
             continue;
         }
         // Every named Hopper config, and the direct variant of the default one.

@@ -287,6 +287,14 @@ void bind_blocks(nb::module_& m) {
     b.def("rmsnorm_backward_residual_fp8_bf16_dx", &blocks::rmsnorm_backward_residual_fp8_bf16_dx,
           "spec"_a = fp8_backward_spec);
     b.def("rope_backward_from_output_fp8", &blocks::rope_backward_from_output_fp8);
+    b.def("quantize_e4m3_t", &blocks::quantize_e4m3_t);
+    b.def("quantize_e5m2_t", &blocks::quantize_e5m2_t);
+    b.def("swiglu_backward_fp8_t", &blocks::swiglu_backward_fp8_t, "spec"_a = fp8_backward_spec);
+    b.def("rmsnorm_backward_residual_fp8_t", &blocks::rmsnorm_backward_residual_fp8_t, "spec"_a = fp8_backward_spec);
+    b.def("rmsnorm_backward_residual_fp8_bf16_dx_t", &blocks::rmsnorm_backward_residual_fp8_bf16_dx_t,
+          "spec"_a = fp8_backward_spec);
+    b.def("rope_backward_from_output_fp8_t", &blocks::rope_backward_from_output_fp8_t);
+    b.def("wgrad_fp8_accumulate", &blocks::wgrad_fp8_accumulate, "spec"_a = fp8_backward_spec);
     b.def("llama_block_fp8", &blocks::llama_block_fp8, "Every FP8 graph above, forward then backward.");
     // Block-wise FP8 training: block-scaled GEMMs, scales from each row group's own amax (blocks.hpp).
     const GemmSpec blockwise_spec{DType::E4M3, Major::K, Major::K, std::nullopt, true};

@@ -58,6 +58,18 @@ def _zero_grad_fp8():
     return g
 
 
+def _zero_grad_fp8_t():
+    # _zero_grad_fp8 for FP8 weight gradients: dz in e5m2 both ways (zeros), no bf16 dz.
+    g = coda.Graph.tile("zero_grad_fp8_t")
+    zero = g.mul(g.tile_input("values", coda.bf16), g.constant(0.0), name="zero")
+    g.reduce_row(zero, coda.ReduceOp.Sum, "zdz_partials")
+    quantized = g.mul(zero, g.scalar("dz_fp8_inv_scale"), name="zero_quantized")
+    g.store(quantized, "dz_fp8", coda.e5m2)
+    g.store_transposed(quantized, "dz_fp8_t", coda.e5m2)
+    g.reduce_row(g.abs(zero, name="zero_magnitude"), coda.ReduceOp.Max, "dz_amax")
+    return g
+
+
 def scaled_mm_name(recipe: str, fp8_a: str, fp8_b: str) -> str:
     """The graph of ops_fp8.scaled_mm for `recipe` and A's and B's FP8 types: B's type is in the name only where
     it is not A's."""
@@ -92,6 +104,7 @@ _LOCAL = {
     "wgrad_accumulate": _wgrad_accumulate,
     "zero_grad": _zero_grad,
     "zero_grad_fp8": _zero_grad_fp8,
+    "zero_grad_fp8_t": _zero_grad_fp8_t,
     **{scaled_mm_name(recipe, fp8_a, fp8_b): _scaled_mm(recipe, fp8_a, fp8_b)
        for recipe in ("tensorwise", "rowwise", "blockwise") for fp8_a in ("e4m3", "e5m2") for fp8_b in ("e4m3", "e5m2")},
 }
@@ -227,7 +240,8 @@ def _placeholder_partials(name: str, partials: str, m: int, n: int, device) -> t
 
 def _accumulate_sinks(name: str) -> tuple[str, ...]:
     # Which outputs of a graph are read before they are written (accumulate sinks).
-    return {"wgrad_accumulate": ("D",), "rmsnorm_backward": ("dx_residual",)}.get(name, ())
+    return {"wgrad_accumulate": ("D",), "wgrad_fp8_accumulate": ("D",), "rmsnorm_backward": ("dx_residual",)}.get(
+        name, ())
 
 
 def row_tiles(n: int, bn: int = 128) -> int:

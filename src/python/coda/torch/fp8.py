@@ -34,10 +34,13 @@ SMALLEST_SCALE = 2.0 ** -126
 SCALE, INV_SCALE, AMAX = 0, 1, 2
 
 
-def check_recipe(recipe) -> None:
-    """None (bf16) or one of RECIPES, else a ValueError."""
+def check_recipe(recipe, fp8_wgrad: bool = False) -> None:
+    """None (bf16) or one of RECIPES, and FP8 weight gradients only with "tensorwise"; else a ValueError."""
     if recipe is not None and recipe not in RECIPES:
         raise ValueError(f"coda.torch: fp8 must be None or one of {RECIPES}, got {recipe!r}")
+    if fp8_wgrad and recipe != "tensorwise":
+        raise ValueError(f"coda.torch: fp8_wgrad (FP8 weight gradients) is there for fp8='tensorwise' only, got "
+                         f"fp8={recipe!r}; the other recipes keep the weight gradients in bf16")
 
 
 class Fp8Scaling(nn.Module):
@@ -119,14 +122,18 @@ def record_amax(partials: Sequence[Tensor], amax: Tensor, slot: int) -> None:
     amax[slot].copy_(torch.maximum(amax[slot], found.to(amax.dtype)))
 
 
-def quantize(x: Tensor, fmt: str, inv_scale: Tensor, amax: Tensor, slot: int) -> Tensor:
-    """x in FP8, multiplied by inv_scale (coda.blocks.quantize_e4m3 or quantize_e5m2), recording x's amax in amax[slot]."""
+def quantize(x: Tensor, fmt: str, inv_scale: Tensor, amax: Tensor, slot: int, transposed: bool = False):
+    """x in FP8, multiplied by inv_scale (coda.blocks.quantize_e4m3 or quantize_e5m2), recording x's amax in amax[slot].
+    With `transposed`, (x_fp8, its transpose [N x M]: a weight gradient's operand; quantize_e4m3_t / _e5m2_t)."""
     m, n = x.shape
     out = torch.empty(m, n, dtype=FORMATS[fmt], device=x.device)
-    parts = run(f"quantize_{fmt}", {"x": x, "x_fp8_inv_scale": inv_scale}, {"x_fp8": out}, m, n,
-                partials=("x_amax",))
+    outs = {"x_fp8": out}
+    if transposed:
+        outs["x_fp8_t"] = torch.empty(n, m, dtype=FORMATS[fmt], device=x.device)
+    parts = run(f"quantize_{fmt}_t" if transposed else f"quantize_{fmt}", {"x": x, "x_fp8_inv_scale": inv_scale}, outs,
+                m, n, partials=("x_amax",))
     record_amax([parts["x_amax"]], amax, slot)
-    return out
+    return (out, outs["x_fp8_t"]) if transposed else out
 
 
 def quantize_weight(w: Tensor) -> tuple[Tensor, Tensor, Tensor]:

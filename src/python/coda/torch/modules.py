@@ -91,6 +91,9 @@ class LlamaDecoderLayer(nn.Module):
     forward((x, h, rstd), next_gamma, pos, seq_len, h_scale, fp8_out) -> (x, h, rstd, h_scale), h in e4m3 where
     fp8_out (else bf16, for a bf16 LM head). The delayed scales (self.fp8, an Fp8Scaling) move on at each forward:
     run each step's forward once (no activation checkpointing). fp8_history: the steps of amax they look back on.
+    fp8_wgrad=True (tensorwise only): the weight gradients too run in FP8 (e5m2 gradients x e4m3 activations, from
+    transposed copies the epilogues write; tokens a multiple of 16), as torchao's tensorwise recipe has them; by
+    default they stay bf16.
 
     fp8="blockwise": the same on block-scaled GEMMs (ops_fp8_blockwise; DeepSeek-V3's scales, e4m3 throughout): h_scale
     is then h's scales, f32 [ceil(d / 128) x M], one per row and 128 columns. Every scale comes from its own block's
@@ -103,9 +106,10 @@ class LlamaDecoderLayer(nn.Module):
     def __init__(self, d: int, n_heads: int, ffn: int, eps: float = 1e-5, rope_base: float = 10000.0,
                  attention: str = "sdpa", fp32_grad_accumulation: bool = False, device=None,
                  dtype=torch.bfloat16, n_kv_heads: Optional[int] = None, head_dim: Optional[int] = None,
-                 rope_scaling: Optional[dict] = None, fp8: Optional[str] = None, fp8_history: int = 16):
+                 rope_scaling: Optional[dict] = None, fp8: Optional[str] = None, fp8_history: int = 16,
+                 fp8_wgrad: bool = False):
         super().__init__()
-        check_recipe(fp8)
+        check_recipe(fp8, fp8_wgrad)
         n_kv_heads = n_kv_heads or n_heads
         head_dim = head_dim or (d // n_heads if d % n_heads == 0 else 0)
         if head_dim <= 0 or head_dim % 2:
@@ -126,7 +130,7 @@ class LlamaDecoderLayer(nn.Module):
         self.w_down = nn.Parameter(torch.empty(d, ffn, **kw))
         self.register_buffer("theta", rope_theta(d, n_heads, rope_base, device, n_kv_heads, rope_scaling, head_dim),
                              persistent=False)
-        self.fp8_recipe = fp8
+        self.fp8_recipe, self.fp8_wgrad = fp8, fp8_wgrad
         self.fp8 = Fp8Scaling(ops_fp8_layer.SLOTS, fp8_history, device) if fp8 == "tensorwise" else None
         self.reset_parameters()
         if fp32_grad_accumulation:
@@ -167,7 +171,7 @@ class LlamaDecoderLayer(nn.Module):
             x2, h2, rstd2, amax, *_ = torch.ops.coda.decoder_layer_fp8(
                 x, h, h_scale, rstd, self.attn_norm, self.w_qkv, self.w_o, self.mlp_norm, self.w_gate_up, self.w_down,
                 next_gamma, pos, self.theta, self.fp8.state, self.eps, self.n_heads, seq_len, self.attention, fp8_out,
-                *buffers)
+                self.fp8_wgrad, *buffers)
             self.fp8.record(amax)
             return x2, h2, rstd2, self.fp8.scale("h_next")
         x1, h1, rstd1, *_ = torch.ops.coda.attention_block(
@@ -217,8 +221,8 @@ class LlamaModel(nn.Module):
     cross-entropy; tokens and labels [batch x seq]. Train it with any torch optimizer. store_logits=False: the
     LM head keeps no logits (LlamaLMHead).
 
-    n_kv_heads, head_dim, rope_scaling: as LlamaDecoderLayer. tie_embeddings: the LM head reads the embedding's
-    weight; both gradients land in that one parameter (with fp32_grad_accumulation both add into its main_grad,
+    n_kv_heads, head_dim, rope_scaling, fp8, fp8_history, fp8_wgrad: as LlamaDecoderLayer. tie_embeddings: the LM
+    head reads the embedding's weight; both gradients land in that one parameter (with fp32_grad_accumulation both add into its main_grad,
     the LM head's in its weight-gradient GEMM). ignore_index: labels to skip (LlamaLMHead). shift_labels: Hugging
     Face's convention, labels are the input ids: position t is scored against labels[t + 1] and the last position
     of each sequence is skipped (needs ignore_index)."""
@@ -228,9 +232,9 @@ class LlamaModel(nn.Module):
                  store_logits: bool = True, device=None, dtype=torch.bfloat16, n_kv_heads: Optional[int] = None,
                  head_dim: Optional[int] = None, rope_scaling: Optional[dict] = None, tie_embeddings: bool = False,
                  ignore_index: Optional[int] = None, shift_labels: bool = False, fp8: Optional[str] = None,
-                 fp8_history: int = 16):
+                 fp8_history: int = 16, fp8_wgrad: bool = False):
         super().__init__()
-        check_recipe(fp8)
+        check_recipe(fp8, fp8_wgrad)
         if shift_labels and ignore_index is None:
             raise ValueError("coda.torch: shift_labels needs an ignore_index for the last position of each sequence")
         self.eps, self.fp32_grad_accumulation, self.tie_embeddings = eps, fp32_grad_accumulation, tie_embeddings
@@ -238,7 +242,7 @@ class LlamaModel(nn.Module):
         self.embed = nn.Embedding(vocab, d, device=device, dtype=dtype)
         self.layers = nn.ModuleList(
             LlamaDecoderLayer(d, n_heads, ffn, eps, rope_base, attention, fp32_grad_accumulation, device, dtype,
-                              n_kv_heads, head_dim, rope_scaling, fp8, fp8_history)
+                              n_kv_heads, head_dim, rope_scaling, fp8, fp8_history, fp8_wgrad)
             for _ in range(n_layers))
         # The embedding entry's h, the first layer's FP8 operand.
         self.fp8_recipe = fp8

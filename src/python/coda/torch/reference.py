@@ -124,40 +124,51 @@ def fp8_weight_scales(w: Tensor) -> tuple[float, float]:
 class _Fp8Gemm(torch.autograd.Function):
     """rows * (fp8(source) @ fp8(w)^T) in the forward, where `a` is what source stands for in the backward (source =
     a, or rms_norm's input times gamma where rows = rstd); the backward as the recipe: da = fp8(dy, e5m2) @ fp8(w),
-    dw = dy^T a in full precision."""
+    dw = dy^T a in full precision, or with wgrad_scales (FP8 weight gradients) fp8(dy, e5m2)^T fp8(a, e4m3) under
+    wgrad_scales."""
 
     @staticmethod
-    def forward(ctx, a, source, w, rows, a_scales, g_scales):
+    def forward(ctx, a, source, w, rows, a_scales, g_scales, wgrad_scales=None):
         w_scales = fp8_weight_scales(w)
         w_q = fp8_round(w.detach(), *w_scales, "e4m3")
         y = fp8_round(source.detach(), *a_scales, "e4m3") @ w_q.t()
         if rows is not None:
             y = rows[:, None] * y
         ctx.save_for_backward(a, w_q)
-        ctx.g_scales = g_scales
+        ctx.g_scales, ctx.wgrad_scales = g_scales, wgrad_scales
         return y
 
     @staticmethod
     def backward(ctx, dy):
         a, w_q = ctx.saved_tensors
-        return fp8_round(dy, *ctx.g_scales, "e5m2") @ w_q, None, dy.t() @ a, None, None, None
+        dy_q = fp8_round(dy, *ctx.g_scales, "e5m2")
+        if ctx.wgrad_scales is None:
+            dw = dy.t() @ a
+        else:
+            dw = dy_q.t() @ fp8_round(a.detach(), *ctx.wgrad_scales, "e4m3")
+        return dy_q @ w_q, None, dw, None, None, None, None
 
 
 def fp8_decoder_layer(layer, x: Tensor, pos: Tensor, seq_len: int, h_scales: tuple[float, float],
-                      scales: dict) -> Tensor:
+                      scales: dict, fp8_wgrad: bool = False) -> Tensor:
     """An FP8 LlamaDecoderLayer's forward (and, through autograd, backward) in eager PyTorch: h_scales = (scale,
-    inv_scale) of its input h, scales = {slot: (scale, inv_scale)} of ops_fp8_layer.SLOTS as the layer used them."""
+    inv_scale) of its input h, scales = {slot: (scale, inv_scale)} of ops_fp8_layer.SLOTS as the layer used them.
+    fp8_wgrad: the weight gradients in FP8 too, each activation under its slot's scale (o_qkv and o_mlp: the
+    normalized inputs of QKV and gate/up)."""
+    def wgrad(slot):
+        return scales[slot] if fp8_wgrad else None
+
     def normed(t, gamma):
         rstd = torch.rsqrt(t.pow(2).mean(-1) + layer.eps)
         return t * rstd[:, None] * gamma, (t * gamma).detach(), rstd.detach()
 
     u, h, rstd = normed(x, layer.attn_norm)
-    qkv = rope(_Fp8Gemm.apply(u, h, layer.w_qkv, rstd, h_scales, scales["dz_qkv"]), pos, layer.theta)
+    qkv = rope(_Fp8Gemm.apply(u, h, layer.w_qkv, rstd, h_scales, scales["dz_qkv"], wgrad("o_qkv")), pos, layer.theta)
     a = attend(qkv, layer.n_heads, seq_len, layer.attention, layer.n_kv_heads, layer.head_dim)
-    x1 = x + _Fp8Gemm.apply(a, a, layer.w_o, None, scales["attn_out"], scales["dx1"])
+    x1 = x + _Fp8Gemm.apply(a, a, layer.w_o, None, scales["attn_out"], scales["dx1"], wgrad("attn_out"))
     u1, h1, rstd1 = normed(x1, layer.mlp_norm)
-    y = swiglu(_Fp8Gemm.apply(u1, h1, layer.w_gate_up, rstd1, scales["h_mlp"], scales["dz_mlp"]))
-    return x1 + _Fp8Gemm.apply(y, y, layer.w_down, None, scales["y"], scales["dx2"])
+    y = swiglu(_Fp8Gemm.apply(u1, h1, layer.w_gate_up, rstd1, scales["h_mlp"], scales["dz_mlp"], wgrad("o_mlp")))
+    return x1 + _Fp8Gemm.apply(y, y, layer.w_down, None, scales["y"], scales["dx2"], wgrad("y"))
 
 
 # ---------------------------------------------------------------------------------------------------------
