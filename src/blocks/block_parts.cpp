@@ -38,6 +38,24 @@ void norm_backward_outputs(Graph& g, const NormBackward& v) {
     g.reduce_col(g.mul(v.d_out, v.normed, "dgamma_terms"), ReduceOp::Sum, "dgamma_partials");
 }
 
+void residual_outputs(Graph& g, Value acc, const EmitOperand& emit_h) {
+    Value residual = g.tile_input("residual", DType::BF16);
+    Value gamma = g.col_input("gamma", DType::BF16);
+    Value x1 = g.add(acc, residual, "x1_value");
+    g.store(x1, "x1", DType::BF16);
+    emit_h(g, g.mul(x1, gamma, "h_value"));
+    g.reduce_row(x1, ReduceOp::SumSq, "x1_sumsq");
+}
+
+NormBackward residual_norm_backward(Graph& g, Value d_out, const EmitOperand& emit_dx) {
+    const NormBackward v = norm_backward_values(g, d_out, "dx_norm");
+    Value dx_in = g.tile_input("dx_in", DType::BF16);
+    Value dx = g.add(v.dx, dx_in, "dx_value");
+    g.store(dx, "dx", DType::BF16);
+    if (emit_dx) emit_dx(g, dx);
+    return v;
+}
+
 Value rms_scaled(Graph& g, Value acc, const std::string& name) {
     Value rstd = g.row_input("rstd", DType::F32);
     return g.mul(acc, rstd, name);

@@ -3,6 +3,7 @@
 // unspecified, and node order is part of the canonical text and the cache key.
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include "coda/graph.hpp"
@@ -28,6 +29,17 @@ NormBackward norm_backward_values(Graph& g, Value d_out, const std::string& dx_n
 
 // The outputs every RMSNorm backward variant shares after its dx: o = n * gamma and dgamma's column partials.
 void norm_backward_outputs(Graph& g, const NormBackward& v);
+
+// How an FP8 block hands on a tensor the next GEMM reads (its recipe's quantized store), given the graph and the value.
+using EmitOperand = std::function<void(Graph&, Value)>;
+
+// out_proj's epilogue after the accumulator `acc` (its recipe's scaling done): x1 = acc + residual (stored), h = x1 *
+// gamma given to emit_h, the row partials of x1^2.
+void residual_outputs(Graph& g, Value acc, const EmitOperand& emit_h);
+
+// rmsnorm_backward_residual's dx from do = `d_out`: dx = dx_in + rstd * (do * gamma - n * s), stored in bf16 and,
+// where emit_dx is set, given to it. Returns the norm's values for the caller's o and dgamma.
+NormBackward residual_norm_backward(Graph& g, Value d_out, const EmitOperand& emit_dx);
 
 // z = rstd * acc: the row scale that completes the previous RMSNorm (DESIGN.md section 3). `acc` is the
 // accumulator, or an FP8 GEMM's accumulator times its operands' scales.

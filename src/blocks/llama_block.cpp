@@ -40,14 +40,7 @@ void cross_entropy_gradient(Graph& g, Value logits, LossScale how) {
 
 Graph out_proj(GemmSpec spec) {
     Graph g = Graph::gemm("out_proj", spec);
-    Value acc = g.accumulator();
-    Value residual = g.tile_input("residual", DType::BF16);
-    Value gamma = g.col_input("gamma", DType::BF16);
-    Value x1 = g.add(acc, residual, "x1_value");
-    g.store(x1, "x1", DType::BF16);
-    Value h = g.mul(x1, gamma, "h_value");
-    g.store(h, "h", DType::BF16);
-    g.reduce_row(x1, ReduceOp::SumSq, "x1_sumsq");
+    parts::residual_outputs(g, g.accumulator(), [](Graph& gr, Value h) { gr.store(h, "h", DType::BF16); });
     return g;
 }
 
@@ -159,10 +152,7 @@ Graph rmsnorm_backward_bf16(GemmSpec spec) {
 
 Graph rmsnorm_backward_residual(GemmSpec spec) {
     Graph g = Graph::gemm("rmsnorm_backward_residual", spec);
-    const NormBackward v = parts::norm_backward_values(g, g.accumulator("d_out"), "dx_norm");
-    Value dx_in = g.tile_input("dx_in", DType::BF16);
-    g.store(g.add(v.dx, dx_in, "dx_value"), "dx", DType::BF16);
-    norm_backward_outputs(g, v);
+    norm_backward_outputs(g, parts::residual_norm_backward(g, g.accumulator("d_out"), nullptr));
     return g;
 }
 

@@ -42,17 +42,12 @@ void store_fp8_transposed(Graph& g, Value t, const std::string& name, DType fp8)
 // out_proj's epilogue on FP8 operands, with h quantized for the next FP8 GEMM or kept in bf16.
 Graph residual_producer(const std::string& name, GemmSpec spec, bool fp8_h) {
     Graph g = Graph::gemm(name, spec);
-    Value acc = scaled_accumulator(g, "acc");
-    Value residual = g.tile_input("residual", DType::BF16);
-    Value gamma = g.col_input("gamma", DType::BF16);
-    Value x1 = g.add(acc, residual, "x1_value");
-    g.store(x1, "x1", DType::BF16);
-    Value h = g.mul(x1, gamma, "h_value");
-    if (fp8_h)
-        store_fp8_operand(g, h, "h", DType::E4M3);
-    else
-        g.store(h, "h", DType::BF16);
-    g.reduce_row(x1, ReduceOp::SumSq, "x1_sumsq");
+    parts::residual_outputs(g, scaled_accumulator(g, "acc"), [fp8_h](Graph& gr, Value h) {
+        if (fp8_h)
+            store_fp8_operand(gr, h, "h", DType::E4M3);
+        else
+            gr.store(h, "h", DType::BF16);
+    });
     return g;
 }
 
@@ -140,12 +135,9 @@ namespace {
 // rmsnorm_backward_residual on FP8 operands, with dx also quantized for the next FP8 GEMM or not.
 Graph norm_backward_residual(const std::string& name, GemmSpec spec, bool fp8_dx) {
     Graph g = Graph::gemm(name, spec);
-    const parts::NormBackward v = parts::norm_backward_values(g, scaled_accumulator(g, "d_out"), "dx_norm");
-    Value dx_in = g.tile_input("dx_in", DType::BF16);
-    Value dx = g.add(v.dx, dx_in, "dx_value");
-    g.store(dx, "dx", DType::BF16);
-    if (fp8_dx) store_fp8_operand(g, dx, "dx", DType::E5M2);
-    parts::norm_backward_outputs(g, v);
+    parts::EmitOperand emit_dx;
+    if (fp8_dx) emit_dx = [](Graph& gr, Value dx) { store_fp8_operand(gr, dx, "dx", DType::E5M2); };
+    parts::norm_backward_outputs(g, parts::residual_norm_backward(g, scaled_accumulator(g, "d_out"), emit_dx));
     return g;
 }
 
@@ -157,11 +149,9 @@ namespace {
 // fp8_dx, in e5m2 both ways; o only transposed in e4m3 under o_fp8_inv_scale, with o_amax; no bf16 o.
 Graph norm_backward_residual_t(const std::string& name, GemmSpec spec, bool fp8_dx) {
     Graph g = Graph::gemm(name, spec);
-    const parts::NormBackward v = parts::norm_backward_values(g, scaled_accumulator(g, "d_out"), "dx_norm");
-    Value dx_in = g.tile_input("dx_in", DType::BF16);
-    Value dx = g.add(v.dx, dx_in, "dx_value");
-    g.store(dx, "dx", DType::BF16);
-    if (fp8_dx) store_fp8_operand(g, dx, "dx", DType::E5M2, true);
+    parts::EmitOperand emit_dx;
+    if (fp8_dx) emit_dx = [](Graph& gr, Value dx) { store_fp8_operand(gr, dx, "dx", DType::E5M2, true); };
+    const parts::NormBackward v = parts::residual_norm_backward(g, scaled_accumulator(g, "d_out"), emit_dx);
     store_fp8_transposed(g, g.mul(v.normed, v.gamma, "o_value"), "o", DType::E4M3);
     g.reduce_col(g.mul(v.d_out, v.normed, "dgamma_terms"), ReduceOp::Sum, "dgamma_partials");
     return g;

@@ -28,17 +28,12 @@ namespace {
 // out_proj's epilogue on a block-scaled GEMM, with h quantized by row group for the next one or kept in bf16.
 Graph residual_producer(const std::string& name, GemmSpec spec, bool fp8_h) {
     Graph g = Graph::gemm(name, spec);
-    Value acc = g.accumulator("acc");
-    Value residual = g.tile_input("residual", DType::BF16);
-    Value gamma = g.col_input("gamma", DType::BF16);
-    Value x1 = g.add(acc, residual, "x1_value");
-    g.store(x1, "x1", DType::BF16);
-    Value h = g.mul(x1, gamma, "h_value");
-    if (fp8_h)
-        parts::store_fp8_grouped(g, h, "h");
-    else
-        g.store(h, "h", DType::BF16);
-    g.reduce_row(x1, ReduceOp::SumSq, "x1_sumsq");
+    parts::residual_outputs(g, g.accumulator("acc"), [fp8_h](Graph& gr, Value h) {
+        if (fp8_h)
+            parts::store_fp8_grouped(gr, h, "h");
+        else
+            gr.store(h, "h", DType::BF16);
+    });
     return g;
 }
 
@@ -73,12 +68,9 @@ namespace {
 // rmsnorm_backward_residual on a block-scaled GEMM, with dx also quantized by row group for the next one or not.
 Graph norm_backward_residual(const std::string& name, GemmSpec spec, bool fp8_dx) {
     Graph g = Graph::gemm(name, spec);
-    const parts::NormBackward v = parts::norm_backward_values(g, g.accumulator("d_out"), "dx_norm");
-    Value dx_in = g.tile_input("dx_in", DType::BF16);
-    Value dx = g.add(v.dx, dx_in, "dx_value");
-    g.store(dx, "dx", DType::BF16);
-    if (fp8_dx) parts::store_fp8_grouped(g, dx, "dx");
-    parts::norm_backward_outputs(g, v);
+    parts::EmitOperand emit_dx;
+    if (fp8_dx) emit_dx = [](Graph& gr, Value dx) { parts::store_fp8_grouped(gr, dx, "dx"); };
+    parts::norm_backward_outputs(g, parts::residual_norm_backward(g, g.accumulator("d_out"), emit_dx));
     return g;
 }
 

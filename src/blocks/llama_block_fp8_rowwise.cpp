@@ -37,29 +37,21 @@ Graph quantize_rows(const std::string& name, bool gamma) {
 // out_proj's epilogue on row-wise FP8 operands, with h's row amax for its quantization or h stored in bf16.
 Graph residual_producer(const std::string& name, GemmSpec spec, bool fp8_h) {
     Graph g = Graph::gemm(name, spec);
-    Value acc = rowwise_accumulator(g, "acc");
-    Value residual = g.tile_input("residual", DType::BF16);
-    Value gamma = g.col_input("gamma", DType::BF16);
-    Value x1 = g.add(acc, residual, "x1_value");
-    g.store(x1, "x1", DType::BF16);
-    Value h = g.mul(x1, gamma, "h_value");
-    if (fp8_h)
-        row_amax(g, h, "h");
-    else
-        g.store(h, "h", DType::BF16);
-    g.reduce_row(x1, ReduceOp::SumSq, "x1_sumsq");
+    parts::residual_outputs(g, rowwise_accumulator(g, "acc"), [fp8_h](Graph& gr, Value h) {
+        if (fp8_h)
+            row_amax(gr, h, "h");
+        else
+            gr.store(h, "h", DType::BF16);
+    });
     return g;
 }
 
 // rmsnorm_backward_residual on row-wise FP8 operands, with dx's row amax or not.
 Graph norm_backward_residual(const std::string& name, GemmSpec spec, bool fp8_dx) {
     Graph g = Graph::gemm(name, spec);
-    const parts::NormBackward v = parts::norm_backward_values(g, rowwise_accumulator(g, "d_out"), "dx_norm");
-    Value dx_in = g.tile_input("dx_in", DType::BF16);
-    Value dx = g.add(v.dx, dx_in, "dx_value");
-    g.store(dx, "dx", DType::BF16);
-    if (fp8_dx) row_amax(g, dx, "dx");
-    parts::norm_backward_outputs(g, v);
+    parts::EmitOperand emit_dx;
+    if (fp8_dx) emit_dx = [](Graph& gr, Value dx) { row_amax(gr, dx, "dx"); };
+    parts::norm_backward_outputs(g, parts::residual_norm_backward(g, rowwise_accumulator(g, "d_out"), emit_dx));
     return g;
 }
 

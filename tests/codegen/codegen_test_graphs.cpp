@@ -109,6 +109,10 @@ std::optional<Graph> graph_using(Op op, Domain d, Width w) {
         case OpCategory::Sink:
             switch (op) {
                 case Op::Store: g.store(x, "out", DType::F16); return g;
+                case Op::StoreTransposed:
+                    if (finalize) return std::nullopt;  // a tile's columns by rows
+                    g.store_transposed(x, "out", DType::F16);
+                    return g;
                 case Op::Accumulate: g.accumulate(x, "out", DType::BF16); return g;
                 case Op::ReduceRow:
                 case Op::ReduceCol:

@@ -53,20 +53,23 @@ bool on_hopper() {
 }
 
 // Every build checked against the reference at every shape (compiled already: warm_in_parallel), seeds from `seed`
-// on in that order; returns the next seed.
+// on in that order; returns the next seed. tile_pad: elements of padding after each tile tensor's rows, which must
+// survive.
 struct Shape {
     std::int64_t m, n, k;
+    std::int64_t tile_pad = 0;
 };
 std::uint64_t check_at_shapes(const std::vector<Build>& builds, const std::vector<Shape>& shapes, std::uint64_t seed) {
     for (const Build& b : builds)
         for (const Shape& s : shapes) {
             INFO("graph " << b.graph.name() << " config " << b.options.config->to_text()
-                          << fmt::format(" M={} N={} K={}", s.m, s.n, s.k));
+                          << fmt::format(" M={} N={} K={} tile_pad={}", s.m, s.n, s.k, s.tile_pad));
             const Kernel kernel = Runtime::instance().compile(b.graph, b.options);
             verify::CheckProblem p;
             p.m = s.m;
             p.n = s.n;
             p.k = s.k;
+            p.tile_pad = s.tile_pad;
             p.seed = seed++;
             require_pass(verify::check_on_device(kernel, p));
         }
@@ -171,22 +174,8 @@ TEST_CASE("store_transposed: epilogues and tile programs write N x M copies that
         for (DType fp8 : {DType::E4M3, DType::E5M2})
             builds.push_back({transposing_graph(Domain::Gemm, fp8), options_for(config)});
     warm_in_parallel(builds);
-    std::uint64_t seed = 1100;
-    for (const Build& b : builds) {
-        const Kernel kernel = Runtime::instance().compile(b.graph, b.options);
-        // Ragged M and N (the last tile's rows and columns cut), and a padded output row that must survive.
-        for (const auto& [m, n, k, pad] : {std::tuple<int, int, int, int>{300, 272, 200, 0}, {129, 130, 64, 16}}) {
-            INFO("graph " << b.graph.name() << " config " << b.options.config->to_text()
-                          << fmt::format(" M={} N={} K={} pad={}", m, n, k, pad));
-            verify::CheckProblem p;
-            p.m = m;
-            p.n = n;
-            p.k = k;
-            p.tile_pad = pad;
-            p.seed = seed++;
-            require_pass(verify::check_on_device(kernel, p));
-        }
-    }
+    // Ragged M and N (the last tile's rows and columns cut), and a padded output row that must survive.
+    std::uint64_t seed = check_at_shapes(builds, {{300, 272, 200}, {129, 130, 64, 16}}, 1100);
     for (DType fp8 : {DType::E4M3, DType::E5M2})
         for (const auto& [m, n] : {std::pair<std::int64_t, std::int64_t>{257, 1000}, {64, 130}}) {
             verify::CheckProblem p;
@@ -227,22 +216,8 @@ TEST_CASE("FP8 tile tensors: epilogues that write them and tile programs that re
         for (DType fp8 : {DType::E4M3, DType::E5M2})
             builds.push_back({quantizing_epilogue(fp8, GemmSpec{DType::BF16, Major::K, Major::MN}), options_for(config)});
     warm_in_parallel(builds);
-    std::uint64_t seed = 900;
-    for (const Build& b : builds) {
-        const Kernel kernel = Runtime::instance().compile(b.graph, b.options);
-        // Odd M and N, K past whole k-tiles; and a padded output row (tile_pad) that must survive.
-        for (const auto& [m, n, k, pad] : {std::tuple<int, int, int, int>{300, 272, 200, 0}, {1000, 1024, 512, 16}}) {
-            INFO("graph " << b.graph.name() << " config " << b.options.config->to_text()
-                          << fmt::format(" M={} N={} K={} tile_pad={}", m, n, k, pad));
-            verify::CheckProblem p;
-            p.m = m;
-            p.n = n;
-            p.k = k;
-            p.tile_pad = pad;
-            p.seed = seed++;
-            require_pass(verify::check_on_device(kernel, p));
-        }
-    }
+    // Odd M and N, K past whole k-tiles; and a padded output row (tile_pad) that must survive.
+    std::uint64_t seed = check_at_shapes(builds, {{300, 272, 200}, {1000, 1024, 512, 16}}, 900);
     const Kernel reader = Runtime::instance().compile(fp8_reading_program());
     for (const auto& [m, n] : {std::pair<int, int>{300, 272}, {2048, 4096}}) {
         INFO(fmt::format("fp8_read M={} N={}", m, n));

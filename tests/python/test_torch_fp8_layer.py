@@ -20,6 +20,7 @@ torch = pytest.importorskip("torch")
 import coda.torch as ct  # noqa: E402
 from coda.torch import fp8, ops_fp8_layer  # noqa: E402
 from coda.torch import reference as ref  # noqa: E402
+from fp8_training import train_side_by_side  # noqa: E402
 
 D, HEADS, FFN, SEQ, BATCH, EPS = 32, 2, 40, 8, 2, 1e-5
 M = SEQ * BATCH
@@ -126,16 +127,7 @@ def test_model_in_fp8_tracks_bf16_and_trains():
     base.load_state_dict(model.state_dict(), strict=False)  # less the FP8 scales
     tokens = torch.randint(0, 64, (BATCH, SEQ), generator=torch.Generator().manual_seed(5))
     labels = torch.randint(0, 64, (BATCH, SEQ), generator=torch.Generator().manual_seed(6))
-    losses = {}
-    for name, m in (("fp8", model), ("bf16", base)):
-        opt = torch.optim.AdamW(m.parameters(), lr=3e-3)
-        losses[name] = []
-        for _ in range(12):
-            opt.zero_grad()
-            loss = m(tokens, labels)
-            loss.backward()
-            opt.step()
-            losses[name].append(loss.item())
+    losses = train_side_by_side({"fp8": model, "bf16": base}, tokens, labels, 3e-3, 12, torch.optim.AdamW)
     assert losses["fp8"][-1] < losses["fp8"][0] - 0.3  # it learns (the same batch, memorized)
     for a, b in zip(losses["fp8"], losses["bf16"]):
         assert abs(a - b) < 0.05 * b
@@ -291,25 +283,17 @@ def copy_to_float(layer):
 
 
 @pytest.mark.gpu
-def test_model_in_fp8_on_the_gpu_tracks_bf16():
+@pytest.mark.parametrize("recipe", ["tensorwise", "rowwise", "blockwise"])
+def test_model_in_fp8_on_the_gpu_tracks_bf16(recipe):
     kw = dict(vocab=512, d=GPU["d"], n_layers=2, n_heads=GPU["heads"], ffn=GPU["ffn"], device="cuda")
     torch.manual_seed(0)
-    model = ct.LlamaModel(**kw, fp8="tensorwise")
+    model = ct.LlamaModel(**kw, fp8=recipe)
     base = ct.LlamaModel(**kw)
     base.load_state_dict(model.state_dict(), strict=False)
     g = torch.Generator(device="cuda").manual_seed(2)
     tokens = torch.randint(0, 512, (GPU["batch"], GPU["seq"]), device="cuda", generator=g)
     labels = torch.randint(0, 512, (GPU["batch"], GPU["seq"]), device="cuda", generator=g)
-    losses = {}
-    for name, m in (("fp8", model), ("bf16", base)):
-        opt = torch.optim.AdamW(m.parameters(), lr=1e-3)
-        losses[name] = []
-        for _ in range(10):
-            opt.zero_grad()
-            loss = m(tokens, labels)
-            loss.backward()
-            opt.step()
-            losses[name].append(loss.item())
+    losses = train_side_by_side({"fp8": model, "bf16": base}, tokens, labels, 1e-3, 10, torch.optim.AdamW)
     assert losses["fp8"][-1] < losses["fp8"][0] - 0.3
     for a, b in zip(losses["fp8"], losses["bf16"]):
         assert abs(a - b) < 0.03 * b

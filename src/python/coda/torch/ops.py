@@ -89,6 +89,19 @@ def _attention_input(qkv: Tensor, out: Tensor, widths: _Widths, attention: str) 
     return qkv[:, widths.q + widths.kv:] if attention == "none" else _attention.rows(out)
 
 
+def _attention_gradient_blocks(da: Tensor, qkv: Tensor, out: Tensor, lse: Tensor, seed: Tensor, offset: Tensor,
+                               widths: _Widths, seq_len: int, n_heads: int, attention: str) -> list:
+    """The gradient of each column block of qkv (Q, K, V), with its width, from da, the gradient of attention's
+    output: SDPA's backward, or for the attention-free stand-in a = v + 0 * (q + k), None (zero) for Q and K and da
+    for V. RoPE's backward (_steps.rope_backward) reads them where they are."""
+    if attention == "none":
+        return [(None, widths.q), (None, widths.kv), (da, widths.kv)]
+    m = qkv.shape[0]
+    q, k, v = _qkv_heads(qkv, widths, seq_len)
+    grads = _attention.backward(_attention.heads(da, m // seq_len, seq_len, n_heads), q, k, v, out, lse, seed, offset)
+    return [(_attention.rows(g), w) for g, (_, w) in zip(grads, widths.blocks())]
+
+
 def _attention_forward(qkv: Tensor, widths: _Widths, seq_len: int, attention: str):
     if attention == "none":  # four distinct tensors: a custom op's outputs may not alias each other
         if widths.kv != widths.q:
@@ -140,13 +153,7 @@ def attention_block_backward(dx1: Tensor, x: Tensor, rstd: Tensor, attn_norm: Te
     dx1 = dx1.contiguous()
     da = _steps.dgrad(dx1, w_o)
     dw_o = _steps.wgrad(dx1, _attention_input(qkv, out, widths, attention), w_o_grad)
-    if attention == "none":  # a = v + 0 * (q + k)
-        blocks = [(None, widths.q), (None, widths.kv), (da, widths.kv)]
-    else:
-        q, k, v = _qkv_heads(qkv, widths, seq_len)
-        grads = _attention.backward(_attention.heads(da, m // seq_len, seq_len, n_heads), q, k, v, out, lse, seed,
-                                    offset)
-        blocks = [(_attention.rows(g), w) for g, (_, w) in zip(grads, widths.blocks())]
+    blocks = _attention_gradient_blocks(da, qkv, out, lse, seed, offset, widths, seq_len, n_heads, attention)
     dz, parts = _steps.rope_backward(blocks, qkv, pos, theta)
     s = _steps.s_factor(parts, m, d, x)
     # x feeds the norm (through h, rstd) and the residual add: dx1 joins the norm's gradient in the epilogue.

@@ -21,9 +21,10 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from coda.torch import _attention, _steps
+from coda.torch import _steps
 from coda.torch import ops as _ops
 from coda.torch._kernels import run
+from coda.torch._fp8_layers import register_stateless
 from coda.torch._register import fake, no_gradient
 from coda.torch.fp8 import BLOCK, FORMATS, quantize_blockwise, quantize_weight_blockwise
 
@@ -173,13 +174,7 @@ def decoder_layer_fp8_blockwise_backward(
     run("dgrad_fp8_blockwise", {"A": dx1_fp8, "B": t_o.t(), "A_scale": dx1_scale, "B_scale": ts_o}, {"D": da},
         m, widths.q, d)
     dw_o = _steps.wgrad(dx1, _ops._attention_input(qkv, out, widths, attention), w_o_grad)
-    if attention == "none":  # a = v + 0 * (q + k)
-        blocks = [(None, widths.q), (None, widths.kv), (da, widths.kv)]
-    else:
-        q, k, v = _ops._qkv_heads(qkv, widths, seq_len)
-        grads = _attention.backward(_attention.heads(da, m // seq_len, seq_len, n_heads), q, k, v, out, lse, seed,
-                                    offset)
-        blocks = [(_attention.rows(g), w) for g, (_, w) in zip(grads, widths.blocks())]
+    blocks = _ops._attention_gradient_blocks(da, qkv, out, lse, seed, offset, widths, seq_len, n_heads, attention)
     dzq, zdz = _steps.rope_backward(blocks, qkv, pos, theta)
     dzq_fp8, dzq_scale = quantize_blockwise(dzq)
     s = _steps.s_factor(zdz, m, d, x)
@@ -189,47 +184,7 @@ def decoder_layer_fp8_blockwise_backward(
     return dx, d_attn_norm, d_mlp_norm, dw_qkv, dw_o, dw_gate_up, dw_down
 
 
-def _weight_grad_like(x: Tensor, t: Tensor, buffer: Optional[Tensor]) -> Tensor:
-    # A weight's gradient, given its transposed FP8 copy t [K x N]: [N x K] in the activations' dtype.
-    return x.new_empty(0) if buffer is not None else x.new_empty(t.shape[1], t.shape[0])
-
-
-@fake(decoder_layer_fp8_blockwise_backward)
-def _(dx2, x, rstd, attn_norm, mlp_norm, pos, theta, qkv, out, lse, seed, offset, x1, rstd1, z, t_qkv, ts_qkv, t_o,
-      ts_o, t_gu, ts_gu, t_d, ts_d, n_heads, seq_len, attention, w_qkv_grad, w_o_grad, w_gate_up_grad, w_down_grad):
-    grads = [_weight_grad_like(x, t, b)
-             for t, b in ((t_qkv, w_qkv_grad), (t_o, w_o_grad), (t_gu, w_gate_up_grad), (t_d, w_down_grad))]
-    return (torch.empty_like(x), torch.empty_like(attn_norm), torch.empty_like(mlp_norm), *grads)
-
-
-def _setup(ctx, inputs, output):
-    (x, h, h_scale, rstd, attn_norm, w_qkv, w_o, mlp_norm, w_gate_up, w_down, next_gamma, pos, theta, eps,
-     n_heads, seq_len, attention, fp8_out, *buffers) = inputs
-    ctx.n_heads, ctx.seq_len, ctx.attention = n_heads, seq_len, attention
-    ctx.save_for_backward(x, rstd, attn_norm, mlp_norm, pos, theta, *output[4:], *buffers)
-    ctx.weight_dtypes = tuple(w.dtype for w in (w_qkv, w_o, w_gate_up, w_down))
-    no_gradient(ctx, *output[1:])
-
-
-_INPUTS = 22  # decoder_layer_fp8_blockwise's arguments
-
-
-def _grad(ctx, dx2, *no_grads):
-    if dx2 is None:  # x2 reached no loss
-        return (None,) * _INPUTS
-    saved = ctx.saved_tensors
-    x, rstd, attn_norm, mlp_norm, pos, theta = saved[:6]
-    activations = saved[6:14]  # qkv, out, lse, seed, offset, x1, rstd1, z
-    weights = saved[14:22]  # each weight's transpose and its scales
-    buffers = saved[22:]
-    dx, d_attn, d_mlp, *dws = torch.ops.coda.decoder_layer_fp8_blockwise_backward(
-        dx2, x, rstd, attn_norm, mlp_norm, pos, theta, *activations, *weights, ctx.n_heads, ctx.seq_len,
-        ctx.attention, *buffers)
-    dws = [None if b is not None else dw.to(dtype) for dw, b, dtype in zip(dws, buffers, ctx.weight_dtypes)]
-    return (dx, None, None, None, d_attn, dws[0], dws[1], d_mlp, dws[2], dws[3]) + (None,) * (_INPUTS - 10)
-
-
-decoder_layer_fp8_blockwise.register_autograd(_grad, setup_context=_setup)
+register_stateless(decoder_layer_fp8_blockwise, decoder_layer_fp8_blockwise_backward)
 
 
 @torch.library.custom_op("coda::rms_stats_fp8_blockwise", mutates_args=())

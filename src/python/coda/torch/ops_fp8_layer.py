@@ -28,9 +28,10 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from coda.torch import _attention, _steps
+from coda.torch import _steps
 from coda.torch import ops as _ops
 from coda.torch._kernels import partials_rows, run
+from coda.torch._fp8_layers import weight_grad_like
 from coda.torch._register import fake, no_gradient
 from coda.torch.fp8 import AMAX, FORMATS, INV_SCALE, SCALE, quantize, quantize_weight, record_amax
 
@@ -270,13 +271,7 @@ def decoder_layer_fp8_backward(dx2: Tensor, x: Tensor, rstd: Tensor, attn_norm: 
         dw_o = _wgrad_fp8(dx1_t, a_t, "dx1", "attn_out", state, w_o_grad, x)
     else:
         dw_o = _steps.wgrad(dx1, _ops._attention_input(qkv, out, widths, attention), w_o_grad)
-    if attention == "none":  # a = v + 0 * (q + k)
-        blocks = [(None, widths.q), (None, widths.kv), (da, widths.kv)]
-    else:
-        q, k, v = _ops._qkv_heads(qkv, widths, seq_len)
-        grads = _attention.backward(_attention.heads(da, m // seq_len, seq_len, n_heads), q, k, v, out, lse, seed,
-                                    offset)
-        blocks = [(_attention.rows(g), w) for g, (_, w) in zip(grads, widths.blocks())]
+    blocks = _ops._attention_gradient_blocks(da, qkv, out, lse, seed, offset, widths, seq_len, n_heads, attention)
     dzq, dzq_fp8, zdz = _rope_backward_fp8(blocks, qkv, pos, theta, state, fp8_wgrad)
     s = _steps.s_factor(zdz, m, d, x)
     dx, o, d_attn_norm, _, _ = _norm_backward_fp8("rmsnorm_backward_residual_fp8_bf16_dx", dzq_fp8, "dz_qkv", t_qkv,
@@ -289,15 +284,10 @@ def decoder_layer_fp8_backward(dx2: Tensor, x: Tensor, rstd: Tensor, attn_norm: 
     return dx, d_attn_norm, d_mlp_norm, dw_qkv, dw_o, dw_gate_up, dw_down
 
 
-def _weight_grad_like(x: Tensor, t: Tensor, buffer: Optional[Tensor]) -> Tensor:
-    # A weight's gradient, given its transposed FP8 copy t [K x N]: [N x K] in the activations' dtype.
-    return x.new_empty(0) if buffer is not None else x.new_empty(t.shape[1], t.shape[0])
-
-
 @fake(decoder_layer_fp8_backward)
 def _(dx2, x, rstd, attn_norm, mlp_norm, pos, theta, qkv, out, lse, seed, offset, x1, rstd1, z, t_qkv, t_o, t_gu, t_d,
       w_scales, a_t, state, n_heads, seq_len, attention, fp8_wgrad, w_qkv_grad, w_o_grad, w_gate_up_grad, w_down_grad):
-    grads = [_weight_grad_like(x, t, b)
+    grads = [weight_grad_like(x, t, b)
              for t, b in ((t_qkv, w_qkv_grad), (t_o, w_o_grad), (t_gu, w_gate_up_grad), (t_d, w_down_grad))]
     return (torch.empty_like(x), torch.empty_like(attn_norm), torch.empty_like(mlp_norm), *grads)
 
