@@ -5,7 +5,9 @@
 # on PATH, also one profiled launch of each at two shapes, for instructions per output tile.
 # Writes to $OUT (default ./device-logs): coda.csv, coda.log, torch.csv, torch.log, smi.csv, identity_table.md;
 # with ncu also ncu_<coda|cublas>_<M>x<N>x<K>.csv (and .ncu-rep) and ncu.log. Prints the table.
-# With CODA_FP8=e4m3 (or e5m2): FP8 operands, coda's identity scaled per tensor against torch._scaled_mm.
+# With CODA_FP8=e4m3 (or e5m2): FP8 operands, coda's identity scaled per tensor against torch._scaled_mm; with
+# CODA_BLOCK_SCALES=1 too, coda's block-scaled identity interleaved with it (coda.log: blockwise rows and their
+# geometric mean over the per-tensor identity's time).
 # Usage: bash tools/bench_identity.sh BUILD_DIR
 set -uo pipefail
 shopt -s nullglob
@@ -21,10 +23,12 @@ fp8=${CODA_FP8:-}
 # coda's FP8 kernels launch only where this allows it until a GPU has run their tests (issue 28).
 [ -n "$fp8" ] && export CODA_EXPERIMENTAL_FP8=${CODA_EXPERIMENTAL_FP8:-1}
 fp8_args=()
+coda_args=()
 baseline=torch.matmul
 if [ -n "$fp8" ]; then
   fp8_args=(--fp8 "$fp8")
   baseline=torch._scaled_mm
+  [ "${CODA_BLOCK_SCALES:-0}" = 1 ] && coda_args=(--block-scales)
 fi
 # The GPU the benchmarks run on: CUDA's first visible device (nvidia-smi -i takes an index or a UUID).
 gpu=${CODA_SMI_GPU:-${CUDA_VISIBLE_DEVICES:-0}}
@@ -67,8 +71,9 @@ else
   echo "no nvidia-smi: no clock or power samples"
 fi
 
-echo "== coda bench gemm --shapes all --identity-only --hold-ms $hold_ms ${fp8_args[*]}"
-"$build/coda" bench gemm --shapes all --identity-only --hold-ms "$hold_ms" "${fp8_args[@]}" --csv "$out/coda.csv" 2>&1 |
+echo "== coda bench gemm --shapes all --identity-only --hold-ms $hold_ms ${fp8_args[*]} ${coda_args[*]}"
+"$build/coda" bench gemm --shapes all --identity-only --hold-ms "$hold_ms" "${fp8_args[@]}" "${coda_args[@]}" \
+  --csv "$out/coda.csv" 2>&1 |
   tee "$out/coda.log" || status=1
 
 echo "== $baseline (cuBLAS) --shapes all --hold-ms $hold_ms"

@@ -8,7 +8,8 @@
 #   regress the BF16 GPU tests of what the FP8 work touched in the Hopper templates (the block's epilogues, stream-K,
 #           the random GEMMs); their SASS at the default configs is unchanged (tools/compare_cubins.py)
 #   python  the Python GPU tests of FP8 (scaled_mm against torch._scaled_mm, block scales, the FP8 layers and models)
-#   gemm    coda's FP8 identity GEMM against torch._scaled_mm over the 12-shape set and the LLaMA shapes
+#   gemm    coda's FP8 identity GEMM against torch._scaled_mm over the 12-shape set and the LLaMA shapes, and the
+#           block-scaled identity against the per-tensor one (coda.log's blockwise rows)
 #   layer   tools/bench_block.py --fp8 at d = 4096 (LAYER_ONLY: another --only text, e.g. "fp8 layer d=2048")
 #   curve   tools/fp8_loss_curve.py, 300 steps of fp32, bf16 and FP8 (CURVE_RECIPES: the recipes, default all three)
 # Usage: bash tools/device_fp8.sh tests regress python gemm ... ; BUILD=carry/build by default.
@@ -47,7 +48,8 @@ for step in "$@"; do
     gemm)
       echo "== FP8 identity GEMM against torch._scaled_mm"
       python_setup || exit 1
-      CODA_FP8=e4m3 OUT=$out timeout 540 bash tools/bench_identity.sh "$build" > "$out/fp8_gemm.log" 2>&1 || status=1
+      CODA_FP8=e4m3 CODA_BLOCK_SCALES=1 OUT=$out timeout 540 bash tools/bench_identity.sh "$build" \
+        > "$out/fp8_gemm.log" 2>&1 || status=1
       tail -n 30 "$out/fp8_gemm.log" ;;
     layer)
       echo "== tools/bench_block.py --fp8"

@@ -46,6 +46,14 @@ Graph identity_graph(DType input = DType::BF16) {
     return g;
 }
 
+// The block-scaled identity (--block-scales): D = acc in bf16, the mainloop applying one scale per row of A and 128 k
+// and one per 128 x 128 block of B (GemmSpec::block_scales), as DeepGEMM and torch._scaled_mm's block-wise recipe.
+Graph block_scaled_identity_graph(DType input) {
+    Graph g = Graph::gemm("identity_blockwise", GemmSpec{input, Major::K, Major::K, std::nullopt, true});
+    g.store(g.accumulator(), "D", DType::BF16);
+    return g;
+}
+
 // A device buffer of random values (never zeros: zeros run faster than real data).
 DeviceBuffer random_buffer(std::mt19937_64& rng, std::size_t count, DType dtype, verify::Distribution d) {
     const auto bytes = verify::encode(verify::random_values(rng, count, dtype, d), dtype);
@@ -80,6 +88,7 @@ struct GemmOptions {
     bool identity_only = false;
     bool stream_k_ab = false;
     std::string fp8;  // e4m3 or e5m2: FP8 operands; empty: bf16
+    bool block_scales = false;  // with fp8: the block-scaled identity too, interleaved with the per-tensor one
     std::string config_text;
     std::string csv_path;
 };
@@ -160,12 +169,15 @@ int bench_gemm(const GemmOptions& given) {
     // database choose), so that no compile runs between timed launches.
     const DType input = given.fp8.empty() ? DType::BF16 : *parse_dtype(given.fp8);
     const Graph identity_g = identity_graph(input), out_proj_g = blocks::out_proj(GemmSpec{input, Major::K, Major::K});
+    const Graph blockwise_g = block_scaled_identity_graph(input);
     std::vector<const Graph*> graphs{&identity_g};
     if (with_out_proj) graphs.push_back(&out_proj_g);
+    if (given.block_scales) graphs.push_back(&blockwise_g);
     struct Kernels {
         Kernel identity;
         std::optional<Kernel> out_proj;      // none with --identity-only
         std::vector<std::int64_t> partials;  // shape of out_proj's x1_sumsq
+        std::optional<Kernel> blockwise;     // with --block-scales
     };
     std::vector<WarmJob> jobs;
     for (const ProblemShape& s : shapes)
@@ -180,7 +192,8 @@ int bench_gemm(const GemmOptions& given) {
     for (const ProblemShape& s : shapes) {
         CompileOptions options = base;
         options.shape = s;
-        Kernels kk{Runtime::instance().compile(identity_g, options), std::nullopt, {}};
+        Kernels kk{Runtime::instance().compile(identity_g, options), std::nullopt, {}, std::nullopt};
+        if (given.block_scales) kk.blockwise = Runtime::instance().compile(blockwise_g, options);
         if (with_out_proj) {
             kk.out_proj = Runtime::instance().compile(out_proj_g, options);
             kk.partials = kk.out_proj->partials_shape("x1_sumsq", s.m, s.n);
@@ -201,6 +214,18 @@ int bench_gemm(const GemmOptions& given) {
     const auto a = large_random_buffer(rng, max_mk, input, verify::Distribution::Normal);
     const auto b = large_random_buffer(rng, max_nk, input, verify::Distribution::Normal);
     const DeviceBuffer d_out(max_mn * 2);
+    // The block scales (--block-scales), sized for the largest shape's [ceil(K / 128) x M] and
+    // [ceil(N / 128) x ceil(K / 128)]: positive values around 1.
+    std::size_t max_a_scales = 0, max_b_scales = 0;
+    for (const ProblemShape& s : shapes) {
+        max_a_scales = std::max(max_a_scales, elements((s.k + 127) / 128, s.m));
+        max_b_scales = std::max(max_b_scales, elements((s.n + 127) / 128, (s.k + 127) / 128));
+    }
+    DeviceBuffer a_scales, b_scales;
+    if (given.block_scales) {
+        a_scales = random_buffer(rng, max_a_scales, DType::F32, verify::Distribution::Positive);
+        b_scales = random_buffer(rng, max_b_scales, DType::F32, verify::Distribution::Positive);
+    }
     DeviceBuffer residual, gamma, x1, h, partials;  // out_proj's; left empty with --identity-only
     if (with_out_proj) {
         residual = large_random_buffer(rng, max_mn, DType::BF16, verify::Distribution::Normal);
@@ -212,7 +237,7 @@ int bench_gemm(const GemmOptions& given) {
 
     std::printf("%-10s %6s %6s %6s %10s %9s %9s  %s\n", "epilogue", "M", "N", "K", "ms", "TFLOP/s", "/identity",
                 "config");
-    double log_ratio_sum = 0;
+    double log_ratio_sum = 0, log_blockwise_sum = 0;
     const auto report = [&](const char* epilogue, const ProblemShape& s, double ms, double vs_identity,
                             const Kernel& kernel) {
         const double tflops = 2.0 * static_cast<double>(s.m) * static_cast<double>(s.n) * static_cast<double>(s.k) /
@@ -235,6 +260,17 @@ int bench_gemm(const GemmOptions& given) {
         // --stream-k-ab: the same identity kernel without stream-K first (the reference), then with it.
         if (given.stream_k_ab)
             launches = {{&kernels[i].identity, &ia, StreamK::Never}, {&kernels[i].identity, &ia, StreamK::Always}};
+        Args ba;
+        std::size_t blockwise_at = 0;
+        if (given.block_scales) {
+            const std::int64_t kb = (s.k + 127) / 128, nb = (s.n + 127) / 128;
+            ba.bind("A", matrix(ptr(a), input, s.m, s.k)).bind("B", matrix_col_major(ptr(b), input, s.k, s.n));
+            ba.bind("D", matrix(ptr(d_out), DType::BF16, s.m, s.n));
+            ba.bind("A_scale", matrix(ptr(a_scales), DType::F32, kb, s.m))
+                .bind("B_scale", matrix(ptr(b_scales), DType::F32, nb, kb));
+            blockwise_at = launches.size();
+            launches.push_back({&*kernels[i].blockwise, &ba});
+        }
         Args oa;
         if (with_out_proj) {
             const auto& pshape = kernels[i].partials;
@@ -249,6 +285,10 @@ int bench_gemm(const GemmOptions& given) {
         const Interleaved t = interleaved_ms(launches, rounds, per_round);
         report("identity", s, t.ms[0], 0, kernels[i].identity);
         if (given.stream_k_ab) report("identity+sk", s, t.ms[1], t.vs_first[1], kernels[i].identity);
+        if (given.block_scales) {
+            report("blockwise", s, t.ms[blockwise_at], t.vs_first[blockwise_at], *kernels[i].blockwise);
+            log_blockwise_sum += std::log(t.vs_first[blockwise_at]);
+        }
         if (with_out_proj) {
             report("out_proj", s, t.ms.back(), t.vs_first.back(), *kernels[i].out_proj);
             log_ratio_sum += std::log(t.vs_first.back());
@@ -258,6 +298,10 @@ int bench_gemm(const GemmOptions& given) {
     if (with_out_proj && shapes.size() > 1)
         std::printf("out_proj / identity time, geometric mean over %s: %.3f\n", counted(shapes.size(), "shape").c_str(),
                     std::exp(log_ratio_sum / static_cast<double>(shapes.size())));
+    if (given.block_scales && shapes.size() > 1)
+        std::printf("blockwise / per-tensor identity time, geometric mean over %s: %.3f\n",
+                    counted(shapes.size(), "shape").c_str(),
+                    std::exp(log_blockwise_sum / static_cast<double>(shapes.size())));
     if (csv && !*csv) throw Error(fmt::format("bench gemm: writing the --csv file '{}' failed", csv_path));
     return 0;
 }
@@ -503,6 +547,11 @@ void add_bench(Commands& commands, CLI::App& coda) {
                     "(tools/bench_torch.py --fp8 times torch._scaled_mm the same way); default bf16")
         ->type_name("TYPE")
         ->check(CLI::IsMember({"e4m3", "e5m2"}));
+    gemm_command
+        .add_flag("--block-scales", gemm->block_scales,
+                  "also time the block-scaled identity (one scale per row of A and 128 k, one per 128 x 128 block of "
+                  "B, applied in the mainloop), interleaved with the per-tensor one: its time over theirs")
+        ->needs("--fp8");
     gemm_command.add_option("--config", gemm->config_text, "the tile config instead of the default")->type_name("TEXT");
     gemm_command.add_option("--csv", gemm->csv_path, "also write the results to this CSV file")->type_name("FILE");
 
