@@ -20,20 +20,10 @@ torch = pytest.importorskip("torch")
 import coda.torch as ct  # noqa: E402
 from coda.torch import fp8, ops_fp8_layer  # noqa: E402
 from coda.torch import reference as ref  # noqa: E402
-from fp8_training import train_side_by_side  # noqa: E402
+from fp8_support import grid, rel, train_side_by_side  # noqa: E402
 
 D, HEADS, FFN, SEQ, BATCH, EPS = 32, 2, 40, 8, 2, 1e-5
 M = SEQ * BATCH
-
-
-def grid(*shape, seed=0, scale=1.0):
-    g = torch.Generator().manual_seed(seed)
-    return torch.randint(-64, 64, shape, generator=g).double() / 64 * scale
-
-
-def rel(actual, expected):
-    actual, expected = actual.detach().double(), expected.detach().double()
-    return float((actual - expected).norm() / expected.norm().clamp_min(1e-30))
 
 
 def make_layer(attention="sdpa", recipe="tensorwise", fp8_wgrad=False, mlp_gain=1.0):

@@ -19,22 +19,12 @@ torch = pytest.importorskip("torch")
 import coda.torch as ct  # noqa: E402
 from coda.torch import fp8  # noqa: E402
 from coda.torch import reference as ref  # noqa: E402
-from fp8_training import train_side_by_side  # noqa: E402
+from fp8_support import grid, rel, train_side_by_side  # noqa: E402
 
 D, HEADS, FFN, SEQ, BATCH, EPS = 256, 2, 160, 8, 2, 1e-5
 M = SEQ * BATCH
 NAMES = ("dx", "dw_qkv", "dw_o", "dw_gate_up", "dw_down", "d_attn_norm", "d_mlp_norm")
 FINE = ("blockwise", "rowwise")  # the recipes whose scales come from each tensor's own blocks or rows: no state
-
-
-def grid(*shape, seed=0, scale=1.0):
-    g = torch.Generator().manual_seed(seed)
-    return torch.randint(-64, 64, shape, generator=g).double() / 64 * scale
-
-
-def rel(actual, expected):
-    actual, expected = actual.detach().double(), expected.detach().double()
-    return float((actual - expected).norm() / expected.norm().clamp_min(1e-30))
 
 
 def spread(t, seed, rows=4.6, cols=2.0, row_block=1):
