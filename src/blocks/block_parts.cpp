@@ -56,6 +56,15 @@ NormBackward residual_norm_backward(Graph& g, Value d_out, const EmitOperand& em
     return v;
 }
 
+Graph rope_backward_from_output(const std::string& name, const EmitOperand& emit_dz) {
+    Graph g = Graph::tile(name);
+    Value dqkv = g.tile_input("dqkv", DType::BF16);
+    emit_dz(g, rotate_pairs(g, dqkv, Rotation::Inverse));
+    Value qkv = g.tile_input("qkv", DType::BF16);
+    g.reduce_row(g.mul(qkv, dqkv, "z_dz"), ReduceOp::Sum, "zdz_partials");
+    return g;
+}
+
 Value rms_scaled(Graph& g, Value acc, const std::string& name) {
     Value rstd = g.row_input("rstd", DType::F32);
     return g.mul(acc, rstd, name);

@@ -41,6 +41,10 @@ void residual_outputs(Graph& g, Value acc, const EmitOperand& emit_h);
 // where emit_dx is set, given to it. Returns the norm's values for the caller's o and dgamma.
 NormBackward residual_norm_backward(Graph& g, Value d_out, const EmitOperand& emit_dx);
 
+// RoPE's backward as a tile program from the rotated output's gradient dqkv: dz = dqkv rotated back, given to emit_dz
+// (its stores), and the row partials of sum_j qkv * dqkv (= sum_j z * dz, RMSNorm backward's s).
+Graph rope_backward_from_output(const std::string& name, const EmitOperand& emit_dz);
+
 // z = rstd * acc: the row scale that completes the previous RMSNorm (DESIGN.md section 3). `acc` is the
 // accumulator, or an FP8 GEMM's accumulator times its operands' scales.
 Value rms_scaled(Graph& g, Value acc, const std::string& name);

@@ -175,12 +175,8 @@ Graph rope_backward() {
 // Same rotation as rope_backward; the row partials from the saved rotated output instead of the pre-RoPE z:
 // sum_j z_j dz_j = sum_j qkv_j dqkv_j, since each pair is rotated by an orthogonal matrix.
 Graph rope_backward_from_output() {
-    Graph g = Graph::tile("rope_backward_from_output");
-    Value dqkv = g.tile_input("dqkv", DType::BF16);
-    g.store(rotate_pairs(g, dqkv, Rotation::Inverse), "dz", DType::BF16);
-    Value qkv = g.tile_input("qkv", DType::BF16);
-    g.reduce_row(g.mul(qkv, dqkv, "z_dz"), ReduceOp::Sum, "zdz_partials");
-    return g;
+    return parts::rope_backward_from_output("rope_backward_from_output",
+                                            [](Graph& g, Value dz) { g.store(dz, "dz", DType::BF16); });
 }
 
 Graph rms_entry() {

@@ -176,24 +176,16 @@ Graph rmsnorm_backward_residual_fp8_bf16_dx(GemmSpec spec) {
 }
 
 Graph rope_backward_from_output_fp8() {
-    Graph g = Graph::tile("rope_backward_from_output_fp8");
-    Value dqkv = g.tile_input("dqkv", DType::BF16);
-    Value dz = parts::rotate_pairs(g, dqkv, parts::Rotation::Inverse);
-    g.store(dz, "dz", DType::BF16);
-    store_fp8_operand(g, dz, "dz", DType::E5M2);
-    Value qkv = g.tile_input("qkv", DType::BF16);
-    g.reduce_row(g.mul(qkv, dqkv, "z_dz"), ReduceOp::Sum, "zdz_partials");
-    return g;
+    return parts::rope_backward_from_output("rope_backward_from_output_fp8", [](Graph& g, Value dz) {
+        g.store(dz, "dz", DType::BF16);
+        store_fp8_operand(g, dz, "dz", DType::E5M2);
+    });
 }
 
 Graph rope_backward_from_output_fp8_t() {
-    Graph g = Graph::tile("rope_backward_from_output_fp8_t");
-    Value dqkv = g.tile_input("dqkv", DType::BF16);
-    Value dz = parts::rotate_pairs(g, dqkv, parts::Rotation::Inverse);
-    store_fp8_operand(g, dz, "dz", DType::E5M2, true);
-    Value qkv = g.tile_input("qkv", DType::BF16);
-    g.reduce_row(g.mul(qkv, dqkv, "z_dz"), ReduceOp::Sum, "zdz_partials");
-    return g;
+    return parts::rope_backward_from_output("rope_backward_from_output_fp8_t", [](Graph& g, Value dz) {
+        store_fp8_operand(g, dz, "dz", DType::E5M2, true);
+    });
 }
 
 Graph wgrad_fp8_accumulate(GemmSpec spec) {

@@ -111,14 +111,10 @@ Graph rmsnorm_backward_residual_fp8_rowwise_bf16_dx(GemmSpec spec) {
 }
 
 Graph rope_backward_from_output_fp8_rowwise() {
-    Graph g = Graph::tile("rope_backward_from_output_fp8_rowwise");
-    Value dqkv = g.tile_input("dqkv", DType::BF16);
-    Value dz = parts::rotate_pairs(g, dqkv, parts::Rotation::Inverse);
-    g.store(dz, "dz", DType::BF16);
-    row_amax(g, dz, "dz");
-    Value qkv = g.tile_input("qkv", DType::BF16);
-    g.reduce_row(g.mul(qkv, dqkv, "z_dz"), ReduceOp::Sum, "zdz_partials");
-    return g;
+    return parts::rope_backward_from_output("rope_backward_from_output_fp8_rowwise", [](Graph& g, Value dz) {
+        g.store(dz, "dz", DType::BF16);
+        row_amax(g, dz, "dz");
+    });
 }
 
 std::vector<Graph> llama_block_fp8_rowwise() {
