@@ -5,7 +5,7 @@ per output or input channel of each weight, from their own amax: row_scales, qua
 quantize_weight_rowwise; no state).
 
 Every tensor an FP8 GEMM reads has one f32 scale: A ~ scale * A_fp8. Weights are quantized at each forward from
-their current amax (dynamic scaling: they change only at the optimizer step). Activations and gradients are quantized
+their current amax (dynamic scaling: they change only at the optimizer step); inside reuse_weights() once per step. Activations and gradients are quantized
 inside the epilogue that makes them, so their scale must be known before they exist: it comes from the amax of the
 same tensor in the last `history` steps (delayed scaling), and each step records its own amax for the next ones.
 Values past scale * the format's largest saturate to it (cvt.rn.satfinite), as in Transformer Engine's recipe.
@@ -16,6 +16,8 @@ carries them through the first steps, whose scales are only priors).
 Fp8Scaling keeps the scales of a set of named tensors as one f32 buffer `state` [3 x slots]: row 0 the scales, row 1
 their reciprocals (what an epilogue multiplies by before it rounds), row 2 the amax this step recorded. coda.torch's
 FP8 ops read rows 0 and 1 on the GPU (bound as device scalars: no host sync) and write row 2."""
+import contextlib
+import functools
 from typing import Optional, Sequence
 
 import torch
@@ -122,6 +124,53 @@ def record_amax(partials: Sequence[Tensor], amax: Tensor, slot: int) -> None:
     amax[slot].copy_(torch.maximum(amax[slot], found.to(amax.dtype)))
 
 
+# reuse_weights' entries while it is open: {(function, storage, offset, shape, stride, dtype): (version, data_ptr,
+# the weight, its quantization)}; None outside it.
+_reused: Optional[dict] = None
+
+
+@contextlib.contextmanager
+def reuse_weights():
+    """Quantize each weight once while the context is open, not at each forward: for the micro-batches of one
+    optimizer step (gradient accumulation) and the forwards that activation checkpointing recomputes.
+
+        with coda.torch.fp8.reuse_weights():
+            for tokens, labels in micro_batches:
+                model(tokens, labels).backward()
+        optimizer.step()
+
+    A weight's FP8 copy, its transpose and scales are kept until the context closes. It is made again when the weight
+    changes in place (its version counter: optimizer.step inside the context, or copy_) or moves (a new storage or
+    address: FSDP2 gathering it anew). A write that bypasses the version counter (through `.data`) is not seen, so
+    step the optimizer outside the context. Contexts nest: the outermost one owns the entries."""
+    global _reused
+    outer = _reused
+    if outer is None:
+        _reused = {}
+    try:
+        yield
+    finally:
+        _reused = outer
+
+
+def _once_per_step(quantize_fn):
+    """quantize_fn(w), or inside reuse_weights() its result for the same weight at the same version."""
+    @functools.wraps(quantize_fn)
+    def quantized(w: Tensor):
+        if _reused is None:
+            return quantize_fn(w)
+        key = (quantize_fn.__name__, w.untyped_storage()._cdata, w.storage_offset(), tuple(w.shape), w.stride(),
+               w.dtype)
+        entry = _reused.get(key)
+        if entry is not None and entry[0] == w._version and entry[1] == w.data_ptr():
+            return entry[3]
+        result = quantize_fn(w)
+        # The weight stays referenced: while the entry lives, no other storage can take its address (the key).
+        _reused[key] = (w._version, w.data_ptr(), w.detach(), result)
+        return result
+    return quantized
+
+
 def quantize(x: Tensor, fmt: str, inv_scale: Tensor, amax: Tensor, slot: int, transposed: bool = False):
     """x in FP8, multiplied by inv_scale (coda.blocks.quantize_e4m3 or quantize_e5m2), recording x's amax in amax[slot].
     With `transposed`, (x_fp8, its transpose [N x M]: a weight gradient's operand; quantize_e4m3_t / _e5m2_t)."""
@@ -136,6 +185,7 @@ def quantize(x: Tensor, fmt: str, inv_scale: Tensor, amax: Tensor, slot: int, tr
     return (out, outs["x_fp8_t"]) if transposed else out
 
 
+@_once_per_step
 def quantize_weight(w: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     """A weight [N x K] in e4m3 under its current amax (scale = amax / 448): (w_fp8 [N x K], its transpose [K x N]
     row-major, for the backward's dgrad GEMMs, and the scale, 0-dim f32)."""
@@ -176,6 +226,7 @@ def weight_block_scales(w: Tensor) -> Tensor:
     return (amax * torch.tensor(1.0 / LARGEST["e4m3"], dtype=torch.float32)).clamp_min(SMALLEST_SCALE)
 
 
+@_once_per_step
 def quantize_weight_blockwise(w: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """A weight [N x K] in e4m3 with one scale per 128 x 128 block (weight_block_scales): (w_fp8 [N x K], its scales
     [ceil(N / 128) x ceil(K / 128)], the transpose [K x N] row-major and its scales [ceil(K / 128) x ceil(N / 128)], for
@@ -214,6 +265,7 @@ def quantize_rowwise(x: Tensor, inv_scale: Tensor, gamma: Optional[Tensor] = Non
     return out
 
 
+@_once_per_step
 def quantize_weight_rowwise(w: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """A weight [N x K] in e4m3 twice: with a scale per row (output channel), the forward's B, and with a scale per
     column (input channel), the dgrad's B, stored transposed [K x N] row-major. Returns (w_fp8, its row scales [N],
