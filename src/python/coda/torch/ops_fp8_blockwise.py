@@ -14,8 +14,8 @@ history and no first steps on priors:
     dx1_fp8 (from that epilogue), QKV's dgrad RoPE's backward dz (quantized by a tile program: made in its epilogue the
     rotation would be computed twice, which spills);
   - the four weight-gradient GEMMs in bf16, from the bf16 tensors stored beside the FP8 ones, as in "tensorwise".
-Weights are quantized at each forward, or once inside fp8.reuse_weights (fp8.quantize_weight_blockwise), their transposes and scales kept for the
-backward."""
+Weights are quantized at each forward, or once inside fp8.reuse_weights (fp8.quantize_weight_blockwise), their
+transposes and scales kept for the backward."""
 from typing import Optional
 
 import torch
