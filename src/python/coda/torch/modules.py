@@ -89,8 +89,9 @@ class LlamaDecoderLayer(nn.Module):
     fp8="tensorwise": the layer's forward and dgrad GEMMs run on FP8 operands (coda.torch.fp8; the weight gradients
     stay bf16), as one op (ops_fp8_layer); h arrives in e4m3 with its scale, and forward takes and returns the scale:
     forward((x, h, rstd), next_gamma, pos, seq_len, h_scale, fp8_out) -> (x, h, rstd, h_scale), h in e4m3 where
-    fp8_out (else bf16, for a bf16 LM head). The delayed scales (self.fp8, an Fp8Scaling) move on at each forward:
-    run each step's forward once (no activation checkpointing). fp8_history: the steps of amax they look back on.
+    fp8_out (else bf16, for a bf16 LM head). The delayed scales (self.fp8, an Fp8Scaling) move on at each forward,
+    but not at a forward that activation checkpointing recomputes during the backward (it reuses the first run's
+    scales). fp8_history: the steps of amax they look back on.
     fp8_wgrad=True (tensorwise only): the weight gradients too run in FP8 (e5m2 gradients x e4m3 activations, from
     transposed copies the epilogues write; tokens a multiple of 16), as torchao's tensorwise recipe has them; by
     default they stay bf16.
@@ -166,13 +167,19 @@ class LlamaDecoderLayer(nn.Module):
                 next_gamma, pos, self.theta, self.eps, self.n_heads, seq_len, self.attention, fp8_out, *buffers)
             return x2, h2, rstd2, h2_scale
         if self.fp8 is not None:
-            self.fp8.update(x.shape[0])
+            # A forward that runs inside a backward is activation checkpointing's recomputation: it must quantize
+            # with the scales the first run used, so it neither moves them on nor records its amax again. (Dynamo
+            # cannot trace the question, so under torch.compile it is not asked: checkpointing is covered in eager.)
+            recomputed = not torch.compiler.is_compiling() and torch._C._current_graph_task_id() != -1
+            if not recomputed:
+                self.fp8.update(x.shape[0])
             buffers = [_grad_buffer(w, acc, self) for w in (self.w_qkv, self.w_o, self.w_gate_up, self.w_down)]
             x2, h2, rstd2, amax, *_ = torch.ops.coda.decoder_layer_fp8(
                 x, h, h_scale, rstd, self.attn_norm, self.w_qkv, self.w_o, self.mlp_norm, self.w_gate_up, self.w_down,
                 next_gamma, pos, self.theta, self.fp8.state, self.eps, self.n_heads, seq_len, self.attention, fp8_out,
                 self.fp8_wgrad, *buffers)
-            self.fp8.record(amax)
+            if not recomputed:
+                self.fp8.record(amax)
             return x2, h2, rstd2, self.fp8.scale("h_next")
         x1, h1, rstd1, *_ = torch.ops.coda.attention_block(
             x, h, rstd, self.attn_norm, self.w_qkv, self.w_o, self.mlp_norm, pos, self.theta, self.eps, self.n_heads,

@@ -1,11 +1,14 @@
-"""coda.torch.fp8.reuse_weights: each weight quantized once per optimizer step (issue 28, "weights quantized once per
-step"), on the CPU. What it must never do is hand back a stale quantization: after an in-place update, for another
-weight of the same shape, or once the context has closed."""
+"""The FP8 layers in PyTorch's training loops, on the CPU: coda.torch.fp8.reuse_weights, each weight quantized once per
+optimizer step (issue 28, "weights quantized once per step"), which must never hand back a stale quantization (after an
+in-place update, for another weight of the same shape, once the context has closed); and activation checkpointing,
+whose recomputed forwards must see the scales the first forward saw."""
 import contextlib
 
 import pytest
 
 torch = pytest.importorskip("torch")
+
+from torch.utils.checkpoint import checkpoint  # noqa: E402
 
 import coda.torch as ct  # noqa: E402
 from coda.torch import fp8  # noqa: E402
@@ -67,9 +70,7 @@ def test_gradient_accumulation_gives_the_same_gradients_with_and_without_reuse(r
     torch.manual_seed(0)
     kw = dict(vocab=64, d=128, n_layers=2, n_heads=2, ffn=96, dtype=torch.float64)
     model = ct.LlamaModel(**kw, fp8=recipe)
-    g = torch.Generator().manual_seed(4)
-    batches = [(torch.randint(0, 64, (2, 8), generator=g), torch.randint(0, 64, (2, 8), generator=g))
-               for _ in range(3)]
+    batches = micro_batches(3)
 
     def accumulate(reuse):
         model.zero_grad(set_to_none=True)
@@ -90,3 +91,63 @@ def test_gradient_accumulation_gives_the_same_gradients_with_and_without_reuse(r
     for a, b in zip(plain, reused):
         assert torch.equal(a, b)
 
+
+
+def micro_batches(count, seed=4):
+    g = torch.Generator().manual_seed(seed)
+    return [(torch.randint(0, 64, (2, 8), generator=g), torch.randint(0, 64, (2, 8), generator=g))
+            for _ in range(count)]
+
+
+def restart(model, state):
+    """model as it was when `state` (its state dict) was taken, and its delayed scales not yet started."""
+    model.load_state_dict(state)
+    for m in model.modules():
+        if isinstance(m, fp8.Fp8Scaling):
+            m.started = False
+
+
+def forward_checkpointed(model, tokens, labels):
+    """LlamaModel's FP8 forward (its _forward_fp8) with each decoder layer under non-reentrant torch.utils.checkpoint."""
+    b, s = tokens.shape
+    x = model.embedding(tokens)
+    pos = model.positions(b, s, tokens.device)
+    gamma = model.layers[0].attn_norm
+    if model.fp8_recipe == "tensorwise":
+        model.fp8_entry.update(x.shape[0])
+        h, rstd, amax = torch.ops.coda.rms_stats_fp8(x, gamma, model.eps, model.fp8_entry.inv_scale("h"))
+        model.fp8_entry.record(amax)
+        h_scale = model.fp8_entry.scale("h")
+    else:
+        h, rstd, h_scale = getattr(torch.ops.coda, f"rms_stats_fp8_{model.fp8_recipe}")(x, gamma, model.eps)
+    for i, layer in enumerate(model.layers):
+        last = i + 1 == len(model.layers)
+        nxt = model.head.norm if last else model.layers[i + 1].attn_norm
+        x, h, rstd, h_scale = checkpoint(layer, x, h, rstd, nxt, pos, s, h_scale, not last, use_reentrant=False)
+    return model.head(x, h, rstd, model.targets(labels))
+
+
+@pytest.mark.parametrize("recipe", ["tensorwise", "rowwise", "blockwise"])
+def test_checkpointed_fp8_layers_match_plain_ones(recipe):
+    # Two micro-batches, so that the second runs on scales the first one's amax moved (tensorwise): a recomputed
+    # forward that moved them again would quantize with others than its first run did.
+    torch.manual_seed(0)
+    model = ct.LlamaModel(vocab=64, d=128, n_layers=2, n_heads=2, ffn=96, dtype=torch.float64, fp8=recipe)
+    start = {k: v.clone() for k, v in model.state_dict().items()}
+
+    def accumulate(forward):
+        restart(model, start)
+        model.zero_grad(set_to_none=True)
+        losses = []
+        for tokens, labels in micro_batches(2, seed=8):
+            loss = forward(tokens, labels)
+            loss.backward()
+            losses.append(loss.item())
+        scales = [m.state.clone() for m in model.modules() if isinstance(m, fp8.Fp8Scaling)]
+        return losses, [p.grad.clone() for p in model.parameters()], scales
+
+    plain = accumulate(model)
+    checkpointed = accumulate(lambda tokens, labels: forward_checkpointed(model, tokens, labels))
+    assert plain[0] == checkpointed[0]
+    for a, b in zip(plain[1] + plain[2], checkpointed[1] + checkpointed[2]):
+        assert torch.equal(a, b)
