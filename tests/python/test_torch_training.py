@@ -192,10 +192,36 @@ def fsdp2_matches_eager(tmp_path, device, **kw):
     return model, tokens, labels, got
 
 
-@pytest.mark.parametrize("kw", [{}, dict(n_kv_heads=1, tie_embeddings=True)], ids=["mha", "gqa_tied"])
+@pytest.mark.parametrize("kw", [{}, dict(n_kv_heads=1, tie_embeddings=True), dict(fp8="tensorwise"),
+                                dict(fp8="rowwise"), dict(fp8="blockwise")],
+                         ids=["mha", "gqa_tied", "fp8_tensorwise", "fp8_rowwise", "fp8_blockwise"])
 def test_fsdp2_world_size_1_matches_eager(tmp_path, kw):
-    # FSDP2 runs on the CPU (gloo) in torch 2.11. Tied: the root unit holds the one embedding/LM-head parameter.
+    # FSDP2 runs on the CPU (gloo) in torch 2.11. Tied: the root unit holds the one embedding/LM-head parameter. FP8:
+    # the weights are quantized from the unsharded parameters FSDP2 gathers; the delayed scales (buffers) stay whole.
     fsdp2_matches_eager(tmp_path, "cpu", **kw)
+
+
+@pytest.mark.parametrize("recipe", ["tensorwise", "rowwise", "blockwise"])
+def test_fsdp2_gradient_accumulation_inside_reuse_weights_matches_eager(tmp_path, recipe):
+    # FSDP2 frees the gathered weights after each forward and gathers them again: reuse_weights must see a weight that
+    # moved (and quantize it anew), never hand another unit's quantization to a unit at a reused address.
+    model = worker.build("cpu", fp8=recipe)
+    twin = worker.build("cpu", fp8=recipe)
+    twin.load_state_dict(model.state_dict())
+
+    def accumulate(m, context):
+        m.zero_grad(set_to_none=True)
+        with context:
+            for i in range(3):
+                m(*worker.batch("cpu", i)).backward()
+        return grads_of(m)
+
+    with one_process_group(tmp_path, "cpu"):
+        worker.shard(twin, "cpu")
+        expected = accumulate(model, contextlib.nullcontext())
+        got = accumulate(twin, ct.fp8.reuse_weights())
+    for name, g in got.items():
+        assert torch.equal(g, expected[name]), f"gradient of {name}"
 
 
 @pytest.mark.gpu
