@@ -338,7 +338,8 @@ def fp8_floor_fn(layer, attention):
 
 
 def fp8_layer_rows(d, f, heads, attention, rounds, per_round, skip_compile, kv_heads=None):
-    """coda's FP8 layers (fp8="tensorwise", "blockwise", "rowwise") against coda's bf16 layer, torch.compile in bf16, torchao's
+    """coda's FP8 layers (fp8="tensorwise", "blockwise", "rowwise"; tensorwise and rowwise also with FP8 weight
+    gradients) against coda's bf16 layer, torch.compile in bf16, torchao's
     float8 tensorwise and rowwise recipes under torch.compile, and the FP8 GEMM floor; x_floor is against that
     floor."""
     kv_heads = kv_heads or heads
@@ -351,10 +352,11 @@ def fp8_layer_rows(d, f, heads, attention, rounds, per_round, skip_compile, kv_h
     wgrad_layer = ct.LlamaDecoderLayer(d, heads, f, eps=EPS, attention=attention, device="cuda", n_kv_heads=kv_heads,
                                        fp8="tensorwise", fp8_wgrad=True)
     wgrad_layer.load_state_dict(layer.state_dict())
-    fine = {}  # the recipes whose scales come from each tensor's own blocks or rows
-    for recipe in ("blockwise", "rowwise"):
+    fine = {}  # the recipes whose scales come from each tensor's own blocks or rows ("rowwise wgrad": FP8 dW too)
+    for recipe in ("blockwise", "rowwise", "rowwise wgrad"):
         fine[recipe] = ct.LlamaDecoderLayer(d, heads, f, eps=EPS, attention=attention, device="cuda",
-                                            n_kv_heads=kv_heads, fp8=recipe)
+                                            n_kv_heads=kv_heads, fp8=recipe.split()[0],
+                                            fp8_wgrad=recipe.endswith("wgrad"))
         fine[recipe].load_state_dict(bf16_layer.state_dict())
     eager_layer = copy.deepcopy(bf16_layer)
     x = torch.randn(M, d, device="cuda", dtype=torch.bfloat16, requires_grad=True)
@@ -369,7 +371,7 @@ def fp8_layer_rows(d, f, heads, attention, rounds, per_round, skip_compile, kv_h
         entry.record(torch.ops.coda.rms_stats_fp8(x, layer.attn_norm, EPS, entry.inv_scale("h"))[2])
         entry.update(M)
         h8, _, _ = torch.ops.coda.rms_stats_fp8(x, layer.attn_norm, EPS, entry.inv_scale("h"))
-        fine_h = {recipe: getattr(torch.ops.coda, f"rms_stats_fp8_{recipe}")(x, layer.attn_norm, EPS)
+        fine_h = {recipe: getattr(torch.ops.coda, f"rms_stats_fp8_{recipe.split()[0]}")(x, layer.attn_norm, EPS)
                   for recipe in fine}  # h in e4m3 with its own scales
     h_scale = entry.scale("h")
 
@@ -384,6 +386,7 @@ def fp8_layer_rows(d, f, heads, attention, rounds, per_round, skip_compile, kv_h
                "coda fp8 wgrad": step(wgrad_layer, lambda: wgrad_layer(x, h8, rstd, next_gamma, pos, SEQ, h_scale)[0]),
                "coda fp8 blockwise": step(fine["blockwise"], fine_forward("blockwise")),
                "coda fp8 rowwise": step(fine["rowwise"], fine_forward("rowwise")),
+               "coda fp8 rowwise wgrad": step(fine["rowwise wgrad"], fine_forward("rowwise wgrad")),
                "coda bf16": step(bf16_layer, lambda: bf16_layer(x, h, rstd, next_gamma, pos, SEQ)[0])}
     if not skip_compile:
         compiled = torch.compile(lambda x_: ref.decoder_layer(eager_layer, x_, pos, SEQ))
@@ -407,7 +410,8 @@ def fp8_layer_rows(d, f, heads, attention, rounds, per_round, skip_compile, kv_h
         for name, out in (("coda fp8", layer(x, h8, rstd, next_gamma, pos, SEQ, h_scale)[0]),
                           ("coda fp8 wgrad", wgrad_layer(x, h8, rstd, next_gamma, pos, SEQ, h_scale)[0]),
                           ("coda fp8 blockwise", fine_forward("blockwise")()),
-                          ("coda fp8 rowwise", fine_forward("rowwise")())):
+                          ("coda fp8 rowwise", fine_forward("rowwise")()),
+                          ("coda fp8 rowwise wgrad", fine_forward("rowwise wgrad")())):
             err[name] = ((out.float() - out32).norm() / out32.norm()).item()
         del out, out32
 
@@ -423,7 +427,8 @@ def fp8_layer_rows(d, f, heads, attention, rounds, per_round, skip_compile, kv_h
         elif "floor" not in name:
             note = (f"coda fp8 is {ms[name] / ms['coda fp8']:.3f}x faster, with FP8 wgrad "
                     f"{ms[name] / ms['coda fp8 wgrad']:.3f}x, blockwise "
-                    f"{ms[name] / ms['coda fp8 blockwise']:.3f}x, rowwise {ms[name] / ms['coda fp8 rowwise']:.3f}x")
+                    f"{ms[name] / ms['coda fp8 blockwise']:.3f}x, rowwise {ms[name] / ms['coda fp8 rowwise']:.3f}x, "
+                    f"with FP8 wgrad {ms[name] / ms['coda fp8 rowwise wgrad']:.3f}x")
         rows.append({"bench": "fp8 " + layer_label(d, f, heads, kv_heads), "attention": attention, "system": name,
                      "ms": round(ms[name], 3), "x_floor": round(ms[name] / floor, 3),
                      "tokens_per_s": round(M / ms[name] * 1e3), "peak_GiB": round(mem[name], 2), "note": note})

@@ -223,7 +223,8 @@ std::vector<Graph> llama_block_fp8_blockwise();
 // ---------------------------------------------------------------------------------------------------------
 // Row-wise FP8 training (issue 28; torchao's "rowwise"): the same block with a scale per row of A and per column of
 // B (each output channel of a weight; the dgrads' weights per input channel), e4m3 everywhere, the weight gradients
-// in bf16. coda.torch's LlamaDecoderLayer(fp8="rowwise") runs them.
+// in bf16 or, with fp8_wgrad, in FP8: dW = dY^T X on copies of dY and X transposed and quantized with a scale per
+// column (per channel, over all tokens). coda.torch's LlamaDecoderLayer(fp8="rowwise") runs them.
 //
 // Conventions of every graph here:
 //   - A row-wise FP8 GEMM's accumulator is scaled by a_scale[m] * b_scale[n] (f32 row and column inputs).
@@ -265,6 +266,13 @@ Graph rmsnorm_backward_residual_fp8_rowwise(GemmSpec spec = {DType::E4M3, Major:
 Graph rmsnorm_backward_residual_fp8_rowwise_bf16_dx(GemmSpec spec = {DType::E4M3, Major::K, Major::K});
 // rope_backward_from_output with dz's row amax. Bindings: dqkv, pos, theta, dz, dz_amax, qkv, zdz_partials.
 Graph rope_backward_from_output_fp8_rowwise();
+
+// x_fp8_t = (x * x_fp8_inv_scale[n])^T in e4m3 (N x M, saturating): a weight gradient's operand, K-major, with one
+// scale per column of x. Bindings: x, x_fp8_inv_scale, x_fp8_t.
+Graph quantize_e4m3_colwise_t();
+// D += a_scale[m] * b_scale[n] * acc (f32): a weight gradient dY^T X on those copies, added into an f32 buffer (a
+// plain one, in bf16, is dgrad_fp8_rowwise). Bindings: A, B, a_scale, b_scale, D.
+Graph wgrad_fp8_rowwise_accumulate(GemmSpec spec = {DType::E4M3, Major::K, Major::K});
 
 // Every row-wise graph above, forward then backward.
 std::vector<Graph> llama_block_fp8_rowwise();

@@ -110,6 +110,20 @@ Graph rmsnorm_backward_residual_fp8_rowwise_bf16_dx(GemmSpec spec) {
     return norm_backward_residual("rmsnorm_backward_residual_fp8_rowwise_bf16_dx", spec, false);
 }
 
+Graph quantize_e4m3_colwise_t() {
+    Graph g = Graph::tile("quantize_e4m3_colwise_t");
+    Value x = g.tile_input("x", DType::BF16);
+    Value inv_scale = g.col_input("x_fp8_inv_scale", DType::F32);
+    g.store_transposed(g.mul(x, inv_scale, "x_quantized"), "x_fp8_t", DType::E4M3);
+    return g;
+}
+
+Graph wgrad_fp8_rowwise_accumulate(GemmSpec spec) {
+    Graph g = Graph::gemm("wgrad_fp8_rowwise_accumulate", spec);
+    g.accumulate(rowwise_accumulator(g, "acc"), "D", DType::F32);
+    return g;
+}
+
 Graph rope_backward_from_output_fp8_rowwise() {
     return parts::rope_backward_from_output("rope_backward_from_output_fp8_rowwise", [](Graph& g, Value dz) {
         g.store(dz, "dz", DType::BF16);
@@ -129,7 +143,9 @@ std::vector<Graph> llama_block_fp8_rowwise() {
             rmsnorm_backward_residual_fp8_rowwise(),
             rmsnorm_backward_residual_fp8_rowwise_bf16_dx(),
             dgrad_fp8_rowwise(),
-            rope_backward_from_output_fp8_rowwise()};
+            rope_backward_from_output_fp8_rowwise(),
+            quantize_e4m3_colwise_t(),
+            wgrad_fp8_rowwise_accumulate()};
 }
 
 }  // namespace coda::blocks

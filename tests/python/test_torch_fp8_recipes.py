@@ -1,4 +1,5 @@
-"""coda.torch's block-wise and row-wise FP8 layers (fp8="blockwise", "rowwise") and their quantization on the CPU,
+"""coda.torch's block-wise and row-wise FP8 layers (fp8="blockwise", "rowwise", the latter also with FP8 weight
+gradients: fp8_wgrad) and their quantization on the CPU,
 where their graphs run through coda.reference: against eager emulations of the same recipes
 (reference.fp8_blockwise_decoder_layer, fp8_rowwise_decoder_layer: every GEMM operand rounded to e4m3 under its own
 blocks' or rows' scales), against the bf16 layer, and the scales' layouts.
@@ -37,8 +38,9 @@ def spread(t, seed, rows=4.6, cols=2.0, row_block=1):
     return t * row[:n_rows] * col[:, :n_cols]
 
 
-def make_layer(attention="sdpa", recipe="blockwise"):
-    layer = ct.LlamaDecoderLayer(D, HEADS, FFN, eps=EPS, attention=attention, dtype=torch.float64, fp8=recipe)
+def make_layer(attention="sdpa", recipe="blockwise", fp8_wgrad=False):
+    layer = ct.LlamaDecoderLayer(D, HEADS, FFN, eps=EPS, attention=attention, dtype=torch.float64, fp8=recipe,
+                                 fp8_wgrad=fp8_wgrad)
     with torch.no_grad():
         for i, w in enumerate((layer.w_qkv, layer.w_o, layer.w_gate_up, layer.w_down)):
             # Blocks of different magnitudes (x1 to x10 by row and by column), so that a weight's scales read
@@ -140,15 +142,19 @@ def test_rowwise_weights_have_a_scale_per_row_and_one_per_column_and_activations
     assert rel(out, ref.fp8_row_round(x) @ ref.fp8_row_round(w).t()) < 0.01  # out is bf16
 
 
-@pytest.mark.parametrize("recipe", FINE)
+# (recipe, fp8_wgrad): the fine recipes, and row-wise with FP8 weight gradients.
+VARIANTS = [("blockwise", False), ("rowwise", False), ("rowwise", True)]
+
+
+@pytest.mark.parametrize("recipe, fp8_wgrad", VARIANTS)
 @pytest.mark.parametrize("attention", ["sdpa", "none"])
-def test_layer_matches_the_recipe_emulated(attention, recipe):
-    layer = make_layer(attention, recipe)
+def test_layer_matches_the_recipe_emulated(attention, recipe, fp8_wgrad):
+    layer = make_layer(attention, recipe, fp8_wgrad)
     x0, pos, next_gamma, dy = inputs()
     x2, h2, grads = run_layer(layer, x0, pos, next_gamma, dy)
     x = x0.clone().requires_grad_()
     emulation, operand = emulated(recipe)
-    x2_ref = emulation(layer, x, pos, SEQ)
+    x2_ref = emulation(layer, x, pos, SEQ, fp8_wgrad=True) if fp8_wgrad else emulation(layer, x, pos, SEQ)
     grads_ref = torch.autograd.grad(x2_ref, [x, layer.w_qkv, layer.w_o, layer.w_gate_up, layer.w_down,
                                              layer.attn_norm, layer.mlp_norm], dy)
     assert rel(x2, x2_ref) < 0.03
@@ -172,11 +178,58 @@ def test_layer_is_close_to_the_bf16_layer(recipe):
         assert rel(g, g_ref) < 0.2, name
 
 
-@pytest.mark.parametrize("recipe", FINE)
-def test_model_in_fp8_tracks_bf16_and_trains(recipe):
+def test_rowwise_fp8_weight_gradients_quantize_each_column_and_match_their_emulation():
+    # The operands dY [M x N] and X [M x K] with columns of magnitudes 1 to 100 (spread's row factors, transposed): a
+    # scale read for the wrong column is off by up to 100x.
+    from coda.torch import ops_fp8_rowwise as rowwise
+    dy = spread(grid(300, M, seed=70), 71).t().contiguous()
+    x = spread(grid(260, M, seed=73), 74).t().contiguous()
+    dy, x = dy.bfloat16().double(), x.bfloat16().double()  # the quantize program reads bf16: these values exactly
+    q_t, scale = rowwise._column_quantized(dy)
+    assert (q_t.dtype, tuple(q_t.shape), tuple(scale.shape)) == (torch.float8_e4m3fn, (300, M), (300,))
+    assert torch.allclose(scale.double(), dy.abs().amax(0) / 448, rtol=1e-6)
+    # Against the emulation in f64 (an element whose f32 quotient sits on a rounding boundary may round the other
+    # way: 1e-3 of the norm, as for the weights above).
+    assert rel(q_t.double() * scale.double()[:, None], ref._block_round(dy, 0).t()) < 2e-3
+    expected = ref._block_round(dy, 0).t() @ ref._block_round(x, 0)
+    buffer = torch.zeros(300, 260, dtype=torch.float32)
+    assert rowwise._wgrad(dy, x, buffer, True).numel() == 0
+    assert rel(buffer, expected) < 2e-3
+    assert rel(rowwise._wgrad(dy, x, None, True), expected) < 5e-3  # bf16
+    print(f"FP8 rounding of dW: {rel(expected, dy.t() @ x):.2e}")
+    assert rel(expected, dy.t() @ x) > 1e-2  # what these checks tell apart from the exact product
+
+
+def test_rowwise_fp8_weight_gradients_need_tokens_in_sixteens():
+    layer = make_layer("sdpa", "rowwise", True)
+    x0, pos, next_gamma, _ = inputs()
+    m = 12
+    h, rstd, h_scale = rms_stats("rowwise", x0[:m], layer.attn_norm.detach())
+    with pytest.raises(ValueError, match="M = 12 tokens is not a multiple of 16"):
+        layer(x0[:m], h, rstd, next_gamma, pos[:m], 4, h_scale)
+
+
+def test_rowwise_fp8_weight_gradients_are_the_gemms_a_step_launches():
+    # What the layer runs for its weight gradients (a dry run: every coda launch recorded, none made): FP8 GEMMs of
+    # each weight's shape, over the tokens, and no bf16 ones.
+    from coda.torch import _kernels
+    x0, pos, next_gamma, dy = inputs()
+    for fp8_wgrad in (False, True):
+        layer = make_layer("sdpa", "rowwise", fp8_wgrad)
+        launches = _kernels.record_launches(lambda: run_layer(layer, x0, pos, next_gamma, dy))
+        names = {launch[0] for launch in launches}
+        weights = [tuple(w.shape) for w in (layer.w_qkv, layer.w_o, layer.w_gate_up, layer.w_down)]
+        fp8_wgrads = {(n, k) for name, n, k, m in launches if name == "dgrad_fp8_rowwise" and m == M}
+        assert (fp8_wgrads == set(weights)) == fp8_wgrad
+        assert ("quantize_e4m3_colwise_t" in names) == fp8_wgrad
+        assert ("wgrad_store" in names) != fp8_wgrad
+
+
+@pytest.mark.parametrize("recipe, fp8_wgrad", VARIANTS)
+def test_model_in_fp8_tracks_bf16_and_trains(recipe, fp8_wgrad):
     torch.manual_seed(0)
     kw = dict(vocab=64, d=D, n_layers=2, n_heads=HEADS, ffn=FFN, dtype=torch.float64)
-    model = ct.LlamaModel(**kw, fp8=recipe)
+    model = ct.LlamaModel(**kw, fp8=recipe, fp8_wgrad=fp8_wgrad)
     base = ct.LlamaModel(**kw)
     base.load_state_dict(model.state_dict())  # no FP8 state: the same keys
     tokens = torch.randint(0, 64, (BATCH, SEQ), generator=torch.Generator().manual_seed(5))
@@ -220,14 +273,15 @@ def test_hugging_face_llama_in_fp8(recipe):
     assert abs(loss.item() - expected) < 0.02 * expected
 
 
-@pytest.mark.parametrize("recipe", ["blockwise", "rowwise", "tensorwise"])
-def test_compile_fullgraph_traces_the_fp8_models(recipe):
+@pytest.mark.parametrize("recipe, fp8_wgrad", VARIANTS + [("tensorwise", False)])
+def test_compile_fullgraph_traces_the_fp8_models(recipe, fp8_wgrad):
     # aot_eager traces forward and backward through the FP8 ops' fake kernels with no graph break (both recipes: the
     # tensorwise scales' update too), and gives eager's losses and gradients, two steps running. (Other tests'
     # compiles of the same forward count against Dynamo's recompile limit: start afresh.)
     torch._dynamo.reset()
     torch.manual_seed(0)
-    model = ct.LlamaModel(vocab=64, d=D, n_layers=2, n_heads=HEADS, ffn=FFN, dtype=torch.float64, fp8=recipe)
+    model = ct.LlamaModel(vocab=64, d=D, n_layers=2, n_heads=HEADS, ffn=FFN, dtype=torch.float64, fp8=recipe,
+                          fp8_wgrad=fp8_wgrad)
     eager = copy.deepcopy(model)
     compiled = torch.compile(model, backend="aot_eager", fullgraph=True)
     tokens = torch.randint(0, 64, (BATCH, SEQ), generator=torch.Generator().manual_seed(3))
@@ -249,13 +303,13 @@ GPU = dict(d=512, heads=4, ffn=704, seq=128, batch=2)
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("recipe", FINE)
+@pytest.mark.parametrize("recipe, fp8_wgrad", VARIANTS)
 @pytest.mark.parametrize("attention", ["sdpa", "none"])
-def test_layer_on_the_gpu_matches_the_recipe_emulated(attention, recipe, poison):
+def test_layer_on_the_gpu_matches_the_recipe_emulated(attention, recipe, fp8_wgrad, poison):
     d, seq, m = GPU["d"], GPU["seq"], GPU["seq"] * GPU["batch"]
     torch.manual_seed(0)
     layer = ct.LlamaDecoderLayer(d, GPU["heads"], GPU["ffn"], eps=EPS, attention=attention, device="cuda",
-                                 fp8=recipe)
+                                 fp8=recipe, fp8_wgrad=fp8_wgrad)
     g = torch.Generator(device="cuda").manual_seed(1)
     x0 = torch.randn(m, d, device="cuda", generator=g).bfloat16()
     dy = (torch.randn(m, d, device="cuda", generator=g) / m).bfloat16()
@@ -270,7 +324,7 @@ def test_layer_on_the_gpu_matches_the_recipe_emulated(attention, recipe, poison)
     ref_layer = copy.deepcopy(layer).float()
     xr = x0.float().requires_grad_()
     emulation, operand = emulated(recipe)
-    x2_ref = emulation(ref_layer, xr, pos, seq)
+    x2_ref = emulation(ref_layer, xr, pos, seq, fp8_wgrad=True) if fp8_wgrad else emulation(ref_layer, xr, pos, seq)
     ref_params = [ref_layer.w_qkv, ref_layer.w_o, ref_layer.w_gate_up, ref_layer.w_down, ref_layer.attn_norm,
                   ref_layer.mlp_norm]
     grads_ref = torch.autograd.grad(x2_ref, [xr] + ref_params, dy.float())

@@ -327,6 +327,8 @@ void bind_blocks(nb::module_& m) {
     b.def("rmsnorm_backward_residual_fp8_rowwise_bf16_dx", &blocks::rmsnorm_backward_residual_fp8_rowwise_bf16_dx,
           "spec"_a = rowwise_spec);
     b.def("rope_backward_from_output_fp8_rowwise", &blocks::rope_backward_from_output_fp8_rowwise);
+    b.def("quantize_e4m3_colwise_t", &blocks::quantize_e4m3_colwise_t);
+    b.def("wgrad_fp8_rowwise_accumulate", &blocks::wgrad_fp8_rowwise_accumulate, "spec"_a = rowwise_spec);
     b.def("llama_block_fp8_rowwise", &blocks::llama_block_fp8_rowwise,
           "Every row-wise FP8 graph above, forward then backward.");
 }

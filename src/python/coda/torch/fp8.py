@@ -5,9 +5,10 @@ per output or input channel of each weight, from their own amax: row_scales, qua
 quantize_weight_rowwise; no state).
 
 Every tensor an FP8 GEMM reads has one f32 scale: A ~ scale * A_fp8. Weights are quantized at each forward from
-their current amax (dynamic scaling: they change only at the optimizer step); inside reuse_weights() once per step. Activations and gradients are quantized
-inside the epilogue that makes them, so their scale must be known before they exist: it comes from the amax of the
-same tensor in the last `history` steps (delayed scaling), and each step records its own amax for the next ones.
+their current amax (dynamic scaling: they change only at the optimizer step), or once per step inside
+reuse_weights(). Activations and gradients are quantized inside the epilogue that makes them, so their scale must be
+known before they exist: it comes from the amax of the same tensor in the last `history` steps (delayed scaling),
+and each step records its own amax for the next ones.
 Values past scale * the format's largest saturate to it (cvt.rn.satfinite), as in Transformer Engine's recipe.
 
 Formats: e4m3 for the forward's tensors (weights, activations), e5m2 for gradients (its range, 2^-16 to 57344,
@@ -37,12 +38,13 @@ SCALE, INV_SCALE, AMAX = 0, 1, 2
 
 
 def check_recipe(recipe, fp8_wgrad: bool = False) -> None:
-    """None (bf16) or one of RECIPES, and FP8 weight gradients only with "tensorwise"; else a ValueError."""
+    """None (bf16) or one of RECIPES, and FP8 weight gradients only with "tensorwise" or "rowwise"; else a
+    ValueError."""
     if recipe is not None and recipe not in RECIPES:
         raise ValueError(f"coda.torch: fp8 must be None or one of {RECIPES}, got {recipe!r}")
-    if fp8_wgrad and recipe != "tensorwise":
-        raise ValueError(f"coda.torch: fp8_wgrad (FP8 weight gradients) is there for fp8='tensorwise' only, got "
-                         f"fp8={recipe!r}; the other recipes keep the weight gradients in bf16")
+    if fp8_wgrad and recipe not in ("tensorwise", "rowwise"):
+        raise ValueError(f"coda.torch: fp8_wgrad (FP8 weight gradients) is there for fp8='tensorwise' and 'rowwise', "
+                         f"got fp8={recipe!r}; the block-wise recipe keeps the weight gradients in bf16")
 
 
 class Fp8Scaling(nn.Module):

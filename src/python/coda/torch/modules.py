@@ -92,9 +92,9 @@ class LlamaDecoderLayer(nn.Module):
     fp8_out (else bf16, for a bf16 LM head). The delayed scales (self.fp8, an Fp8Scaling) move on at each forward,
     but not at a forward that activation checkpointing recomputes during the backward (it reuses the first run's
     scales). fp8_history: the steps of amax they look back on.
-    fp8_wgrad=True (tensorwise only): the weight gradients too run in FP8 (e5m2 gradients x e4m3 activations, from
-    transposed copies the epilogues write; tokens a multiple of 16), as torchao's tensorwise recipe has them; by
-    default they stay bf16.
+    fp8_wgrad=True: the weight gradients too run in FP8 (e5m2 gradients x e4m3 activations, from transposed copies
+    the epilogues write; tokens a multiple of 16), as torchao's tensorwise recipe has them; by default they stay bf16.
+    Also for fp8="rowwise" (below).
 
     fp8="blockwise": the same on block-scaled GEMMs (ops_fp8_blockwise; DeepSeek-V3's scales, e4m3 throughout): h_scale
     is then h's scales, f32 [ceil(d / 128) x M], one per row and 128 columns. Every scale comes from its own block's
@@ -102,7 +102,9 @@ class LlamaDecoderLayer(nn.Module):
 
     fp8="rowwise": the same with a scale per row of each activation and gradient and per channel of each weight
     (ops_fp8_rowwise; torchao's recipe, e4m3 throughout): h_scale is f32 [M]. Each FP8 operand costs a second pass
-    (its rows' amax comes from the epilogue that writes it in bf16; a tile program then quantizes it)."""
+    (its rows' amax comes from the epilogue that writes it in bf16; a tile program then quantizes it). fp8_wgrad=True
+    runs its weight gradients in FP8 too, each operand with a scale per channel over the tokens (tokens a multiple of
+    16)."""
 
     def __init__(self, d: int, n_heads: int, ffn: int, eps: float = 1e-5, rope_base: float = 10000.0,
                  attention: str = "sdpa", fp32_grad_accumulation: bool = False, device=None,
@@ -164,7 +166,8 @@ class LlamaDecoderLayer(nn.Module):
             buffers = [_grad_buffer(w, acc, self) for w in (self.w_qkv, self.w_o, self.w_gate_up, self.w_down)]
             x2, h2, rstd2, h2_scale, *_ = op(
                 x, h, h_scale, rstd, self.attn_norm, self.w_qkv, self.w_o, self.mlp_norm, self.w_gate_up, self.w_down,
-                next_gamma, pos, self.theta, self.eps, self.n_heads, seq_len, self.attention, fp8_out, *buffers)
+                next_gamma, pos, self.theta, self.eps, self.n_heads, seq_len, self.attention, fp8_out,
+                self.fp8_wgrad, *buffers)
             return x2, h2, rstd2, h2_scale
         if self.fp8 is not None:
             # A forward that runs inside a backward is activation checkpointing's recomputation: it must quantize

@@ -50,11 +50,19 @@ def _check_h(h: Tensor, h_scale: Tensor, m: int, d: int) -> None:
                          f"{tuple(h_scale.shape)}")
 
 
+def _no_fp8_wgrad(fp8_wgrad: bool) -> None:
+    # The weight gradients' operands would need 1 x 128 scales along the tokens on B too, which the block-scaled
+    # mainloop does not take (its B scales are 128 x 128).
+    if fp8_wgrad:
+        raise ValueError("coda.torch: the block-wise FP8 layer keeps its weight gradients in bf16 (fp8_wgrad is for "
+                         "fp8='tensorwise' and 'rowwise')")
+
+
 @torch.library.custom_op("coda::decoder_layer_fp8_blockwise", mutates_args=())
 def decoder_layer_fp8_blockwise(x: Tensor, h: Tensor, h_scale: Tensor, rstd: Tensor, attn_norm: Tensor,
                                 w_qkv: Tensor, w_o: Tensor, mlp_norm: Tensor, w_gate_up: Tensor, w_down: Tensor,
                                 next_gamma: Tensor, pos: Tensor, theta: Tensor, eps: float, n_heads: int,
-                                seq_len: int, attention: str, fp8_out: bool,
+                                seq_len: int, attention: str, fp8_out: bool, fp8_wgrad: bool = False,
                                 w_qkv_grad: Optional[Tensor] = None, w_o_grad: Optional[Tensor] = None,
                                 w_gate_up_grad: Optional[Tensor] = None,
                                 w_down_grad: Optional[Tensor] = None) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor,
@@ -64,6 +72,7 @@ def decoder_layer_fp8_blockwise(x: Tensor, h: Tensor, h_scale: Tensor, rstd: Ten
                                                                                Tensor]:
     m, d = x.shape
     _check_h(h, h_scale, m, d)
+    _no_fp8_wgrad(fp8_wgrad)
     widths = _ops._Widths(w_qkv, w_o, n_heads)
     (q_qkv, s_qkv, t_qkv, ts_qkv), (q_o, s_o, t_o, ts_o), (q_gu, s_gu, t_gu, ts_gu), (q_d, s_d, t_d, ts_d) = [
         quantize_weight_blockwise(w) for w in (w_qkv, w_o, w_gate_up, w_down)]
@@ -105,7 +114,8 @@ def decoder_layer_fp8_blockwise(x: Tensor, h: Tensor, h_scale: Tensor, rstd: Ten
 
 @fake(decoder_layer_fp8_blockwise)
 def _(x, h, h_scale, rstd, attn_norm, w_qkv, w_o, mlp_norm, w_gate_up, w_down, next_gamma, pos, theta, eps, n_heads,
-      seq_len, attention, fp8_out, w_qkv_grad=None, w_o_grad=None, w_gate_up_grad=None, w_down_grad=None):
+      seq_len, attention, fp8_out, fp8_wgrad=False, w_qkv_grad=None, w_o_grad=None, w_gate_up_grad=None,
+      w_down_grad=None):
     m, d = x.shape
     qkv = x.new_empty(m, w_qkv.shape[0])
     out, lse, seed, offset = _ops._attention_forward(qkv, _ops._Widths(w_qkv, w_o, n_heads), seq_len, attention)
@@ -146,9 +156,10 @@ def decoder_layer_fp8_blockwise_backward(
         dx2: Tensor, x: Tensor, rstd: Tensor, attn_norm: Tensor, mlp_norm: Tensor, pos: Tensor, theta: Tensor,
         qkv: Tensor, out: Tensor, lse: Tensor, seed: Tensor, offset: Tensor, x1: Tensor, rstd1: Tensor, z: Tensor,
         t_qkv: Tensor, ts_qkv: Tensor, t_o: Tensor, ts_o: Tensor, t_gu: Tensor, ts_gu: Tensor, t_d: Tensor,
-        ts_d: Tensor, n_heads: int, seq_len: int, attention: str, w_qkv_grad: Optional[Tensor],
+        ts_d: Tensor, n_heads: int, seq_len: int, attention: str, fp8_wgrad: bool, w_qkv_grad: Optional[Tensor],
         w_o_grad: Optional[Tensor], w_gate_up_grad: Optional[Tensor],
         w_down_grad: Optional[Tensor]) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:
+    _no_fp8_wgrad(fp8_wgrad)
     m, d = x.shape
     f2 = z.shape[1]
     dx2 = dx2.contiguous()

@@ -31,7 +31,7 @@ from torch import Tensor
 from coda.torch import _steps
 from coda.torch import ops as _ops
 from coda.torch._kernels import partials_rows, run
-from coda.torch._fp8_layers import weight_grad_like
+from coda.torch._fp8_layers import check_fp8_wgrad, weight_grad_like
 from coda.torch._register import fake, no_gradient
 from coda.torch.fp8 import AMAX, FORMATS, INV_SCALE, SCALE, quantize, quantize_weight, record_amax
 
@@ -66,7 +66,7 @@ def decoder_layer_fp8(x: Tensor, h: Tensor, h_scale: Tensor, rstd: Tensor, attn_
         raise ValueError(f"coda.torch: an FP8 layer reads h in float8_e4m3fn (the previous FP8 epilogue's), got "
                          f"{h.dtype}")
     m, d = x.shape
-    _check_fp8_wgrad(fp8_wgrad, m)
+    check_fp8_wgrad(fp8_wgrad, m)
     widths = _ops._Widths(w_qkv, w_o, n_heads)
     quantized = [quantize_weight(w) for w in (w_qkv, w_o, w_gate_up, w_down)]
     (q_qkv, t_qkv, s_qkv), (q_o, t_o, s_o), (q_gu, t_gu, s_gu), (q_d, t_d, s_d) = quantized
@@ -113,19 +113,12 @@ def decoder_layer_fp8(x: Tensor, h: Tensor, h_scale: Tensor, rstd: Tensor, attn_
     return x2, h2, rstd2, amax, qkv, out, lse, seed, offset, x1, rstd1, z, t_qkv, t_o, t_gu, t_d, w_scales, a_t
 
 
-def _check_fp8_wgrad(fp8_wgrad: bool, m: int) -> None:
-    if fp8_wgrad and m % 16:
-        raise ValueError(f"coda.torch: FP8 weight gradients (fp8_wgrad) read the tokens as K-major FP8 rows, which "
-                         f"must be a multiple of 16 bytes: M = {m} tokens is not a multiple of 16 (use bf16 weight "
-                         f"gradients, or pad the batch)")
-
-
 @fake(decoder_layer_fp8)
 def _(x, h, h_scale, rstd, attn_norm, w_qkv, w_o, mlp_norm, w_gate_up, w_down, next_gamma, pos, theta, state, eps,
       n_heads, seq_len, attention, fp8_out, fp8_wgrad=False, w_qkv_grad=None, w_o_grad=None, w_gate_up_grad=None,
       w_down_grad=None):
     m, d = x.shape
-    _check_fp8_wgrad(fp8_wgrad, m)
+    check_fp8_wgrad(fp8_wgrad, m)
     qkv = x.new_empty(m, w_qkv.shape[0])
     out, lse, seed, offset = _ops._attention_forward(qkv, _ops._Widths(w_qkv, w_o, n_heads), seq_len, attention)
     h2 = x.new_empty(m, d, dtype=_E4M3) if fp8_out else x.new_empty(m, d)

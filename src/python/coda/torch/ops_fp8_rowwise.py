@@ -12,7 +12,11 @@ tensorwise (delayed scales) and blockwise (128-column groups) recipes do without
   - backward: dx2 (its amax by PyTorch: it comes from the next layer's op), dz from SwiGLU's backward, dx1 from the
     norm backward, dz from RoPE's backward, each quantized after the epilogue that made it;
   - weights twice: by row (output channel) for the forward, by column (input channel), transposed, for the dgrads;
-  - the four weight-gradient GEMMs in bf16, as in the other recipes."""
+  - the four weight-gradient GEMMs in bf16, as in the other recipes; or, with fp8_wgrad, in FP8 as torchao's
+    recipe has them: dW = dY^T X on copies of dY and X quantized with a scale per column (per channel, over all
+    tokens) and stored transposed (quantize_e4m3_colwise_t), the accumulator scaled per row and column as in every
+    other row-wise GEMM. The columns' amax is a PyTorch reduction over each operand (the epilogues that make them
+    write row partials, not column ones). Tokens (M) must then be a multiple of 16."""
 from typing import Optional
 
 import torch
@@ -21,7 +25,7 @@ from torch import Tensor
 from coda.torch import _steps
 from coda.torch import ops as _ops
 from coda.torch._kernels import partials_rows, run
-from coda.torch._fp8_layers import register_stateless
+from coda.torch._fp8_layers import check_fp8_wgrad, register_stateless
 from coda.torch._register import fake, no_gradient
 from coda.torch.fp8 import FORMATS, quantize_rowwise, quantize_weight_rowwise, row_scales
 
@@ -50,7 +54,8 @@ def _check_h(h: Tensor, h_scale: Tensor, m: int) -> None:
 def decoder_layer_fp8_rowwise(x: Tensor, h: Tensor, h_scale: Tensor, rstd: Tensor, attn_norm: Tensor, w_qkv: Tensor,
                               w_o: Tensor, mlp_norm: Tensor, w_gate_up: Tensor, w_down: Tensor, next_gamma: Tensor,
                               pos: Tensor, theta: Tensor, eps: float, n_heads: int, seq_len: int, attention: str,
-                              fp8_out: bool, w_qkv_grad: Optional[Tensor] = None, w_o_grad: Optional[Tensor] = None,
+                              fp8_out: bool, fp8_wgrad: bool = False, w_qkv_grad: Optional[Tensor] = None,
+                              w_o_grad: Optional[Tensor] = None,
                               w_gate_up_grad: Optional[Tensor] = None,
                               w_down_grad: Optional[Tensor] = None) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor,
                                                                              Tensor, Tensor, Tensor, Tensor, Tensor,
@@ -58,6 +63,7 @@ def decoder_layer_fp8_rowwise(x: Tensor, h: Tensor, h_scale: Tensor, rstd: Tenso
                                                                              Tensor, Tensor, Tensor, Tensor, Tensor]:
     m, d = x.shape
     _check_h(h, h_scale, m)
+    check_fp8_wgrad(fp8_wgrad, m)
     widths = _ops._Widths(w_qkv, w_o, n_heads)
     (q_qkv, s_qkv, t_qkv, ts_qkv), (q_o, s_o, t_o, ts_o), (q_gu, s_gu, t_gu, ts_gu), (q_d, s_d, t_d, ts_d) = [
         quantize_weight_rowwise(w) for w in (w_qkv, w_o, w_gate_up, w_down)]
@@ -97,8 +103,10 @@ def decoder_layer_fp8_rowwise(x: Tensor, h: Tensor, h_scale: Tensor, rstd: Tenso
 
 @fake(decoder_layer_fp8_rowwise)
 def _(x, h, h_scale, rstd, attn_norm, w_qkv, w_o, mlp_norm, w_gate_up, w_down, next_gamma, pos, theta, eps, n_heads,
-      seq_len, attention, fp8_out, w_qkv_grad=None, w_o_grad=None, w_gate_up_grad=None, w_down_grad=None):
+      seq_len, attention, fp8_out, fp8_wgrad=False, w_qkv_grad=None, w_o_grad=None, w_gate_up_grad=None,
+      w_down_grad=None):
     m, d = x.shape
+    check_fp8_wgrad(fp8_wgrad, m)
     qkv = x.new_empty(m, w_qkv.shape[0])
     out, lse, seed, offset = _ops._attention_forward(qkv, _ops._Widths(w_qkv, w_o, n_heads), seq_len, attention)
     h2 = x.new_empty(m, d, dtype=_E4M3) if fp8_out else x.new_empty(m, d)
@@ -123,6 +131,31 @@ def _norm_backward(name: str, dz_fp8: Tensor, dz_scale: Tensor, w_t: Tensor, w_t
     partials = ("dgamma_partials", "dx_amax") if fp8_dx else ("dgamma_partials",)
     parts = run(name, ins, {"dx": dx, "o": o}, m, d, dz_fp8.shape[1], partials=partials)
     return dx, o, _steps.dgamma(parts["dgamma_partials"], gamma), parts.get("dx_amax")
+
+
+def _column_quantized(t: Tensor) -> tuple[Tensor, Tensor]:
+    """t [M x N] transposed, in e4m3 with each column's scale: (t_fp8_t [N x M], the scales f32 [N])."""
+    m, n = t.shape
+    scale, inv = row_scales(torch.linalg.vector_norm(t, float("inf"), dim=0)[None, :])
+    out = torch.empty(n, m, dtype=_E4M3, device=t.device)
+    run("quantize_e4m3_colwise_t", {"x": t.contiguous(), "x_fp8_inv_scale": inv}, {"x_fp8_t": out}, m, n)
+    return out, scale
+
+
+def _wgrad(dy: Tensor, x: Tensor, buffer: Optional[Tensor], fp8_wgrad: bool) -> Tensor:
+    """dW = dy^T x [N x K] (dy [M x N], x [M x K]): _steps.wgrad in bf16, or with fp8_wgrad on both operands'
+    column-scaled transposed e4m3 copies; added into the f32 `buffer` when given (then an empty tensor)."""
+    if not fp8_wgrad:
+        return _steps.wgrad(dy, x, buffer)
+    (dy_t, dy_scale), (x_t, x_scale) = _column_quantized(dy), _column_quantized(x)
+    n, k, m = dy.shape[1], x.shape[1], dy.shape[0]
+    ins = {"A": dy_t, "B": x_t.t(), "a_scale": dy_scale, "b_scale": x_scale}
+    if buffer is not None:
+        run("wgrad_fp8_rowwise_accumulate", ins, {"D": buffer}, n, k, m)
+        return dy.new_empty(0)
+    dw = dy.new_empty(n, k)
+    run("dgrad_fp8_rowwise", ins, {"D": dw}, n, k, m)
+    return dw
 
 
 def _rope_backward(blocks, qkv: Tensor, pos: Tensor, theta: Tensor):
@@ -153,7 +186,7 @@ def decoder_layer_fp8_rowwise_backward(
         dx2: Tensor, x: Tensor, rstd: Tensor, attn_norm: Tensor, mlp_norm: Tensor, pos: Tensor, theta: Tensor,
         qkv: Tensor, out: Tensor, lse: Tensor, seed: Tensor, offset: Tensor, x1: Tensor, rstd1: Tensor, z: Tensor,
         t_qkv: Tensor, ts_qkv: Tensor, t_o: Tensor, ts_o: Tensor, t_gu: Tensor, ts_gu: Tensor, t_d: Tensor,
-        ts_d: Tensor, n_heads: int, seq_len: int, attention: str, w_qkv_grad: Optional[Tensor],
+        ts_d: Tensor, n_heads: int, seq_len: int, attention: str, fp8_wgrad: bool, w_qkv_grad: Optional[Tensor],
         w_o_grad: Optional[Tensor], w_gate_up_grad: Optional[Tensor],
         w_down_grad: Optional[Tensor]) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:
     m, d = x.shape
@@ -171,22 +204,22 @@ def decoder_layer_fp8_rowwise_backward(
     dx1, o, d_mlp_norm, dx1_amax = _norm_backward("rmsnorm_backward_residual_fp8_rowwise", dz_fp8, dz_scale, t_gu,
                                                   ts_gu, x1, rstd1, s, mlp_norm, dx2, True)
     dx1_fp8, dx1_scale = _quantize(dx1, dx1_amax)
-    dw_down = _steps.wgrad(dx2, y, w_down_grad)
-    dw_gate_up = _steps.wgrad(dz, o, w_gate_up_grad)
+    dw_down = _wgrad(dx2, y, w_down_grad, fp8_wgrad)
+    dw_gate_up = _wgrad(dz, o, w_gate_up_grad, fp8_wgrad)
 
     # Attention: the out-projection's dgrad, attention's backward, RoPE's backward, the norm backward with dx1 joined.
     widths = _ops._Widths(t_qkv.t(), t_o.t(), n_heads)
     da = x.new_empty(m, widths.q)
     run("dgrad_fp8_rowwise", {"A": dx1_fp8, "B": t_o.t(), "a_scale": dx1_scale, "b_scale": ts_o}, {"D": da},
         m, widths.q, d)
-    dw_o = _steps.wgrad(dx1, _ops._attention_input(qkv, out, widths, attention), w_o_grad)
+    dw_o = _wgrad(dx1, _ops._attention_input(qkv, out, widths, attention), w_o_grad, fp8_wgrad)
     blocks = _ops._attention_gradient_blocks(da, qkv, out, lse, seed, offset, widths, seq_len, n_heads, attention)
     dzq, zdz, amaxes = _rope_backward(blocks, qkv, pos, theta)
     dzq_fp8, dzq_scale = _quantize(dzq, amaxes)
     s = _steps.s_factor(zdz, m, d, x)
     dx, o, d_attn_norm, _ = _norm_backward("rmsnorm_backward_residual_fp8_rowwise_bf16_dx", dzq_fp8, dzq_scale, t_qkv,
                                            ts_qkv, x, rstd, s, attn_norm, dx1, False)
-    dw_qkv = _steps.wgrad(dzq, o, w_qkv_grad)
+    dw_qkv = _wgrad(dzq, o, w_qkv_grad, fp8_wgrad)
     return dx, d_attn_norm, d_mlp_norm, dw_qkv, dw_o, dw_gate_up, dw_down
 
 

@@ -243,20 +243,23 @@ def fp8_blockwise_decoder_layer(layer, x: Tensor, pos: Tensor, seq_len: int) -> 
 
 class _Fp8RowGemm(torch.autograd.Function):
     """_Fp8Gemm with row-wise scales: forward rows * (q_rows(source) @ q_rows(w)^T); backward da = q_rows(dy) @
-    q_columns(w), dw = dy^T a in full precision."""
+    q_columns(w), dw = dy^T a in full precision or, with fp8_wgrad, q_columns(dy)^T q_columns(a) (a scale per
+    channel over the tokens)."""
 
     @staticmethod
-    def forward(ctx, a, source, w, rows):
+    def forward(ctx, a, source, w, rows, fp8_wgrad):
         y = _block_round(source.detach(), 1) @ _block_round(w.detach(), 1).t()
         if rows is not None:
             y = rows[:, None] * y
         ctx.save_for_backward(a, _block_round(w.detach(), 0))
+        ctx.fp8_wgrad = fp8_wgrad
         return y
 
     @staticmethod
     def backward(ctx, dy):
         a, w_q = ctx.saved_tensors
-        return _block_round(dy, 1) @ w_q, None, dy.t() @ a, None
+        dw = _block_round(dy, 0).t() @ _block_round(a.detach(), 0) if ctx.fp8_wgrad else dy.t() @ a
+        return _block_round(dy, 1) @ w_q, None, dw, None, None
 
 
 def fp8_row_round(t: Tensor) -> Tensor:
@@ -264,16 +267,17 @@ def fp8_row_round(t: Tensor) -> Tensor:
     return _block_round(t, 1)
 
 
-def fp8_rowwise_decoder_layer(layer, x: Tensor, pos: Tensor, seq_len: int) -> Tensor:
-    """A row-wise FP8 LlamaDecoderLayer's forward (and, through autograd, backward) in eager PyTorch."""
+def fp8_rowwise_decoder_layer(layer, x: Tensor, pos: Tensor, seq_len: int, fp8_wgrad: bool = False) -> Tensor:
+    """A row-wise FP8 LlamaDecoderLayer's forward (and, through autograd, backward) in eager PyTorch; fp8_wgrad: its
+    weight gradients in FP8 too."""
     def normed(t, gamma):
         rstd = torch.rsqrt(t.pow(2).mean(-1) + layer.eps)
         return t * rstd[:, None] * gamma, (t * gamma).detach(), rstd.detach()
 
     u, h, rstd = normed(x, layer.attn_norm)
-    qkv = rope(_Fp8RowGemm.apply(u, h, layer.w_qkv, rstd), pos, layer.theta)
+    qkv = rope(_Fp8RowGemm.apply(u, h, layer.w_qkv, rstd, fp8_wgrad), pos, layer.theta)
     a = attend(qkv, layer.n_heads, seq_len, layer.attention, layer.n_kv_heads, layer.head_dim)
-    x1 = x + _Fp8RowGemm.apply(a, a, layer.w_o, None)
+    x1 = x + _Fp8RowGemm.apply(a, a, layer.w_o, None, fp8_wgrad)
     u1, h1, rstd1 = normed(x1, layer.mlp_norm)
-    y = swiglu(_Fp8RowGemm.apply(u1, h1, layer.w_gate_up, rstd1))
-    return x1 + _Fp8RowGemm.apply(y, y, layer.w_down, None)
+    y = swiglu(_Fp8RowGemm.apply(u1, h1, layer.w_gate_up, rstd1, fp8_wgrad))
+    return x1 + _Fp8RowGemm.apply(y, y, layer.w_down, None, fp8_wgrad)
