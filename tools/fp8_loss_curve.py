@@ -64,7 +64,8 @@ def main():
     p.add_argument("--branch", type=int, default=4)
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--recipes", default="tensorwise,rowwise,blockwise", help="FP8 recipes, comma-separated")
+    p.add_argument("--recipes", default="tensorwise,rowwise,blockwise",
+                   help="FP8 recipes, comma-separated; a '+wgrad' suffix (tensorwise, rowwise) adds FP8 weight gradients")
     args = p.parse_args()
     os.makedirs(args.out, exist_ok=True)
     cuda = torch.cuda.is_available()
@@ -79,7 +80,7 @@ def main():
     bf16 = ct.LlamaModel(**kw)
     fp8 = {}
     for recipe in recipes:
-        fp8[recipe] = ct.LlamaModel(**kw, fp8=recipe)
+        fp8[recipe] = ct.LlamaModel(**kw, fp8=recipe.removesuffix("+wgrad"), fp8_wgrad=recipe.endswith("+wgrad"))
         fp8[recipe].load_state_dict(bf16.state_dict(), strict=False)  # the same weights (tensorwise adds scales)
     fp32 = copy.deepcopy(bf16).float()
 
