@@ -12,13 +12,15 @@
 #           block-scaled identity against the per-tensor one (coda.log's blockwise rows)
 #   layer   tools/bench_block.py --fp8 at d = 4096 (LAYER_ONLY: another --only text, e.g. "fp8 layer d=2048")
 #   curve   tools/fp8_loss_curve.py, 300 steps of fp32, bf16 and FP8 (CURVE_RECIPES: the recipes, default all three)
-# Usage: bash tools/device_fp8.sh tests regress python gemm ... ; BUILD=carry/build by default.
+# Usage: bash tools/device_fp8.sh tests regress python gemm ... ; BUILD=carry/build by default; STEP_S: each step's
+# time limit (default 540 s); LAYER_BUDGET_S: bench_block.py's --budget-s (default 400).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 build=${BUILD:-carry/build}
 out=${OUT:-device-logs}
 mkdir -p "$out"
 export CODA_CACHE_DIR=${CODA_CACHE_DIR:-$(mktemp -d)} CODA_EXPERIMENTAL_FP8=1 PYTHONUNBUFFERED=1
+step_s=${STEP_S:-540}
 status=0
 python_ready=0
 python_setup() {  # the wheel and the peers into /tmp/site, as tools/device_torch.sh installs them (no step: just that)
@@ -31,36 +33,36 @@ for step in "$@"; do
   case $step in
     tests)
       echo "== C++ GPU tests of FP8"
-      timeout 540 "$build/tests/coda_gpu_tests" "[fp8],the block's FP8 epilogues*,the block's block-wise FP8 epilogues*,the block's row-wise FP8 epilogues*" --durations yes \
+      timeout "$step_s" "$build/tests/coda_gpu_tests" "[fp8],the block's FP8 epilogues*,the block's block-wise FP8 epilogues*,the block's row-wise FP8 epilogues*" --durations yes \
         > "$out/gpu_fp8_tests.log" 2>&1 || status=1
       grep -E "FAILED|passed|failed|with expansion" "$out/gpu_fp8_tests.log" | tail -n 20 ;;
     regress)
       echo "== C++ GPU tests of BF16 that the FP8 work's template changes touch"
-      timeout 540 "$build/tests/coda_gpu_tests" "the block's epilogues*,stream-K*,random GEMM*" --durations yes \
+      timeout "$step_s" "$build/tests/coda_gpu_tests" "the block's epilogues*,stream-K*,random GEMM*" --durations yes \
         > "$out/gpu_regress.log" 2>&1 || status=1
       grep -E "FAILED|passed|failed|with expansion" "$out/gpu_regress.log" | tail -n 20 ;;
     python)
       echo "== Python GPU tests of FP8"
       python_setup || exit 1
-      (cd /tmp && timeout 540 python3 -m pytest "$OLDPWD/tests/python" -m gpu -k "fp8 or blockwise or scaled_mm" -q \
+      (cd /tmp && timeout "$step_s" python3 -m pytest "$OLDPWD/tests/python" -m gpu -k "fp8 or blockwise or scaled_mm" -q \
         -p no:cacheprovider -rs) > "$out/pytest_fp8.log" 2>&1 || status=1
       grep -E "passed|failed|FAILED|Error" "$out/pytest_fp8.log" | tail -n 20 ;;
     gemm)
       echo "== FP8 identity GEMM against torch._scaled_mm"
       python_setup || exit 1
-      CODA_FP8=e4m3 CODA_BLOCK_SCALES=1 OUT=$out timeout 540 bash tools/bench_identity.sh "$build" \
+      CODA_FP8=e4m3 CODA_BLOCK_SCALES=1 OUT=$out timeout "$step_s" bash tools/bench_identity.sh "$build" \
         > "$out/fp8_gemm.log" 2>&1 || status=1
       tail -n 30 "$out/fp8_gemm.log" ;;
     layer)
       echo "== tools/bench_block.py --fp8"
       python_setup || exit 1
-      timeout 540 python3 tools/bench_block.py --fp8 --out "$out" --rounds 3 --budget-s 400 \
+      timeout "$step_s" python3 tools/bench_block.py --fp8 --out "$out" --rounds 3 --budget-s "${LAYER_BUDGET_S:-400}" \
         --only "${LAYER_ONLY:-fp8 layer d=4096}" > "$out/fp8_layer.log" 2>&1 || status=1
       grep -v "^\[" "$out/fp8_layer.log" | tail -n 20 ;;
     curve)
       echo "== tools/fp8_loss_curve.py"
       python_setup || exit 1
-      timeout 540 python3 tools/fp8_loss_curve.py --out "$out" --recipes "${CURVE_RECIPES:-tensorwise,rowwise,blockwise}" \
+      timeout "$step_s" python3 tools/fp8_loss_curve.py --out "$out" --recipes "${CURVE_RECIPES:-tensorwise,rowwise,blockwise}" \
         > "$out/fp8_curve.log" 2>&1 || status=1
       tail -n 6 "$out/fp8_curve.log" ;;
     *) echo "device_fp8.sh: unknown step '$step' (tests, regress, python, gemm, layer, curve)" >&2; exit 2 ;;
