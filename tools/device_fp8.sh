@@ -11,6 +11,8 @@
 #   gemm    coda's FP8 identity GEMM against torch._scaled_mm over the 12-shape set and the LLaMA shapes, and the
 #           block-scaled identity against the per-tensor one (coda.log's blockwise rows)
 #   layer   tools/bench_block.py --fp8 at d = 4096 (LAYER_ONLY: another --only text, e.g. "fp8 layer d=2048")
+#   profile tools/profile_block.py --fp8 at d = 4096 with SDPA (PROFILE_RECIPES: default tensorwise+wgrad,
+#           rowwise+wgrad, blockwise), coda's bf16 layer beside each
 #   curve   tools/fp8_loss_curve.py, 300 steps of fp32, bf16 and FP8 (CURVE_RECIPES: the recipes, default all three)
 # Usage: bash tools/device_fp8.sh tests regress python gemm ... ; BUILD=carry/build by default; STEP_S: each step's
 # time limit (default 540 s); LAYER_BUDGET_S: bench_block.py's --budget-s (default 400).
@@ -59,13 +61,19 @@ for step in "$@"; do
       timeout "$step_s" python3 tools/bench_block.py --fp8 --out "$out" --rounds 3 --budget-s "${LAYER_BUDGET_S:-400}" \
         --only "${LAYER_ONLY:-fp8 layer d=4096}" > "$out/fp8_layer.log" 2>&1 || status=1
       grep -v "^\[" "$out/fp8_layer.log" | tail -n 20 ;;
+    profile)
+      echo "== tools/profile_block.py --fp8: every kernel of the FP8 layers' step beside its floor"
+      python_setup || exit 1
+      timeout "$step_s" python3 tools/profile_block.py --fp8 ${PROFILE_RECIPES:-tensorwise+wgrad rowwise+wgrad blockwise} \
+        --fp8-only --d 4096 --attention sdpa --out "$out" > "$out/fp8_profile.log" 2>&1 || status=1
+      tail -n 5 "$out/fp8_profile.log" ;;
     curve)
       echo "== tools/fp8_loss_curve.py"
       python_setup || exit 1
       timeout "$step_s" python3 tools/fp8_loss_curve.py --out "$out" --recipes "${CURVE_RECIPES:-tensorwise,rowwise,blockwise}" \
         > "$out/fp8_curve.log" 2>&1 || status=1
       tail -n 6 "$out/fp8_curve.log" ;;
-    *) echo "device_fp8.sh: unknown step '$step' (tests, regress, python, gemm, layer, curve)" >&2; exit 2 ;;
+    *) echo "device_fp8.sh: unknown step '$step' (tests, regress, python, gemm, layer, profile, curve)" >&2; exit 2 ;;
   esac
 done
 exit $status

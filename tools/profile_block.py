@@ -11,6 +11,10 @@ Kernels are grouped per step:
 - everything else (attention, cuBLAS, Triton, PyTorch's own kernels) by kernel name; a GEMM's floor is itself.
 Beside each table, the step's timeline: how long the host took to issue a step, and how much of the GPU's span of a
 step no kernel ran (the launch gaps, or a host that falls behind), measured in the same profiled steps.
+With --fp8 RECIPE (tensorwise, rowwise, blockwise; "+wgrad" for FP8 weight gradients), the layers are also profiled in
+FP8, coda's FP8 layer beside its bf16 one; an FP8 GEMM's floor is torch._scaled_mm of its shape (both operands
+K-major, the only layout it takes; none for others), and the kernels coda.torch.fp8 and the FP8 ops launch are
+labelled too.
 One markdown table per step on stdout and in $OUT/profile_block.md (or --out)."""
 import argparse
 import bisect
@@ -23,7 +27,7 @@ import time
 import torch
 
 import coda.torch as ct
-from coda.torch import _kernels, _steps, ops, ops_lm_head
+from coda.torch import _kernels, _steps, fp8, ops, ops_fp8_blockwise, ops_fp8_layer, ops_fp8_rowwise, ops_lm_head
 from coda.torch import reference as ref
 
 from bench_block import LLAMA_SEQ, adamw_step, layer_step, llama_fields, llama_models
@@ -31,6 +35,9 @@ from bench_block import LLAMA_SEQ, adamw_step, layer_step, llama_fields, llama_m
 BATCH, SEQ, EPS = 8, 2048, 1e-5
 M = BATCH * SEQ
 LAYERS = {2048: (8192, 16), 4096: (14336, 32)}
+# Every module that launches coda kernels through its own name `run` (from coda.torch._kernels).
+LAUNCHERS = (ops, ops_lm_head, _steps, fp8, ops_fp8_layer, ops_fp8_blockwise, ops_fp8_rowwise)
+_FP8 = (torch.float8_e4m3fn, torch.float8_e5m2)
 
 
 def event_ms(fn, iters=20):
@@ -61,15 +68,16 @@ class Launches:
                 "graph": name, "m": m, "n": n, "k": k,
                 "a_mn_major": a is not None and a.stride(0) == 1 and a.shape[1] > 1,
                 "b_n_major": b is not None and b.stride(1) == 1 and b.shape[0] > 1,
+                "fp8": a is not None and a.dtype in _FP8,
                 "bytes": sum(t.numel() * t.element_size() for t in tensors) if not k else 0})
             with torch.profiler.record_function(f"coda.run#{len(self.records) - 1}"):
                 return self._run(name, inputs, outputs, m, n, k, partials, device)
-        for module in (ops, ops_lm_head, _steps):
+        for module in LAUNCHERS:
             module.run = labelled
         return self
 
     def __exit__(self, *exc):
-        for module in (ops, ops_lm_head, _steps):
+        for module in LAUNCHERS:
             module.run = self._run
 
 
@@ -80,8 +88,18 @@ class Floors:
         self.copy_bytes_per_ms = 2 * big.numel() * 2 / event_ms(lambda: out.copy_(big))
         self._gemm = {}
 
-    def gemm_ms(self, m, n, k, a_mn_major, b_n_major):
-        key = (m, n, k, a_mn_major, b_n_major)
+    def gemm_ms(self, m, n, k, a_mn_major, b_n_major, fp8_operands=False):
+        """cuBLAS's time for the GEMM: torch.matmul in bf16, torch._scaled_mm (per-tensor e4m3) for FP8 operands,
+        None for an FP8 layout it does not take."""
+        key = (m, n, k, a_mn_major, b_n_major, fp8_operands)
+        if fp8_operands and key not in self._gemm:
+            if a_mn_major or b_n_major or m % 16 or n % 16 or k % 16:
+                self._gemm[key] = None
+            else:
+                a = torch.randn(m, k, device="cuda").to(torch.float8_e4m3fn)
+                b = torch.randn(n, k, device="cuda").to(torch.float8_e4m3fn).t()
+                one = torch.ones((), device="cuda")
+                self._gemm[key] = event_ms(lambda: torch._scaled_mm(a, b, one, one, out_dtype=torch.bfloat16))
         if key not in self._gemm:
             a = torch.randn(k, m, device="cuda", dtype=torch.bfloat16).t() if a_mn_major else \
                 torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
@@ -158,7 +176,7 @@ def kernel_rows(profiled, launches, floors):
         if i >= 0 and kern.time_range.end <= spans[i][1] + 1:
             rec = launches.records[spans[i][2]]
             label = f"coda {rec['graph']} {rec['m']}x{rec['n']}" + (f"x{rec['k']}" if rec["k"] else "")
-            floor = (floors.gemm_ms(rec["m"], rec["n"], rec["k"], rec["a_mn_major"], rec["b_n_major"])
+            floor = (floors.gemm_ms(rec["m"], rec["n"], rec["k"], rec["a_mn_major"], rec["b_n_major"], rec["fp8"])
                      if rec["k"] else rec["bytes"] / floors.copy_bytes_per_ms)
         if label is None:
             label = kern.name if len(kern.name) < 90 else kern.name[:87] + "..."
@@ -218,6 +236,42 @@ def profile_layer(d, attention, floors, steps, kv_heads=None):
     return table(f"Layer fwd+bwd, d = {d}, F = {ffn}, M = {M}, attention {attention}{gqa} (ms per step)", systems)
 
 
+def profile_fp8_layer(d, attention, floors, steps, recipe, kv_heads=None):
+    """coda's FP8 layer (recipe: tensorwise, rowwise or blockwise, "+wgrad" for FP8 weight gradients) beside its bf16
+    layer, from the same weights; its input h in e4m3 as the previous layer would write it."""
+    ffn, heads = LAYERS[d]
+    name, wgrad = recipe.removesuffix("+wgrad"), recipe.endswith("+wgrad")
+    torch.manual_seed(0)
+    layer = ct.LlamaDecoderLayer(d, heads, ffn, eps=EPS, attention=attention, device="cuda", n_kv_heads=kv_heads,
+                                 fp8=name, fp8_wgrad=wgrad)
+    bf16 = ct.LlamaDecoderLayer(d, heads, ffn, eps=EPS, attention=attention, device="cuda", n_kv_heads=kv_heads)
+    bf16.load_state_dict(layer.state_dict(), strict=False)  # the same weights, less the tensorwise scales
+    x = torch.randn(M, d, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    dy = torch.randn(M, d, device="cuda", dtype=torch.bfloat16) / M  # a mean loss's order: the e5m2 scales' prior
+    pos = torch.arange(SEQ, device="cuda", dtype=torch.int32).repeat(BATCH)
+    with torch.no_grad():
+        h, rstd = torch.ops.coda.rms_stats(x, layer.attn_norm, EPS)
+        if name == "tensorwise":
+            entry = fp8.Fp8Scaling({"h": "e4m3"}, device="cuda")
+            for _ in range(2):  # a scale calibrated on this x
+                entry.update(M)
+                h8, _, amax = torch.ops.coda.rms_stats_fp8(x, layer.attn_norm, EPS, entry.inv_scale("h"))
+                entry.record(amax)
+            h_scale = entry.scale("h")
+        else:
+            h8, _, h_scale = getattr(torch.ops.coda, f"rms_stats_fp8_{name}")(x, layer.attn_norm, EPS)
+
+    systems = {}
+    with Launches() as launches:
+        fp8_step = layer_step(layer, x, dy, lambda: layer(x, h8, rstd, layer.mlp_norm, pos, SEQ, h_scale)[0])
+        systems[f"coda fp8 {recipe}"] = system_rows(profile(fp8_step, steps), launches, floors)
+        bf16_step = layer_step(bf16, x, dy, lambda: bf16(x, h, rstd, bf16.mlp_norm, pos, SEQ)[0])
+        systems["coda bf16"] = system_rows(profile(bf16_step, steps), launches, floors)
+    gqa = f", {heads} query heads sharing {kv_heads} KV heads" if kv_heads and kv_heads != heads else ""
+    return table(f"FP8 layer fwd+bwd ({recipe}), d = {d}, F = {ffn}, M = {M}, attention {attention}{gqa} "
+                 f"(ms per step)", systems)
+
+
 def profile_model(floors, steps):
     vocab, d, n_layers, heads, f = 32768, 2048, 8, 16, 8192
     torch.manual_seed(0)
@@ -264,6 +318,9 @@ def main():
                    help="grouped-query layers: this many KV heads (LLaMA-3: 8); SDPA only")
     p.add_argument("--swiglu-backward", choices=["fused", "split"], default="fused",
                    help="coda.torch's SwiGLU backward: in the dgrad GEMM's epilogue, or a dgrad GEMM then a tile program")
+    p.add_argument("--fp8", nargs="+", default=[], metavar="RECIPE",
+                   help="also profile the FP8 layers of these recipes (tensorwise, rowwise, blockwise; +wgrad)")
+    p.add_argument("--fp8-only", action="store_true", help="profile only the FP8 layers (and coda bf16 beside them)")
     p.add_argument("--model", action="store_true", help="also profile the 8-layer model step")
     p.add_argument("--llama", action="store_true", help="also profile LLaMA-3.2-1B's training step")
     p.add_argument("--llama-batch", type=int, default=2)
@@ -280,9 +337,14 @@ def main():
             if args.kv_heads and attention == "none":
                 print("(attention 'none' left out: the attention-free stand-in needs as many KV heads as query heads)")
                 continue
-            parts.append(profile_layer(d, attention, floors, args.steps, args.kv_heads))
-            print(parts[-1], flush=True)
-            torch.cuda.empty_cache()
+            if not args.fp8_only:
+                parts.append(profile_layer(d, attention, floors, args.steps, args.kv_heads))
+                print(parts[-1], flush=True)
+                torch.cuda.empty_cache()
+            for recipe in args.fp8:
+                parts.append(profile_fp8_layer(d, attention, floors, args.steps, recipe, args.kv_heads))
+                print(parts[-1], flush=True)
+                torch.cuda.empty_cache()
     if args.model:
         parts.append(profile_model(floors, args.steps))
         print(parts[-1], flush=True)
