@@ -393,6 +393,39 @@ std::string group_functions(const CheckedGraph& g, const codegen::LoweringContex
     return out + fmt::format("{}}}\n", kMember);
 }
 
+// The store_transposed sinks, numbered as tiles.store_transposed() gets them: how many, the lanes of the value each
+// writes (its rows per column pair of the index space), the bytes of one element, and where each lives (pointer,
+// bytes between its rows). The Hopper and portable mainloops write them from the visits to global memory; a tile
+// program stages them as transposed tiles.
+std::string transposed_table(const CheckedGraph& g, const codegen::LoweringContext& cx) {
+    std::string lanes_of;
+    std::string elements;
+    std::string views;
+    int count = 0;
+    for (int id = 0; id < static_cast<int>(g.graph.nodes().size()); ++id) {
+        if (cx.transposed_index.at(static_cast<std::size_t>(id)) < 0) continue;
+        const Node& n = g.graph.node(id);
+        const std::size_t element = size_of(n.dtype);
+        const int slot = cx.slot.at(static_cast<std::size_t>(id));
+        lanes_of += fmt::format("j == {} ? {} : ", count, lanes(g.types.at(static_cast<std::size_t>(n.args.at(0)))));
+        elements += fmt::format("j == {} ? {} : ", count, element);
+        views += fmt::format("{}if (j == {}) return {{reinterpret_cast<unsigned char*>(args.slot[{}]), "
+                             "static_cast<long long>(args.slot[{}]) * {}}};\n", kBody, count, slot, slot + 1, element);
+        ++count;
+    }
+    std::string out = fmt::format("{}// store_transposed sinks: lanes of each one's value, bytes per element, where each "
+                                  "lives.\n", kMember);
+    out += fmt::format("{}static constexpr int kTransposedStores = {};\n", kMember, count);
+    out += fmt::format("{}__host__ __device__ static constexpr int transposed_output_lanes(int j) {{ return {}0; }}\n",
+                       kMember, lanes_of);
+    out += fmt::format("{}__host__ __device__ static constexpr int transposed_output_element_bytes(int j) {{ return {}0; "
+                       "}}\n", kMember, elements);
+    out += fmt::format("{0}__device__ static coda::TileView transposed_output(const Args& args, int j) {{\n", kMember);
+    if (count == 0) out += fmt::format("{}(void)args;\n{}(void)j;\n", kBody, kBody);
+    out += views;
+    return out + fmt::format("{}return {{nullptr, 0}};\n{}}}\n", kBody, kMember);
+}
+
 // The tile inputs and outputs as a mainloop that stages them in shared memory sees them: how many, the bytes of
 // one column pair of each (lanes x element size) and of one element, and where each lives (pointer, bytes between
 // rows).
@@ -428,15 +461,11 @@ std::string tile_table(const CheckedGraph& g, const codegen::LoweringContext& cx
             accumulates = accumulates || n.op == Op::Accumulate;
             row_reductions += n.op == Op::ReduceRow ? 1 : 0;
         }
-        int transposed = 0;
-        for (const Node& n : g.graph.nodes()) transposed += n.op == Op::StoreTransposed ? 1 : 0;
         out += fmt::format("{0}// Whether a visit reads and writes a tile tensor in global memory itself (an accumulate\n"
                            "{0}// sink), and how many row reductions it feeds.\n"
                            "{0}static constexpr bool kAccumulates = {1};\n{0}static constexpr int kRowReductions = {2};\n",
                            kMember, accumulates ? "true" : "false", row_reductions);
-        out += fmt::format("{0}// store_transposed sinks: written to global memory by the visits, never staged.\n"
-                           "{0}static constexpr int kTransposedStores = {1};\n",
-                           kMember, transposed);
+        out += transposed_table(g, cx);
     }
     out += fmt::format("{}__host__ __device__ static constexpr int tile_{}_pair_bytes(int i) {{ return {}0; }}\n",
                        kMember, what, sizes);

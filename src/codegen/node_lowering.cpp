@@ -241,11 +241,13 @@ private:
         line(fmt::format("{}coda::store<{}>({}, {});", writer_guard(), v, sink_address(v), arg_name(0)));
     }
 
-    // out[column][m] for each of the visit's columns, straight to global memory (no staging; epilogue_contract.cuh).
+    // out[column][m] for each of the visit's columns, through the mainloop's tile sink: straight to global memory
+    // (epilogue_contract.cuh), or into a transposed tile in shared memory (tile programs that stage).
     void store_transposed() {
         const int v = lanes(arg_type(0));
-        line(fmt::format("coda::store_transposed<{}>({}, static_cast<long long>({}), c, {}, {});", v, pointer(true),
-                         word(1), v == 1 ? std::string("pair") : fmt::format("pair * {}", v), arg_name(0)));
+        line(fmt::format("tiles.template store_transposed<{}>({}, {}, static_cast<long long>({}), c, {}, {});", v,
+                         cx_.transposed_index.at(static_cast<std::size_t>(id_)), pointer(true), word(1),
+                         pair_offset(v), arg_name(0)));
     }
 
     // out += x: read the current value in the sink's dtype, add in fp32, write back.
@@ -307,12 +309,15 @@ LoweringContext make_lowering_context(const CheckedGraph& g) {
     }
     cx.tile_input_index.assign(g.graph.nodes().size(), -1);
     cx.tile_output_index.assign(g.graph.nodes().size(), -1);
+    cx.transposed_index.assign(g.graph.nodes().size(), -1);
     int tile_inputs = 0;
     int tile_outputs = 0;
+    int transposed = 0;
     for (std::size_t id = 0; id < g.graph.nodes().size(); ++id) {
         const Op op = g.graph.nodes()[id].op;
         if (op == Op::TileInput) cx.tile_input_index[id] = tile_inputs++;
         if (op == Op::Store && cx.site == Site::Visit) cx.tile_output_index[id] = tile_outputs++;
+        if (op == Op::StoreTransposed) cx.transposed_index[id] = transposed++;
     }
     return cx;
 }

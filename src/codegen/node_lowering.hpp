@@ -25,6 +25,9 @@ struct LoweringContext {
     // at the visit site among the tile outputs (Epilogue::kTileOutputs); -1 for other nodes.
     std::vector<int> tile_input_index;
     std::vector<int> tile_output_index;
+    // Number of each store_transposed node among the graph's transposed outputs (Epilogue::kTransposedStores); -1
+    // for other nodes.
+    std::vector<int> transposed_index;
 };
 
 LoweringContext make_lowering_context(const CheckedGraph& g);

@@ -125,8 +125,21 @@ struct TileView {
     long long row_bytes;
 };
 
+// store_transposed (ops.def): a visit's V values of row m, columns first_col .. first_col + V - 1, written to
+// out[column][m] (ld: out's row pitch), one element at a time. Pairs past N have no column to write.
+template <int V, class T, class R>
+__device__ __forceinline__ void store_transposed(T* out, long long ld, const Coord& c, int first_col, const R (&in)[V]) {
+    if (c.n >= c.N) return;
+#pragma unroll
+    for (int v = 0; v < V; ++v) {
+        const R element[1] = {in[v]};
+        coda::store<1>(out + static_cast<long long>(first_col + v) * ld + c.m, element);
+    }
+}
+
 // Where a visit's tile inputs come from and its tile outputs go, as every mainloop can do it: global memory
-// at the visit's address. (The Hopper mainloop stages them in shared memory instead: hopper_staging.cuh.)
+// at the visit's address. (The Hopper mainloop stages them in shared memory instead: hopper_staging.cuh; tile
+// programs too, and their transposed outputs: tile_program.cuh.)
 // kVisitsBeyondN: whether the mainloop also visits column pairs at or past N (reduce.cuh, add_in_columns); never
 // where a visit touches global memory.
 struct GlobalTiles {
@@ -139,18 +152,11 @@ struct GlobalTiles {
     __device__ void store(int, T* p, const Coord&, const R (&in)[V]) const {
         coda::store<V>(p, in);
     }
-};
-
-// store_transposed (ops.def): a visit's V values of row m, columns first_col .. first_col + V - 1, written to
-// out[column][m] (ld: out's row pitch), one element at a time. Pairs past N have no column to write.
-template <int V, class T, class R>
-__device__ __forceinline__ void store_transposed(T* out, long long ld, const Coord& c, int first_col, const R (&in)[V]) {
-    if (c.n >= c.N) return;
-#pragma unroll
-    for (int v = 0; v < V; ++v) {
-        const R element[1] = {in[v]};
-        coda::store<1>(out + static_cast<long long>(first_col + v) * ld + c.m, element);
+    // store_transposed sink j (Epilogue::transposed_output(args, j)).
+    template <int V, class T, class R>
+    __device__ void store_transposed(int, T* out, long long ld, const Coord& c, int first_col, const R (&in)[V]) const {
+        coda::store_transposed<V>(out, ld, c, first_col, in);
     }
-}
+};
 
 }  // namespace coda

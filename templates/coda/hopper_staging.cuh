@@ -276,6 +276,11 @@ struct HopperTiles {
     __device__ void store(int i, T* p, const Coord& c, const R (&v)[V]) const {
         out.template store<V>(i, p, c, v);
     }
+    // Never staged here: amid the staged fragments of a chunk, straight to global memory.
+    template <int V, class T, class R>
+    __device__ void store_transposed(int, T* p, long long ld, const Coord& c, int first_col, const R (&v)[V]) const {
+        coda::store_transposed<V>(p, ld, c, first_col, v);
+    }
 };
 
 }  // namespace coda

@@ -16,6 +16,9 @@
 //     and its tile's rows end on a 16-byte unit (columns past N would otherwise be read or written); otherwise, and
 //     for graphs whose staged tile would not fit kMaxStagedBytes, it visits global memory directly. Either way
 //     each thread visits the same positions in the same order, so reductions stay deterministic and alike.
+//   - Transposed outputs (store_transposed) stage as transposed tiles: a visit writes its elements into rows of
+//     the tile's columns, and the CTA writes each row out in 16-byte stores. Unstaged, each element is a store of
+//     its own to another row of the output (a 32-byte sector written for each byte of an FP8 copy).
 #pragma once
 
 #include "coda/epilogue_contract.cuh"
@@ -125,6 +128,43 @@ struct StagedTileTable {
     }
 };
 
+// The transposed outputs (store_transposed sinks) of Epilogue as one CTA stages them: output j's tile is rows(j) =
+// kBN / 2 * lanes(j) rows (the tile's columns, which are the output's rows) of kBM elements (the tile's rows), one
+// output after another. A row's 4-byte words are XOR-swizzled by its column pair (key): a warp's 32 lanes each write
+// one element of another row at the same m, which unswizzled would all fall in one bank (a row is 64, 128 or 256
+// bytes); swizzled, at most two lanes share a bank.
+template <class Epilogue>
+struct TransposedTileTable {
+    using L = TileProgramLayout;
+    static constexpr int kCount = Epilogue::kTransposedStores;
+    __host__ __device__ static constexpr int lanes(int j) { return Epilogue::transposed_output_lanes(j); }
+    __host__ __device__ static constexpr int element_bytes(int j) { return Epilogue::transposed_output_element_bytes(j); }
+    __host__ __device__ static constexpr int rows(int j) { return L::kBN / 2 * lanes(j); }
+    __host__ __device__ static constexpr int row_bytes(int j) { return L::kBM * element_bytes(j); }
+    __host__ __device__ static constexpr int offset(int j) {
+        return j == 0 ? 0 : offset(j - 1) + rows(j - 1) * row_bytes(j - 1);
+    }
+    static constexpr int kBytes = offset(kCount);
+    __device__ static int key(int j, int r) { return (r / lanes(j)) & (row_bytes(j) / 4 - 1); }
+    // Shared address of element e (the tile's row e) of row r of output j.
+    __device__ static unsigned element(unsigned base, int j, int r, int e) {
+        const int byte = e * element_bytes(j);
+        return base + offset(j) + r * row_bytes(j) + (((byte >> 2) ^ key(j, r)) << 2) + (byte & 3);
+    }
+    // Whether this CTA's rows (rows of the tile: < rows) can go out in 16-byte units: every output's base and row
+    // pitch aligned, and the tile's part of a row whole units.
+    __device__ static bool movable_in_16(const typename Epilogue::Args& args, int rows) {
+        bool all = true;
+#pragma unroll
+        for (int j = 0; j < kCount; ++j) {
+            const TileView v = Epilogue::transposed_output(args, j);
+            all = all && ((reinterpret_cast<unsigned long long>(v.base) | static_cast<unsigned long long>(v.row_bytes) |
+                           static_cast<unsigned long long>(rows * element_bytes(j))) & 15ull) == 0;
+        }
+        return all;
+    }
+};
+
 __device__ __forceinline__ uint4 ld_shared_16(unsigned address) {
     uint4 r;
     asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "r"(address)
@@ -132,21 +172,60 @@ __device__ __forceinline__ uint4 ld_shared_16(unsigned address) {
     return r;
 }
 
+// The words of a 16-byte unit of a swizzled row, in their logical order: word i is at i ^ s.
+__device__ __forceinline__ uint4 unswizzle_words(uint4 p, int s) {
+    const unsigned lo0 = (s & 1) ? p.y : p.x, lo1 = (s & 1) ? p.x : p.y;
+    const unsigned hi0 = (s & 1) ? p.w : p.z, hi1 = (s & 1) ? p.z : p.w;
+    return (s & 2) ? make_uint4(hi0, hi1, lo0, lo1) : make_uint4(lo0, lo1, hi0, hi1);
+}
+
 }  // namespace detail
 
-// The shared-memory plan of a tile program's CTA: staged inputs, staged outputs, then end_tile's scratch.
+// The shared-memory plan of a tile program's CTA: staged inputs, staged outputs, staged transposed outputs, then
+// end_tile's scratch.
 template <class Epilogue>
 struct TileProgramStaging {
     using Inputs = detail::StagedTileTable<Epilogue, false>;
     using Outputs = detail::StagedTileTable<Epilogue, true>;
+    using Transposed = detail::TransposedTileTable<Epilogue>;
     // Beyond this a CTA would hold so much shared memory that too few fit on an SM to keep the bandwidth: visit
     // global memory instead (graphs with many or wide tile tensors).
     static constexpr int kMaxStagedBytes = 96 * 1024;
-    static constexpr bool kEnabled = Inputs::kBytes + Outputs::kBytes <= kMaxStagedBytes;
+    static constexpr bool kEnabled = Inputs::kBytes + Outputs::kBytes + Transposed::kBytes <= kMaxStagedBytes;
     // end_tile's scratch overlaps the staged inputs (dead once the visits are done), the outputs follow both.
     static constexpr int kScratchBytes = Epilogue::template scratch_floats<TileProgramLayout>() * 4;
     static constexpr int kOutputsOffset = kEnabled && Inputs::kBytes > kScratchBytes ? Inputs::kBytes : kScratchBytes;
-    static constexpr int kSmemBytes = kOutputsOffset + (kEnabled ? Outputs::kBytes : 0);
+    static constexpr int kTransposedOffset = kOutputsOffset + (kEnabled ? Outputs::kBytes : 0);
+    static constexpr int kSmemBytes = kTransposedOffset + (kEnabled ? Transposed::kBytes : 0);
+
+    // After the visits (and a barrier): every staged transposed row of the tile < rows (rows of the tile) and < n
+    // (columns of the index space) to global memory, 16 bytes a store.
+    __device__ static void write_transposed(const typename Epilogue::Args& args, unsigned smem, int m0, int rows,
+                                            int n0, int n) {
+        using L = TileProgramLayout;
+        const int pairs = (n - n0 < L::kBN ? n - n0 : L::kBN) / 2;
+#pragma unroll
+        for (int j = 0; j < Transposed::kCount; ++j) {
+            const int units = Transposed::row_bytes(j) / 16;
+            const int valid_units = rows * Transposed::element_bytes(j) / 16;
+            const int valid_rows = pairs * Transposed::lanes(j);
+            const TileView v = Epilogue::transposed_output(args, j);
+            unsigned char* first = v.base + static_cast<long long>(n0 / 2 * Transposed::lanes(j)) * v.row_bytes +
+                                   static_cast<long long>(m0) * Transposed::element_bytes(j);
+            const unsigned tile = smem + kTransposedOffset + Transposed::offset(j);
+            // rows(j) * units = kThreads * lanes(j) * element_bytes(j): a whole number of units per thread.
+#pragma unroll
+            for (int k = 0; k < Transposed::rows(j) * units / L::kThreads; ++k) {
+                const int u = k * L::kThreads + L::thread_index();
+                const int r = u / units, b = u % units;
+                if (r < valid_rows && b < valid_units) {
+                    const int key = Transposed::key(j, r);
+                    const uint4 w = detail::ld_shared_16(tile + r * Transposed::row_bytes(j) + ((b ^ (key >> 2)) << 4));
+                    *reinterpret_cast<uint4*>(first + r * v.row_bytes + b * 16) = detail::unswizzle_words(w, key & 3);
+                }
+            }
+        }
+    }
 };
 
 // Where a visit's tile tensors are when the CTA staged them: shared memory, at the visit's row and column pair.
@@ -167,6 +246,16 @@ struct StagedTiles {
         coda::store_shared<T>(smem + S::kOutputsOffset + S::Outputs::offset(i) + (c.m - m0) * S::Outputs::row_bytes(i) +
                                   (c.n - n0) / 2 * S::Outputs::pair_bytes(i),
                               in);
+    }
+    // Transposed output j: the visit's V elements into rows (c.n - n0) / 2 * V + v of its transposed tile.
+    template <int V, class T, class R>
+    __device__ void store_transposed(int j, T*, long long, const Coord& c, int, const R (&in)[V]) const {
+        const int r = (c.n - n0) / 2 * V;
+#pragma unroll
+        for (int v = 0; v < V; ++v) {
+            const R element[1] = {in[v]};
+            coda::store_shared<T>(S::Transposed::element(smem + S::kTransposedOffset, j, r + v, c.m - m0), element);
+        }
     }
 };
 
@@ -231,7 +320,8 @@ __global__ void __launch_bounds__(TileProgramLayout::kThreads)
     const unsigned smem = detail::shared_address(coda_tile_smem);
     bool staged = false;
     if constexpr (S::kEnabled) {
-        staged = S::Inputs::movable_in_16(args, n0, problem.n) && S::Outputs::movable_in_16(args, n0, problem.n);
+        staged = S::Inputs::movable_in_16(args, n0, problem.n) && S::Outputs::movable_in_16(args, n0, problem.n) &&
+                 S::Transposed::movable_in_16(args, rows);
         // Every input unit of the tile in flight at once; the wait comes after the row and column values' loads.
         if (staged) {
             S::Inputs::for_each_unit(args, smem, m0, n0, rows, problem.n, [](unsigned to, unsigned char* from) {
@@ -280,6 +370,7 @@ __global__ void __launch_bounds__(TileProgramLayout::kThreads)
                                   [](unsigned from, unsigned char* to) {
                                       *reinterpret_cast<uint4*>(to) = detail::ld_shared_16(from);
                                   });
+        if constexpr (S::Transposed::kCount > 0) S::write_transposed(args, smem, m0, rows, n0, problem.n);
     } else if (n < problem.n) {
         visit_all(GlobalTiles{});
     }

@@ -176,8 +176,11 @@ TEST_CASE("store_transposed: epilogues and tile programs write N x M copies that
     warm_in_parallel(builds);
     // Ragged M and N (the last tile's rows and columns cut), and a padded output row that must survive.
     std::uint64_t seed = check_at_shapes(builds, {{300, 272, 200}, {129, 130, 64, 16}}, 1100);
+    // Tile programs stage their transposed tiles where every row moves in 16-byte units ({256, 1024}; {272, 272}: a
+    // last tile of 16 rows and 16 columns) and write element by element otherwise ({257, 1000}, {64, 130}).
     for (DType fp8 : {DType::E4M3, DType::E5M2})
-        for (const auto& [m, n] : {std::pair<std::int64_t, std::int64_t>{257, 1000}, {64, 130}}) {
+        for (const auto& [m, n] :
+             {std::pair<std::int64_t, std::int64_t>{257, 1000}, {64, 130}, {256, 1024}, {272, 272}}) {
             verify::CheckProblem p;
             p.m = m;
             p.n = n;

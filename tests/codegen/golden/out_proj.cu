@@ -68,8 +68,15 @@ struct Epilogue {
     // sink), and how many row reductions it feeds.
     static constexpr bool kAccumulates = false;
     static constexpr int kRowReductions = 1;
-    // store_transposed sinks: written to global memory by the visits, never staged.
+    // store_transposed sinks: lanes of each one's value, bytes per element, where each lives.
     static constexpr int kTransposedStores = 0;
+    __host__ __device__ static constexpr int transposed_output_lanes(int j) { return 0; }
+    __host__ __device__ static constexpr int transposed_output_element_bytes(int j) { return 0; }
+    __device__ static coda::TileView transposed_output(const Args& args, int j) {
+        (void)args;
+        (void)j;
+        return {nullptr, 0};
+    }
     __host__ __device__ static constexpr int tile_output_pair_bytes(int i) { return i == 0 ? 4 : i == 1 ? 4 : 0; }
     __host__ __device__ static constexpr int tile_output_element_bytes(int i) { return i == 0 ? 2 : i == 1 ? 2 : 0; }
     __device__ static coda::TileView tile_output(const Args& args, int i) {
