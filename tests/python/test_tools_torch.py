@@ -55,13 +55,17 @@ def gpu_event(name, start, end):
 def test_kernels_are_matched_to_the_launch_whose_gpu_span_holds_them():
     launches = types.SimpleNamespace(records=[
         {"graph": "swiglu_backward", "m": 16384, "n": 8192, "k": 2048, "a_mn_major": False, "b_n_major": True,
-         "bytes": 0},
+         "fp8": False, "bytes": 0},
         {"graph": "rms_finalize", "m": 16384, "n": 0, "k": 0, "a_mn_major": False, "b_n_major": False,
-         "bytes": 4000}])
-    floors = types.SimpleNamespace(copy_bytes_per_ms=1000.0, gemm_ms=lambda *shape: 0.5)
+         "fp8": False, "bytes": 4000},
+        {"graph": "dgrad_fp8", "m": 16384, "n": 2048, "k": 8192, "a_mn_major": False, "b_n_major": False,
+         "fp8": True, "bytes": 0}])
+    # An FP8 GEMM's floor is torch._scaled_mm's (gemm_ms's last argument), a bf16 one torch.matmul's.
+    floors = types.SimpleNamespace(copy_bytes_per_ms=1000.0, gemm_ms=lambda *shape: 0.25 if shape[-1] else 0.5)
     events = [gpu_event("coda.run#0", 0, 1000), gpu_event("void coda::hopper_gemm<...>", 10, 990),
               gpu_event("coda.run#1", 2000, 2100), gpu_event("void coda::finalize_program<...>", 2010, 2090),
-              gpu_event("nvjet_sm90_tst_128x256", 3000, 3500), gpu_event("triton_poi_fused_add", 3600, 3700)]
+              gpu_event("nvjet_sm90_tst_128x256", 3000, 3500), gpu_event("triton_poi_fused_add", 3600, 3700),
+              gpu_event("coda.run#2", 4000, 4400), gpu_event("void coda::hopper_gemm<...>", 4010, 4390)]
     cpu = types.SimpleNamespace(name="aten::mm", device_type=torch.autograd.DeviceType.CPU, time_range=None)
     profiled = profile_block.Profiled(events + [cpu], 1, 0.0, 0.0)
     rows = {r[0]: r[1:] for r in profile_block.kernel_rows(profiled, launches, floors)}
@@ -69,6 +73,7 @@ def test_kernels_are_matched_to_the_launch_whose_gpu_span_holds_them():
     assert rows["coda rms_finalize 16384x0"] == (1, 0.08, 4.0)
     assert rows["nvjet_sm90_tst_128x256"] == (1, 0.5, 0.5)  # a cuBLAS GEMM is its own floor
     assert rows["triton_poi_fused_add"] == (1, 0.1, None)
+    assert rows["coda dgrad_fp8 16384x2048x8192"] == (1, 0.38, 0.25)
 
 
 def test_timeline_counts_the_gpu_idle_between_kernels_once_per_step():
