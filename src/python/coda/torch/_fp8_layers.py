@@ -6,6 +6,7 @@ from typing import Optional
 import torch
 from torch import Tensor
 
+from coda.torch._kernels import run
 from coda.torch._register import fake, no_gradient
 
 
@@ -13,6 +14,18 @@ def weight_grad_like(x: Tensor, t: Tensor, buffer: Optional[Tensor]) -> Tensor:
     """A weight's gradient as an FP8 layer's backward returns it, given the weight's transposed FP8 copy t [K x N]:
     [N x K] in the activations' dtype, or empty where it went into `buffer`."""
     return x.new_empty(0) if buffer is not None else x.new_empty(t.shape[1], t.shape[0])
+
+
+def fp8_weight_gradient(ins: dict, n: int, k: int, m: int, buffer: Optional[Tensor], like: Tensor,
+                        graphs: tuple[str, str]) -> Tensor:
+    """dW [N x K], a sum over m tokens, by an FP8 GEMM on `ins` (A, B and their scales): added into the f32 `buffer`
+    by graphs[0] (then an empty tensor is returned), else stored in `like`'s dtype by graphs[1]."""
+    if buffer is not None:
+        run(graphs[0], ins, {"D": buffer}, n, k, m)
+        return like.new_empty(0)
+    dw = like.new_empty(n, k)
+    run(graphs[1], ins, {"D": dw}, n, k, m)
+    return dw
 
 
 def check_fp8_wgrad(fp8_wgrad: bool, m: int) -> None:

@@ -31,7 +31,7 @@ from torch import Tensor
 from coda.torch import _steps
 from coda.torch import ops as _ops
 from coda.torch._kernels import partials_rows, run
-from coda.torch._fp8_layers import check_fp8_wgrad, weight_grad_like
+from coda.torch._fp8_layers import check_fp8_wgrad, fp8_weight_gradient, weight_grad_like
 from coda.torch._register import fake, no_gradient
 from coda.torch.fp8 import AMAX, FORMATS, INV_SCALE, SCALE, quantize, quantize_weight, record_amax
 
@@ -204,12 +204,7 @@ def _wgrad_fp8(dy_t: Tensor, x_t: Tensor, dy_slot: str, x_slot: str, state: Tens
     n, m = dy_t.shape
     k = x_t.shape[0]
     ins = {"A": dy_t, "B": x_t.t(), "a_scale": _scale(state, dy_slot), "b_scale": _scale(state, x_slot)}
-    if buffer is not None:
-        run("wgrad_fp8_accumulate", ins, {"D": buffer}, n, k, m)
-        return like.new_empty(0)
-    dw = like.new_empty(n, k)
-    run("dgrad_fp8", ins, {"D": dw}, n, k, m)
-    return dw
+    return fp8_weight_gradient(ins, n, k, m, buffer, like, ("wgrad_fp8_accumulate", "dgrad_fp8"))
 
 
 @torch.library.custom_op("coda::decoder_layer_fp8_backward",

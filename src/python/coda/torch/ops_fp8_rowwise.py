@@ -25,7 +25,7 @@ from torch import Tensor
 from coda.torch import _steps
 from coda.torch import ops as _ops
 from coda.torch._kernels import partials_rows, run
-from coda.torch._fp8_layers import check_fp8_wgrad, register_stateless
+from coda.torch._fp8_layers import check_fp8_wgrad, fp8_weight_gradient, register_stateless
 from coda.torch._register import fake, no_gradient
 from coda.torch.fp8 import FORMATS, quantize_rowwise, quantize_weight_rowwise, row_scales
 
@@ -150,12 +150,7 @@ def _wgrad(dy: Tensor, x: Tensor, buffer: Optional[Tensor], fp8_wgrad: bool) -> 
     (dy_t, dy_scale), (x_t, x_scale) = _column_quantized(dy), _column_quantized(x)
     n, k, m = dy.shape[1], x.shape[1], dy.shape[0]
     ins = {"A": dy_t, "B": x_t.t(), "a_scale": dy_scale, "b_scale": x_scale}
-    if buffer is not None:
-        run("wgrad_fp8_rowwise_accumulate", ins, {"D": buffer}, n, k, m)
-        return dy.new_empty(0)
-    dw = dy.new_empty(n, k)
-    run("dgrad_fp8_rowwise", ins, {"D": dw}, n, k, m)
-    return dw
+    return fp8_weight_gradient(ins, n, k, m, buffer, dy, ("wgrad_fp8_rowwise_accumulate", "dgrad_fp8_rowwise"))
 
 
 def _rope_backward(blocks, qkv: Tensor, pos: Tensor, theta: Tensor):
