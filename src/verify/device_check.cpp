@@ -26,12 +26,15 @@ struct Tolerance {
     double max;
 };
 
-// bf16 keeps 8 significant bits (relative step 2^-8), f16 11, f32 24; the GEMM accumulates in f32.
-Tolerance tolerance_for(DType d) {
+// bf16 keeps 8 significant bits (relative step 2^-8), f16 11, f32 24; the GEMM accumulates in f32. Except one of
+// FP8 operands without block scales (fp8_accumulation): Hopper's FP8 wgmma adds its products into the accumulator
+// with fewer bits than f32 keeps, and nothing promotes them every few k-blocks, so an f32 output of such a GEMM is
+// only about as exact as 2^-10 (measured on an H100: 1.07e-3 of the norm, K = 4096, one row).
+Tolerance tolerance_for(DType d, bool fp8_accumulation = false) {
     switch (d) {
         case DType::BF16: return {1e-2, 5e-2};
         case DType::F16: return {5e-3, 2e-2};
-        case DType::F32: return {1e-3, 1e-2};
+        case DType::F32: return fp8_accumulation ? Tolerance{5e-3, 2e-2} : Tolerance{1e-3, 1e-2};
         case DType::I32: return {0, 0};
         // A tolerance follows an output's dtype, not the GEMM operands' (FP8 operands are exact, their products
         // exact in f32). An FP8 output rounds the kernel's f32 value, which may lie across a rounding boundary
@@ -156,12 +159,12 @@ std::vector<double> random_block_scales(std::mt19937_64& rng, std::size_t count)
 }
 
 OutputReport compare(const std::string& name, DType dtype, const std::vector<double>& out,
-                     const std::vector<double>& ref, const CheckProblem& p) {
+                     const std::vector<double>& ref, const CheckProblem& p, bool fp8_accumulation) {
     OutputReport r;
     r.name = name;
     r.dtype = dtype;
     r.elements = static_cast<std::int64_t>(ref.size());
-    Tolerance tol = tolerance_for(dtype);
+    Tolerance tol = tolerance_for(dtype, fp8_accumulation);
     if (p.rel_tolerance > 0) tol.rel = std::min(tol.rel, p.rel_tolerance);
     if (p.max_tolerance > 0) tol.max = std::min(tol.max, p.max_tolerance);
     r.rel_tolerance = tol.rel;
@@ -373,13 +376,16 @@ CheckReport check_on_device(const Kernel& kernel, const CheckProblem& p) {
                                                    p.tile_pad ? fmt::format(", row pitch {}", t->ld) : ""));
     }
     report.pass = report.clobbered.empty();
+    const bool fp8_accumulation = domain == Domain::Gemm && size_of(g.graph.spec().input) == 1 &&
+                                  !g.graph.spec().block_scales;
     for (const Binding& b : g.bindings) {
         if (b.role == BindingRole::Input || b.role == BindingRole::Partials || b.role == BindingRole::ScalarArg) continue;
         auto it = expected.find(b.name);
         if (it == expected.end()) throw InternalError(fmt::format("reference produced no output '{}'", b.name));
         const DeviceTensor& t = device[b.name];
         const auto bytes = t.initial.empty() ? download(t) : logical_bytes(t, download(t));
-        report.outputs.push_back(compare(b.name, b.dtype, decode(bytes, b.dtype), it->second.values, p));
+        report.outputs.push_back(
+            compare(b.name, b.dtype, decode(bytes, b.dtype), it->second.values, p, fp8_accumulation));
         report.outputs.back().digest =
             sha256_hex(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
         report.pass = report.pass && report.outputs.back().pass;

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <exception>
+#include <mutex>
 #include <thread>
 
 #include "driver/cuda_driver.hpp"
@@ -20,13 +22,24 @@ void require_pass(const verify::CheckReport& report) {
 void warm_in_parallel(const std::vector<Build>& builds) {
     std::vector<std::thread> threads;
     std::atomic<std::size_t> next{0};
+    // A compile error in a worker would end the process (std::terminate); it is rethrown here instead, so that it
+    // fails the test that asked for the build.
+    std::mutex failure_mutex;
+    std::exception_ptr failure;
     const unsigned workers = std::max(1u, std::min(16u, std::thread::hardware_concurrency()));
     for (unsigned t = 0; t < workers; ++t)
         threads.emplace_back([&] {
-            for (std::size_t i = next++; i < builds.size(); i = next++)
-                Runtime::instance().compile(builds[i].graph, builds[i].options);
+            for (std::size_t i = next++; i < builds.size(); i = next++) {
+                try {
+                    Runtime::instance().compile(builds[i].graph, builds[i].options);
+                } catch (...) {
+                    const std::lock_guard<std::mutex> lock(failure_mutex);
+                    if (!failure) failure = std::current_exception();
+                }
+            }
         });
     for (auto& t : threads) t.join();
+    if (failure) std::rethrow_exception(failure);
 }
 
 CompileOptions options_for(const KernelConfig& config) {
