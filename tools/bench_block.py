@@ -29,11 +29,8 @@ import types
 import torch
 import torch.nn.functional as F
 
-# --fp8: coda's FP8 kernels launch only where this allows it until a GPU has run their tests (issue 28). Set before
-# coda reads its settings.
-os.environ.setdefault("CODA_EXPERIMENTAL_FP8", "1")
-import coda.torch as ct  # noqa: E402
-from coda.torch import reference as ref  # noqa: E402
+import coda.torch as ct
+from coda.torch import reference as ref
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import power_hold  # noqa: E402

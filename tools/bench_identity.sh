@@ -20,8 +20,6 @@ build=$1
 out=${OUT:-device-logs}
 hold_ms=${CODA_HOLD_MS:-1500}
 fp8=${CODA_FP8:-}
-# coda's FP8 kernels launch only where this allows it until a GPU has run their tests (issue 28).
-[ -n "$fp8" ] && export CODA_EXPERIMENTAL_FP8=${CODA_EXPERIMENTAL_FP8:-1}
 fp8_args=()
 coda_args=()
 baseline=torch.matmul

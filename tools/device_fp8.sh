@@ -1,6 +1,5 @@
 #!/usr/bin/env bash
-# Issue 28's GPU run, step by step (each fits one device call of 10 minutes): the FP8 kernels have compiled and been
-# CPU-tested, but no GPU has run them, so CODA_EXPERIMENTAL_FP8 still holds them back (README "FP8 operands").
+# The FP8 GPU run (issue 28), step by step, each step fitting one device call of 10 minutes.
 # Needs carry/build (tools/pack_device_build.sh) and, for the Python steps, carry/wheels and carry/peers
 # (tools/pack_device_python.sh --peers). Logs go to $OUT (default ./device-logs).
 #   tests   the C++ GPU tests of FP8 (GEMMs of one and two types, block scales, reduce_group, FP8 tile tensors, the
@@ -21,7 +20,7 @@ cd "$(dirname "$0")/.."
 build=${BUILD:-carry/build}
 out=${OUT:-device-logs}
 mkdir -p "$out"
-export CODA_CACHE_DIR=${CODA_CACHE_DIR:-$(mktemp -d)} CODA_EXPERIMENTAL_FP8=1 PYTHONUNBUFFERED=1
+export CODA_CACHE_DIR=${CODA_CACHE_DIR:-$(mktemp -d)} PYTHONUNBUFFERED=1
 step_s=${STEP_S:-540}
 status=0
 python_ready=0

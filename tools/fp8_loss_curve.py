@@ -18,9 +18,8 @@ import time
 
 import torch
 
-os.environ.setdefault("CODA_EXPERIMENTAL_FP8", "1")  # FP8 kernels have not run on a GPU before this tool (issue 28)
-import coda.torch as ct  # noqa: E402
-from coda.torch import reference as ref  # noqa: E402
+import coda.torch as ct
+from coda.torch import reference as ref
 
 
 def markov_batches(vocab, branch, batch, seq, steps, seed):

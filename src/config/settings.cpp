@@ -104,7 +104,6 @@ Settings Settings::from_environment() {
                                                          : StreamK::Never;
     if (auto v = read_env("CODA_FINALIZE_STRANDS"))
         s.finalize_strands = parse_finalize_strands("CODA_FINALIZE_STRANDS", *v);
-    if (auto v = read_env("CODA_EXPERIMENTAL_FP8")) s.experimental_fp8 = parse_bool("CODA_EXPERIMENTAL_FP8", *v);
     if (auto v = read_env("CODA_LOG_LEVEL")) s.log_level = parse_log_level("CODA_LOG_LEVEL", *v);
     if (auto v = read_env("CODA_DUMP_DIR")) s.dump_dir = parse_dir("CODA_DUMP_DIR", *v);
     if (auto v = read_env("CODA_RECORD")) s.record_dir = parse_dir("CODA_RECORD", *v);

@@ -16,7 +16,6 @@
 #include "ir/graph_access.hpp"
 #include "mainloop/mainloops.hpp"
 #include "runtime/config_choice.hpp"
-#include "runtime/fp8_gate.hpp"
 #include "runtime/launch_plan.hpp"
 #include "runtime/pipeline.hpp"
 #include "util/log.hpp"
@@ -321,7 +320,6 @@ const LoadedKernel& Kernel::runner(const LaunchPlan& plan) const {
 
 void Kernel::launch(const Args& args, CUstream_st* stream) const {
     const LoadedKernel& k = loaded();
-    expect_fp8_allowed(k.checked.graph, k.report.kernel_name);
     const LaunchPlan plan = plan_launch(k.checked, k.tile(), args, k.report.kernel_name);
     expect_context(k);
     const LoadedKernel& run = runner(plan);
@@ -346,7 +344,6 @@ struct BoundLaunch::State {
 
 BoundLaunch Kernel::bind(const Args& args) const {
     const LoadedKernel& k = loaded();
-    expect_fp8_allowed(k.checked.graph, k.report.kernel_name);
     const LaunchPlan plan = plan_launch(k.checked, k.tile(), args, k.report.kernel_name);
     expect_context(k);  // a fallback compiles for the current context
     BoundLaunch bound;

@@ -19,8 +19,7 @@ class ScopedEnv {
 public:
     ScopedEnv() {
         for (const char* name : {"CODA_CACHE_DIR", "CODA_DISK_CACHE", "CODA_LOG_LEVEL", "CODA_DUMP_DIR", "CODA_ARCH",
-                                 "CODA_RECORD", "CODA_FINALIZE_STRANDS", "CODA_EXPERIMENTAL_FP8", "XDG_CACHE_HOME",
-                                 "HOME"}) {
+                                 "CODA_RECORD", "CODA_FINALIZE_STRANDS", "XDG_CACHE_HOME", "HOME"}) {
             const char* value = ::getenv(name);
             saved_[name] = value ? std::optional<std::string>(value) : std::nullopt;
             ::unsetenv(name);
@@ -111,12 +110,6 @@ TEST_CASE("each CODA_ variable is parsed", "[config]") {
     }
     env.set("CODA_FINALIZE_STRANDS", "Auto");
     CHECK(coda::Settings::from_environment().finalize_strands == 0);
-    // FP8 kernels launch only when asked for (runtime/fp8_gate.hpp).
-    CHECK_FALSE(coda::Settings::from_environment().experimental_fp8);
-    env.set("CODA_EXPERIMENTAL_FP8", "1");
-    CHECK(coda::Settings::from_environment().experimental_fp8);
-    env.set("CODA_EXPERIMENTAL_FP8", "fp8");
-    CHECK_THROWS_WITH(coda::Settings::from_environment(), Catch::Contains("CODA_EXPERIMENTAL_FP8"));
 }
 
 TEST_CASE("relative directories are made absolute once", "[config]") {

@@ -12,7 +12,6 @@
 #include "util/arch.hpp"
 #include "mainloop/hopper.hpp"
 #include "mainloop/stream_k_workspace.hpp"
-#include "runtime/fp8_gate.hpp"
 #include "verify/device_check.hpp"
 #include "gpu/gpu_support.hpp"
 #include "support/fp8_graphs.hpp"
@@ -230,22 +229,4 @@ TEST_CASE("FP8 tile tensors: epilogues that write them and tile programs that re
         p.seed = seed++;
         require_pass(verify::check_on_device(reader, p));
     }
-}
-
-TEST_CASE("FP8 kernels launch only where CODA_EXPERIMENTAL_FP8 (or its override) allows it", "[gpu][fp8]") {
-    // gpu_main.cpp allows them for the whole suite; forbidden, a launch is a clear error before the GPU sees it.
-    struct Restore {
-        ~Restore() { set_experimental_fp8_override(true); }
-    } restore;
-    set_experimental_fp8_override(false);
-    const Kernel reader = Runtime::instance().compile(fp8_reading_program());
-    verify::CheckProblem p;
-    p.m = 64;
-    p.n = 64;
-    CHECK_THROWS_WITH(verify::check_on_device(reader, p),
-                      Catch::Contains("fp8_read") && Catch::Contains("CODA_EXPERIMENTAL_FP8=1"));
-    // A bf16 kernel is not held back.
-    Graph plain = Graph::tile("bf16_copy");
-    plain.store(plain.tile_input("x", DType::BF16), "y", DType::BF16);
-    require_pass(verify::check_on_device(Runtime::instance().compile(plain), p));
 }

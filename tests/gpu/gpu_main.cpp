@@ -7,7 +7,6 @@
 #include <cstring>
 
 #include "driver/cuda_driver.hpp"
-#include "runtime/fp8_gate.hpp"
 
 int main(int argc, char** argv) {
     bool listing = false;
@@ -16,7 +15,5 @@ int main(int argc, char** argv) {
         std::printf("SKIPPED: no GPU: %s\n", coda::Driver::instance().unavailable_reason().c_str());
         return 77;
     }
-    // The GPU tests are what will let coda's FP8 kernels out from behind CODA_EXPERIMENTAL_FP8 (fp8_gate.hpp).
-    coda::set_experimental_fp8_override(true);
     return Catch::Session().run(argc, argv);
 }

@@ -1,13 +1,8 @@
 """Tests of the Python package. Tests marked gpu need a CUDA GPU and are skipped (reported, never passed) without."""
 
-import os
-
 import pytest
 
-# coda's FP8 kernels launch only where CODA_EXPERIMENTAL_FP8 allows it until a GPU has run these tests (issue 28).
-os.environ.setdefault("CODA_EXPERIMENTAL_FP8", "1")
-
-import coda  # noqa: E402
+import coda
 
 
 def pytest_configure(config):
