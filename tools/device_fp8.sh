@@ -11,7 +11,7 @@
 #           block-scaled identity against the per-tensor one (coda.log's blockwise rows)
 #   layer   tools/bench_block.py --fp8 at d = 4096 (LAYER_ONLY: another --only text, e.g. "fp8 layer d=2048")
 #   profile tools/profile_block.py --fp8 at d = 4096 with SDPA (PROFILE_RECIPES: default tensorwise+wgrad,
-#           rowwise+wgrad, blockwise), coda's bf16 layer beside each
+#           rowwise+wgrad, blockwise), coda's bf16 layer and torchao's recipe + torch.compile beside each
 #   curve   tools/fp8_loss_curve.py, 300 steps of fp32, bf16 and FP8 (CURVE_RECIPES: the recipes, default all three)
 # Usage: bash tools/device_fp8.sh tests regress python gemm ... ; BUILD=carry/build by default; STEP_S: each step's
 # time limit (default 540 s); LAYER_BUDGET_S: bench_block.py's --budget-s (default 400).
@@ -64,7 +64,7 @@ for step in "$@"; do
       echo "== tools/profile_block.py --fp8: every kernel of the FP8 layers' step beside its floor"
       python_setup || exit 1
       timeout "$step_s" python3 tools/profile_block.py --fp8 ${PROFILE_RECIPES:-tensorwise+wgrad rowwise+wgrad blockwise} \
-        --fp8-only --d 4096 --attention sdpa --out "$out" > "$out/fp8_profile.log" 2>&1 || status=1
+        --fp8-only --torchao --d 4096 --attention sdpa --out "$out" > "$out/fp8_profile.log" 2>&1 || status=1
       tail -n 5 "$out/fp8_profile.log" ;;
     curve)
       echo "== tools/fp8_loss_curve.py"

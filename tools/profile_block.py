@@ -31,7 +31,7 @@ from coda.torch import (_fp8_layers, _kernels, _steps, fp8, ops, ops_fp8_blockwi
                         ops_lm_head)
 from coda.torch import reference as ref
 
-from bench_block import LLAMA_SEQ, adamw_step, layer_step, llama_fields, llama_models
+from bench_block import LLAMA_SEQ, adamw_step, layer_step, llama_fields, llama_models, torchao_layer
 
 BATCH, SEQ, EPS = 8, 2048, 1e-5
 M = BATCH * SEQ
@@ -237,9 +237,11 @@ def profile_layer(d, attention, floors, steps, kv_heads=None):
     return table(f"Layer fwd+bwd, d = {d}, F = {ffn}, M = {M}, attention {attention}{gqa} (ms per step)", systems)
 
 
-def profile_fp8_layer(d, attention, floors, steps, recipe, kv_heads=None):
+def profile_fp8_layer(d, attention, floors, steps, recipe, kv_heads=None, torchao=False):
     """coda's FP8 layer (recipe: tensorwise, rowwise or blockwise, "+wgrad" for FP8 weight gradients) beside its bf16
-    layer, from the same weights; its input h in e4m3 as the previous layer would write it."""
+    layer, from the same weights; its input h in e4m3 as the previous layer would write it. With `torchao`, also
+    torchao's float8 training of the same recipe (tensorwise or rowwise) under torch.compile, as bench_block.py --fp8
+    times it: kernel by kernel beside coda's."""
     ffn, heads = LAYERS[d]
     name, wgrad = recipe.removesuffix("+wgrad"), recipe.endswith("+wgrad")
     torch.manual_seed(0)
@@ -268,6 +270,11 @@ def profile_fp8_layer(d, attention, floors, steps, recipe, kv_heads=None):
         systems[f"coda fp8 {recipe}"] = system_rows(profile(fp8_step, steps), launches, floors)
         bf16_step = layer_step(bf16, x, dy, lambda: bf16(x, h, rstd, bf16.mlp_norm, pos, SEQ)[0])
         systems["coda bf16"] = system_rows(profile(bf16_step, steps), launches, floors)
+    if torchao and name in ("tensorwise", "rowwise"):
+        ao = torchao_layer(bf16, name)  # its norms and SwiGLU in eager PyTorch, compiled with the rest
+        compiled = torch.compile(ao)
+        ao_step = layer_step(ao, x, dy, lambda: compiled(x, pos))
+        systems[f"torchao {name} + compile"] = system_rows(profile(ao_step, steps), launches, floors)
     gqa = f", {heads} query heads sharing {kv_heads} KV heads" if kv_heads and kv_heads != heads else ""
     return table(f"FP8 layer fwd+bwd ({recipe}), d = {d}, F = {ffn}, M = {M}, attention {attention}{gqa} "
                  f"(ms per step)", systems)
@@ -322,6 +329,9 @@ def main():
     p.add_argument("--fp8", nargs="+", default=[], metavar="RECIPE",
                    help="also profile the FP8 layers of these recipes (tensorwise, rowwise, blockwise; +wgrad)")
     p.add_argument("--fp8-only", action="store_true", help="profile only the FP8 layers (and coda bf16 beside them)")
+    p.add_argument("--torchao", action="store_true",
+                   help="beside each tensorwise or rowwise FP8 layer, torchao's float8 training of that recipe under "
+                        "torch.compile (needs torchao)")
     p.add_argument("--model", action="store_true", help="also profile the 8-layer model step")
     p.add_argument("--llama", action="store_true", help="also profile LLaMA-3.2-1B's training step")
     p.add_argument("--llama-batch", type=int, default=2)
@@ -343,7 +353,7 @@ def main():
                 print(parts[-1], flush=True)
                 torch.cuda.empty_cache()
             for recipe in args.fp8:
-                parts.append(profile_fp8_layer(d, attention, floors, args.steps, recipe, args.kv_heads))
+                parts.append(profile_fp8_layer(d, attention, floors, args.steps, recipe, args.kv_heads, args.torchao))
                 print(parts[-1], flush=True)
                 torch.cuda.empty_cache()
     if args.model:
