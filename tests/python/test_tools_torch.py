@@ -168,3 +168,21 @@ def test_split_swiglu_backward_is_set_only_while_its_system_runs():
     run = bench_block.split_swiglu_backward(lambda: seen.append(ops.SWIGLU_BACKWARD))
     run()
     assert seen == ["split"] and ops.SWIGLU_BACKWARD == "fused"
+
+
+def test_ab_builds_pairs_each_row_of_the_two_builds():
+    import ab_builds
+    table = ("epilogue        M      N      K         ms   TFLOP/s /identity  config\n"
+             "identity     4096   4096   4096     {id:.4f}    1401.3         -  hopper bm=128 bn=128 pingpong\n"
+             "blockwise    4096   4096   4096     {bw:.4f}     760.7     1.845  hopper bm=128 bn=128 cooperative\n")
+    runs = [("A", ab_builds.parse_rows(table.format(id=0.1, bw=0.18))),
+            ("B", ab_builds.parse_rows(table.format(id=0.1, bw=0.19))),
+            ("B", ab_builds.parse_rows(table.format(id=0.1, bw=0.21))),
+            ("A", ab_builds.parse_rows(table.format(id=0.1, bw=0.22)))]
+    assert runs[0][1] == {("identity", 4096, 4096, 4096): 0.1, ("blockwise", 4096, 4096, 4096): 0.18}
+    report = ab_builds.summarize(runs)
+    assert "| blockwise | 4096 | 4096 | 4096 | 0.2000 | 0.2000 | 1.000 |" in report
+    assert "identity: B / A geometric mean 1.000 over 1 shapes" in report
+    # A row only one build printed (a failed run) has nothing to compare with.
+    lonely = ab_builds.summarize([("A", {("x", 1, 1, 1): 1.0}), ("B", {})])
+    assert "| x |" not in lonely and "1 of 2 runs printed no table rows" in lonely

@@ -1,0 +1,98 @@
+"""Two builds of coda timed against each other in one GPU session: the A/B of a template or mainloop change.
+
+For each shape, `coda bench gemm` (with the arguments after `--`) runs with build A's binary, then B's, B's, A's
+(ABBA: a drift of clock or temperature within the pair cancels), each build with a kernel cache of its own. Every
+row of the tables it prints (epilogue, M, N, K, ms, ...) is collected; the result is each row's mean time per build,
+B / A, and the geometric mean of B / A per epilogue. B / A below 1: B is faster.
+
+Usage:
+  python3 tools/ab_builds.py carry/build_main carry/build_branch --shapes 4096x4096x4096 8192x4096x11008 \\
+      -- bench gemm --fp8 e4m3 --block-scales --identity-only --iters 50
+Writes ab_builds.md to $OUT (or --out) and prints it.
+"""
+import argparse
+import math
+import os
+import subprocess
+import sys
+import tempfile
+
+
+def parse_rows(text):
+    """{(epilogue, M, N, K): ms} of the table rows in `text` (coda bench gemm's: name M N K ms TFLOP/s ...)."""
+    rows = {}
+    for line in text.splitlines():
+        fields = line.split()
+        if len(fields) < 5 or not all(f.isdigit() for f in fields[1:4]):
+            continue
+        try:
+            rows[(fields[0], int(fields[1]), int(fields[2]), int(fields[3]))] = float(fields[4])
+        except ValueError:
+            continue
+    return rows
+
+
+def summarize(runs):
+    """Markdown of the runs: [(build "A" or "B", {row: ms})] in the order they ran."""
+    times = {}
+    for build, rows in runs:
+        for key, ms in rows.items():
+            times.setdefault(key, {"A": [], "B": []})[build].append(ms)
+    lines = ["| epilogue | M | N | K | A ms | B ms | B / A |", "|---|---|---|---|---|---|---|"]
+    ratios = {}
+    for key in sorted(times):
+        a, b = times[key]["A"], times[key]["B"]
+        if not a or not b:
+            continue
+        ma, mb = sum(a) / len(a), sum(b) / len(b)
+        ratios.setdefault(key[0], []).append(mb / ma)
+        lines.append(f"| {key[0]} | {key[1]} | {key[2]} | {key[3]} | {ma:.4f} | {mb:.4f} | {mb / ma:.3f} |")
+    lines.append("")
+    empty = sum(1 for _, rows in runs if not rows)
+    if empty:
+        lines.append(f"{empty} of {len(runs)} runs printed no table rows (failed or timed out: see ab_builds.log)")
+    for name, r in sorted(ratios.items()):
+        geomean = math.exp(sum(math.log(x) for x in r) / len(r))
+        lines.append(f"{name}: B / A geometric mean {geomean:.3f} over {len(r)} shapes")
+    return "\n".join(lines)
+
+
+def main():
+    argv = sys.argv[1:]
+    coda_args = argv[argv.index("--") + 1:] if "--" in argv else []
+    argv = argv[:argv.index("--")] if "--" in argv else argv
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("build_a", help="build directory A (its coda binary at BUILD/coda), the baseline")
+    p.add_argument("build_b", help="build directory B, the change")
+    p.add_argument("--shapes", nargs="+", required=True, metavar="MxNxK")
+    p.add_argument("--timeout-s", type=int, default=120, help="each run's limit")
+    p.add_argument("--out", default=os.environ.get("OUT", "."))
+    args = p.parse_args(argv)
+    if not coda_args:
+        p.error("give the coda subcommand after --, e.g. -- bench gemm --identity-only")
+    caches = {"A": tempfile.mkdtemp(prefix="coda-ab-a-"), "B": tempfile.mkdtemp(prefix="coda-ab-b-")}
+    binaries = {"A": os.path.join(args.build_a, "coda"), "B": os.path.join(args.build_b, "coda")}
+    runs, log = [], []
+    for shape in args.shapes:
+        m, n, k = shape.split("x")
+        for build in "ABBA":
+            cmd = [binaries[build], *coda_args, "--m", m, "--n", n, "--k", k]
+            env = dict(os.environ, CODA_CACHE_DIR=caches[build])
+            try:
+                done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=args.timeout_s)
+                text = done.stdout + done.stderr
+            except subprocess.TimeoutExpired:
+                text = f"(timed out after {args.timeout_s} s)"
+            log.append(f"== {build} {shape}: {' '.join(cmd)}\n{text}")
+            runs.append((build, parse_rows(text)))
+    report = summarize(runs)
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "ab_builds.md"), "w") as f:
+        f.write(f"A = {args.build_a}, B = {args.build_b}; coda {' '.join(coda_args)}\n\n{report}\n")
+    with open(os.path.join(args.out, "ab_builds.log"), "w") as f:
+        f.write("\n".join(log))
+    print(report)
+
+
+if __name__ == "__main__":
+    main()
