@@ -8,7 +8,9 @@ captured in a CUDA graph and replayed, besides the baselines), and whether torch
 model (4 layers, d = 512) compiles and matches. Last, "llama3.2-1b step": a training step of LLaMA-3.2-1B's
 architecture (llama_rows). One table on stdout; bench_block.csv and bench_block.md in $OUT (or --out).
 --fp8: the layers instead with coda's FP8 layers (fp8="tensorwise", "blockwise", "rowwise") against coda bf16, torch.compile bf16 and torchao's
-float8 recipes under torch.compile, x_floor against the FP8 GEMM floor (fp8_layer_rows).
+float8 recipes under torch.compile, x_floor against the FP8 GEMM floor (fp8_layer_rows); then "llama3.2-1b fp8 step":
+coda's LLaMA-3.2-1B in the tensorwise and rowwise recipes (FP8 weight gradients) against Hugging Face's model under
+torchao's same recipe + torch.compile (llama_fp8_rows).
 
 Timing: every system runs twice (compiles, autotuning), then all run in turn for 500 ms to settle the GPU clock,
 then rounds: in each round every system runs `per_round` times between two CUDA events; the median over rounds.
@@ -690,6 +692,78 @@ def llama_rows(rounds, skip_compile, batch, n_layers):
     return rows
 
 
+# coda's FP8 recipes in the model step: FP8 weight gradients too, as torchao's tensorwise and rowwise recipes have them.
+LLAMA_FP8_RECIPES = ("tensorwise", "rowwise")
+
+
+def llama_fp8_models(source, device, dtype=torch.bfloat16):
+    """{recipe: coda's LLaMA model in that FP8 recipe, with FP8 weight gradients} from `source` (Hugging Face's model,
+    or its fields), no logits stored, like llama_models' bf16 one."""
+    return {recipe: ct.from_hf(source, device=device, dtype=dtype, store_logits=False, fp8=recipe, fp8_wgrad=True)
+            for recipe in LLAMA_FP8_RECIPES}
+
+
+def torchao_hf(hf, recipe):
+    """A copy of Hugging Face's model with torchao's float8 training (convert_to_float8_training) in `recipe` on every
+    linear layer but the LM head, which coda's FP8 models keep in bf16 too."""
+    from torchao.float8 import Float8LinearConfig, convert_to_float8_training
+    model = copy.deepcopy(hf)
+    convert_to_float8_training(model, config=Float8LinearConfig.from_recipe_name(recipe),
+                               module_filter_fn=lambda module, fqn: fqn != "lm_head")
+    return model
+
+
+def llama_fp8_rows(rounds, batch, n_layers):
+    """The llama3.2-1b step in FP8: coda's model in each FP8 recipe against Hugging Face's LlamaForCausalLM under
+    torchao's float8 training of the same recipe + torch.compile, with coda bf16 and HF + torch.compile in bf16 beside
+    them, all from the same weights (AdamW on the bf16 weights)."""
+    fields = llama_fields(n_layers)
+    label = llama_label(fields, batch, LLAMA_SEQ).replace("step", "fp8 step", 1)
+    torch.manual_seed(0)
+    hf, why, model = llama_models(fields, "cuda")
+    source = hf if hf is not None else types.SimpleNamespace(**fields)
+    fp8_models = llama_fp8_models(source, "cuda")
+    tokens = torch.randint(0, fields["vocab_size"], (batch, LLAMA_SEQ), device="cuda")
+    losses = {}
+    entries = {"coda bf16": (model, lambda: model(tokens, tokens))}
+    for recipe, m in fp8_models.items():
+        entries[f"coda fp8 {recipe} wgrad"] = (m, lambda m=m: m(tokens, tokens))
+    if hf is not None:
+        hf_fn = torch.compile(hf)
+        entries["HF Llama + torch.compile"] = (hf, lambda: hf_fn(input_ids=tokens, labels=tokens).loss)
+        for recipe in LLAMA_FP8_RECIPES:
+            try:
+                ao = torchao_hf(hf, recipe)
+                ao_fn = torch.compile(ao)
+                entries[f"HF Llama + torchao {recipe} + compile"] = (
+                    ao, lambda ao_fn=ao_fn: ao_fn(input_ids=tokens, labels=tokens).loss)
+            except Exception as e:  # noqa: BLE001
+                log(f"{label}: torchao {recipe} unavailable: {e!r}")
+    systems = {name: adamw_step(module, remember_first_loss(fwd, losses, name))
+               for name, (module, fwd) in entries.items()}
+    log(f"{label}: compiling and warming {list(systems)}")
+    ms = time_systems(systems, rounds, 1, announce=label)
+    mem = {name: peak_gib(fn) for name, fn in systems.items()}
+    tokens_per_step = batch * LLAMA_SEQ
+    rows = []
+    for name in systems:
+        note = [f"first loss {losses[name].item():.4f}"] if name in losses else []
+        for recipe in LLAMA_FP8_RECIPES:
+            ao_ms = ms.get(f"HF Llama + torchao {recipe} + compile")
+            if ao_ms and name.startswith("coda fp8 " + recipe):
+                note.append(f"{ao_ms / ms[name]:.3f}x faster than torchao {recipe}")
+        if name.startswith("coda fp8") and "coda bf16" in ms:
+            note.append(f"{ms['coda bf16'] / ms[name]:.3f}x faster than coda bf16")
+        rows.append({"bench": label, "attention": "sdpa", "system": name, "ms": round(ms[name], 3), "x_floor": "",
+                     "tokens_per_s": round(tokens_per_step / ms[name] * 1e3), "peak_GiB": round(mem[name], 2),
+                     "note": "; ".join(note)})
+    add_holds(rows, systems)
+    if hf is None:
+        rows.append({"bench": label, "attention": "sdpa", "system": "HF Llama + torchao", "ms": "", "x_floor": "",
+                     "tokens_per_s": "", "peak_GiB": "", "note": f"SKIPPED: {why}"})
+    return rows
+
+
 def select_sections(sections, only):
     """The (name, run) sections whose name contains one of the texts in `only` (all of them when it is empty)."""
     return [(name, run) for name, run in sections if not only or any(text in name for text in only)]
@@ -710,8 +784,10 @@ def main():
     p.add_argument("--llama-layers", type=int, default=LLAMA32_1B["num_hidden_layers"],
                    help="layers of the llama3.2-1b step (default its 16; fewer if memory runs out, said in the row)")
     p.add_argument("--fp8", action="store_true",
-                   help="the FP8 layer sections instead (fp8 layer d=2048 / d=4096, each attention): coda's "
-                        "fp8='tensorwise', 'blockwise' and 'rowwise' layers against coda bf16, torch.compile bf16, torchao float8 + compile")
+                   help="the FP8 sections instead (fp8 layer d=2048 / d=4096, each attention: coda's "
+                        "fp8='tensorwise', 'blockwise' and 'rowwise' layers against coda bf16, torch.compile bf16, "
+                        "torchao float8 + compile; 'llama3.2-1b fp8 step': coda's FP8 model against Hugging Face's "
+                        "under torchao + compile)")
     p.add_argument("--hold-s", type=float, default=0.0,
                    help="also run each system alone this many seconds, with nvidia-smi sampling clock and power: "
                         "its sustained ms per step, MHz, W and joules per step (default 0: off)")
@@ -735,6 +811,8 @@ def main():
         sections = [("fp8 " + name, lambda d=d, f=f, h=h, kv=kv, att=att: fp8_layer_rows(
                         d, f, h, att, args.rounds, args.per_round, args.skip_compile, kv))
                     for name, d, f, h, kv, att in layer_sections(LAYER_SIZES)]
+        sections.append(("llama3.2-1b fp8 step", lambda: llama_fp8_rows(max(3, args.rounds // 2), args.llama_batch,
+                                                                        args.llama_layers)))
     sections = select_sections(sections, args.only)
     rows = []
     for name, run in sections:

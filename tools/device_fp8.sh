@@ -10,6 +10,8 @@
 #   gemm    coda's FP8 identity GEMM against torch._scaled_mm over the 12-shape set and the LLaMA shapes, and the
 #           block-scaled identity against the per-tensor one (coda.log's blockwise rows)
 #   layer   tools/bench_block.py --fp8 at d = 4096 (LAYER_ONLY: another --only text, e.g. "fp8 layer d=2048")
+#   model   tools/bench_block.py --fp8 --only "llama3.2-1b fp8 step": coda's LLaMA-3.2-1B in FP8 (tensorwise and
+#           rowwise, FP8 weight gradients) against Hugging Face's under torchao + compile (MODEL_LAYERS: default 16)
 #   profile tools/profile_block.py --fp8 at d = 4096 with SDPA (PROFILE_RECIPES: default tensorwise+wgrad,
 #           rowwise+wgrad, blockwise), coda's bf16 layer and torchao's recipe + torch.compile beside each
 #   curve   tools/fp8_loss_curve.py, 300 steps of fp32, bf16 and FP8 (CURVE_RECIPES: the recipes, default all three)
@@ -60,6 +62,12 @@ for step in "$@"; do
       timeout "$step_s" python3 tools/bench_block.py --fp8 --out "$out" --rounds 3 --budget-s "${LAYER_BUDGET_S:-400}" \
         --only "${LAYER_ONLY:-fp8 layer d=4096}" > "$out/fp8_layer.log" 2>&1 || status=1
       grep -v "^\[" "$out/fp8_layer.log" | tail -n 20 ;;
+    model)
+      echo "== tools/bench_block.py --fp8: the LLaMA-3.2-1B step in FP8"
+      python_setup || exit 1
+      timeout "$step_s" python3 tools/bench_block.py --fp8 --out "$out" --rounds 3 --budget-s "${LAYER_BUDGET_S:-400}" \
+        --only "llama3.2-1b fp8 step" --llama-layers "${MODEL_LAYERS:-16}" > "$out/fp8_model.log" 2>&1 || status=1
+      grep -v "^\[" "$out/fp8_model.log" | tail -n 12 ;;
     profile)
       echo "== tools/profile_block.py --fp8: every kernel of the FP8 layers' step beside its floor"
       python_setup || exit 1
@@ -72,7 +80,7 @@ for step in "$@"; do
       timeout "$step_s" python3 tools/fp8_loss_curve.py --out "$out" --recipes "${CURVE_RECIPES:-tensorwise,rowwise,blockwise}" \
         > "$out/fp8_curve.log" 2>&1 || status=1
       tail -n 6 "$out/fp8_curve.log" ;;
-    *) echo "device_fp8.sh: unknown step '$step' (tests, regress, python, gemm, layer, profile, curve)" >&2; exit 2 ;;
+    *) echo "device_fp8.sh: unknown step '$step' (tests, regress, python, gemm, layer, model, profile, curve)" >&2; exit 2 ;;
   esac
 done
 exit $status
