@@ -271,10 +271,14 @@ def profile_fp8_layer(d, attention, floors, steps, recipe, kv_heads=None, torcha
         bf16_step = layer_step(bf16, x, dy, lambda: bf16(x, h, rstd, bf16.mlp_norm, pos, SEQ)[0])
         systems["coda bf16"] = system_rows(profile(bf16_step, steps), launches, floors)
     if torchao and name in ("tensorwise", "rowwise"):
-        ao = torchao_layer(bf16, name)  # its norms and SwiGLU in eager PyTorch, compiled with the rest
-        compiled = torch.compile(ao)
-        ao_step = layer_step(ao, x, dy, lambda: compiled(x, pos))
-        systems[f"torchao {name} + compile"] = system_rows(profile(ao_step, steps), launches, floors)
+        try:
+            ao = torchao_layer(bf16, name)  # its norms and SwiGLU in eager PyTorch, compiled with the rest
+        except ImportError as e:
+            print(f"(torchao {name} left out: {e})")
+        else:
+            compiled = torch.compile(ao)
+            ao_step = layer_step(ao, x, dy, lambda: compiled(x, pos))
+            systems[f"torchao {name} + compile"] = system_rows(profile(ao_step, steps), launches, floors)
     gqa = f", {heads} query heads sharing {kv_heads} KV heads" if kv_heads and kv_heads != heads else ""
     return table(f"FP8 layer fwd+bwd ({recipe}), d = {d}, F = {ffn}, M = {M}, attention {attention}{gqa} "
                  f"(ms per step)", systems)
