@@ -325,11 +325,13 @@ __device__ __forceinline__ void hopper_mma_tile(const HopperSmem& smem, unsigned
 // hopper_mma_tile for block-scaled FP8 (GemmSpec::block_scales): k-tile kt is the scale block k_begin + kt (128 k).
 // Its wgmmas write a block sum of their own (the first one overwrites it), and once they are done each thread adds
 // that sum times A_scale[kb][row] * B_scale[tn][kb] into acc: every block is promoted to fp32 with its own scales,
-// as DeepSeek-V3's recipe has it. The stage is freed as soon as its wgmmas are done, and the next block's scales are
-// loaded while they run. A warpgroup waits for its own wgmmas before it promotes (ptxas serializes every wgmma of a
-// kernel that reads a pending one's accumulators, so a second block sum in flight gains nothing); the other consumer
-// warpgroup's wgmmas keep the tensor cores busy meanwhile. Rows past M and tiles past N (a cluster partner's) read no
-// scale and add 0.
+// as DeepSeek-V3's recipe has it. The stage is freed as soon as its wgmmas are done. A warpgroup waits for its own
+// wgmmas before it promotes (ptxas serializes every wgmma of a kernel that reads a pending one's accumulators, so a
+// second block sum in flight gains nothing); the other consumer warpgroup's wgmmas keep the tensor cores busy
+// meanwhile. Rows past M and tiles past N (a cluster partner's) read no scale and add 0.
+// The scales are loaded two blocks ahead and multiplied one block ahead, in two sets of registers that alternate
+// (the loop body twice): loaded one block ahead, their product sat before the wgmma wait in the SASS, so each block
+// waited for a global load issued just after its wgmmas.
 template <class Tr, class Prefetch>
 __device__ __forceinline__ void hopper_mma_tile_block_scaled(const HopperSmem& smem, const GemmProblem& problem,
                                                              const typename Tr::Epilogue::Args& args,
@@ -357,26 +359,33 @@ __device__ __forceinline__ void hopper_mma_tile_block_scaled(const HopperSmem& s
     const long long lda_scale = static_cast<long long>(args.slot[kSlot + 1]);
     const float* const b_scales =
         reinterpret_cast<const float*>(args.slot[kSlot + 2]) + static_cast<long long>(tn) * static_cast<long long>(args.slot[kSlot + 3]);
-    // A block's scale of each row slot: A_scale[kb][row] * B_scale[tn][kb].
-    const auto load_scales = [&](int kb, float (&scale)[kRows]) {
-        const float b = tile_in_n ? __ldg(b_scales + kb) : 0.0f;
+    // A block's scales as loaded: A_scale[kb][row] of each row slot (raw[0 .. kRows - 1]) and B_scale[tn][kb] (raw[kRows]).
+    const auto load = [&](int kb, float (&raw)[kRows + 1]) {
+        raw[kRows] = tile_in_n ? __ldg(b_scales + kb) : 0.0f;
         const float* const a_scales = a_scale + static_cast<long long>(kb) * lda_scale;
 #pragma unroll
-        for (int rs = 0; rs < kRows; ++rs) scale[rs] = row_at[rs] >= 0 ? __ldg(a_scales + row_at[rs]) * b : 0.0f;
+        for (int rs = 0; rs < kRows; ++rs) raw[rs] = row_at[rs] >= 0 ? __ldg(a_scales + row_at[rs]) : 0.0f;
     };
-    float scale[kRows];
-    load_scales(k_begin, scale);
+    const auto multiply = [](const float (&raw)[kRows + 1], float (&scale)[kRows]) {
+#pragma unroll
+        for (int rs = 0; rs < kRows; ++rs) scale[rs] = raw[rs] * raw[kRows];
+    };
+    float scale[kRows];  // the current block's: A_scale[kb][row] * B_scale[tn][kb]
+    float raw0[kRows + 1], raw1[kRows + 1];
+    load(k_begin, raw0);
+    multiply(raw0, scale);
+    if (k_tiles > 1) load(k_begin + 1, raw0);
     float block[Tr::kM64][Tr::kBN / 2];
     auto stage = PipelineState<Tr::kStages>::at(start);
-    for (int kt = 0; kt < k_tiles; ++kt) {
+    // Block kt: `ready` holds block kt + 1's scales (loaded during block kt - 1), `fill` receives block kt + 2's.
+    const auto step = [&](int kt, float (&ready)[kRows + 1], float (&fill)[kRows + 1]) {
         if (kt == prefetch_at) prefetch();
         sm90::mbarrier_wait(smem.full + 8 * stage.index, stage.phase);
         sm90::wgmma_fence();
         const unsigned stage_offset = static_cast<unsigned>(stage.index) * (Tr::kStageBytes >> 4);
         hopper_mma_stage<Tr, true>(a_low + stage_offset, b_low + stage_offset, block);
         sm90::wgmma_commit();
-        float next[kRows];
-        if (kt + 1 < k_tiles) load_scales(k_begin + kt + 1, next);
+        if (kt + 2 < k_tiles) load(k_begin + kt + 2, fill);
         sm90::wgmma_wait<0>();
 #pragma unroll
         for (int i = 0; i < Tr::kM64; ++i) sm90::fence_registers(block[i]);
@@ -386,11 +395,12 @@ __device__ __forceinline__ void hopper_mma_tile_block_scaled(const HopperSmem& s
         for (int i = 0; i < Tr::kM64; ++i)
 #pragma unroll
             for (int r = 0; r < Tr::kBN / 2; ++r) acc[i][r] = fmaf(block[i][r], scale[2 * i + (r / 2) % 2], acc[i][r]);
-        if (kt + 1 < k_tiles) {
-#pragma unroll
-            for (int rs = 0; rs < kRows; ++rs) scale[rs] = next[rs];
-        }
+        if (kt + 1 < k_tiles) multiply(ready, scale);
         stage.advance();
+    };
+    for (int kt = 0; kt < k_tiles; kt += 2) {
+        step(kt, raw0, raw1);
+        if (kt + 1 < k_tiles) step(kt + 1, raw1, raw0);
     }
 }
 
