@@ -21,6 +21,7 @@ its sustained ms per step, median SM clock and power (nvidia-smi) and joules per
 import argparse
 import copy
 import csv
+import gc
 import os
 import statistics
 import sys
@@ -715,49 +716,60 @@ def torchao_hf(hf, recipe):
 
 def llama_fp8_rows(rounds, batch, n_layers):
     """The llama3.2-1b step in FP8: coda's model in each FP8 recipe against Hugging Face's LlamaForCausalLM under
-    torchao's float8 training of the same recipe + torch.compile, with coda bf16 and HF + torch.compile in bf16 beside
-    them, all from the same weights (AdamW on the bf16 weights)."""
+    torchao's float8 training of the same recipe + torch.compile, with coda bf16 beside them, all from the same
+    weights (AdamW on the bf16 weights). One recipe at a time: its three systems are built, timed against each other
+    and freed before the next recipe's (six 1.2B-parameter models with AdamW states and a 128256-wide loss do not fit
+    an 80 GB GPU at once). coda bf16 is in every group, so each group's ratios are from one interleaved run; HF +
+    torch.compile in bf16 is the "llama3.2-1b step" section's."""
     fields = llama_fields(n_layers)
     label = llama_label(fields, batch, LLAMA_SEQ).replace("step", "fp8 step", 1)
     torch.manual_seed(0)
     hf, why, model = llama_models(fields, "cuda")
     source = hf if hf is not None else types.SimpleNamespace(**fields)
-    fp8_models = llama_fp8_models(source, "cuda")
     tokens = torch.randint(0, fields["vocab_size"], (batch, LLAMA_SEQ), device="cuda")
-    losses = {}
-    entries = {"coda bf16": (model, lambda: model(tokens, tokens))}
-    for recipe, m in fp8_models.items():
-        entries[f"coda fp8 {recipe} wgrad"] = (m, lambda m=m: m(tokens, tokens))
-    if hf is not None:
-        hf_fn = torch.compile(hf)
-        entries["HF Llama + torch.compile"] = (hf, lambda: hf_fn(input_ids=tokens, labels=tokens).loss)
-        for recipe in LLAMA_FP8_RECIPES:
+    tokens_per_step = batch * LLAMA_SEQ
+    rows = []
+    for recipe in LLAMA_FP8_RECIPES:
+        losses = {}
+        coda_fp8 = ct.from_hf(source, device="cuda", dtype=torch.bfloat16, store_logits=False, fp8=recipe,
+                              fp8_wgrad=True)
+        entries = {"coda bf16": (model, lambda: model(tokens, tokens)),
+                   f"coda fp8 {recipe} wgrad": (coda_fp8, lambda: coda_fp8(tokens, tokens))}
+        ao_name = f"HF Llama + torchao {recipe} + compile"
+        if hf is not None:
             try:
                 ao = torchao_hf(hf, recipe)
                 ao_fn = torch.compile(ao)
-                entries[f"HF Llama + torchao {recipe} + compile"] = (
-                    ao, lambda ao_fn=ao_fn: ao_fn(input_ids=tokens, labels=tokens).loss)
+                entries[ao_name] = (ao, lambda: ao_fn(input_ids=tokens, labels=tokens).loss)
             except Exception as e:  # noqa: BLE001
                 log(f"{label}: torchao {recipe} unavailable: {e!r}")
-    systems = {name: adamw_step(module, remember_first_loss(fwd, losses, name))
-               for name, (module, fwd) in entries.items()}
-    log(f"{label}: compiling and warming {list(systems)}")
-    ms = time_systems(systems, rounds, 1, announce=label)
-    mem = {name: peak_gib(fn) for name, fn in systems.items()}
-    tokens_per_step = batch * LLAMA_SEQ
-    rows = []
-    for name in systems:
-        note = [f"first loss {losses[name].item():.4f}"] if name in losses else []
-        for recipe in LLAMA_FP8_RECIPES:
-            ao_ms = ms.get(f"HF Llama + torchao {recipe} + compile")
-            if ao_ms and name.startswith("coda fp8 " + recipe):
-                note.append(f"{ao_ms / ms[name]:.3f}x faster than torchao {recipe}")
-        if name.startswith("coda fp8") and "coda bf16" in ms:
-            note.append(f"{ms['coda bf16'] / ms[name]:.3f}x faster than coda bf16")
-        rows.append({"bench": label, "attention": "sdpa", "system": name, "ms": round(ms[name], 3), "x_floor": "",
-                     "tokens_per_s": round(tokens_per_step / ms[name] * 1e3), "peak_GiB": round(mem[name], 2),
-                     "note": "; ".join(note)})
-    add_holds(rows, systems)
+        systems = {name: adamw_step(module, remember_first_loss(fwd, losses, name))
+                   for name, (module, fwd) in entries.items()}
+        log(f"{label} ({recipe}): compiling and warming {list(systems)}")
+        ms = time_systems(systems, rounds, 1, announce=f"{label} ({recipe})")
+        mem = {name: peak_gib(fn) for name, fn in systems.items()}
+        group = []
+        for name in systems:
+            note = [f"{recipe} group", f"first loss {losses[name].item():.4f}"] if name in losses else [f"{recipe} group"]
+            if name.startswith("coda fp8"):
+                if ao_name in ms:
+                    note.append(f"{ms[ao_name] / ms[name]:.3f}x faster than torchao {recipe}")
+                note.append(f"{ms['coda bf16'] / ms[name]:.3f}x faster than coda bf16")
+            group.append({"bench": label, "attention": "sdpa", "system": name, "ms": round(ms[name], 3),
+                          "x_floor": "", "tokens_per_s": round(tokens_per_step / ms[name] * 1e3),
+                          "peak_GiB": round(mem[name], 2), "note": "; ".join(note)})
+        add_holds(group, systems)
+        rows += group
+        # Free the group (its models, optimizer states and compiled graphs) before the next one is built.
+        for module, _ in entries.values():
+            for param in module.parameters():
+                param.grad = None
+        del systems, entries, coda_fp8
+        if hf is not None:
+            ao = ao_fn = None
+        torch._dynamo.reset()
+        gc.collect()
+        torch.cuda.empty_cache()
     if hf is None:
         rows.append({"bench": label, "attention": "sdpa", "system": "HF Llama + torchao", "ms": "", "x_floor": "",
                      "tokens_per_s": "", "peak_GiB": "", "note": f"SKIPPED: {why}"})
