@@ -138,11 +138,12 @@ std::string operand_rule(const LaunchPlan& plan) {
 }
 
 constexpr const char* kUnstageableTiles =
-    "a tile tensor is not 16-byte aligned in base and row pitch, or a stored row ends inside a 16-byte unit; this "
-    "kernel moves its tile tensors through shared memory by TMA, which needs both";
+    "a tile tensor is not 16-byte aligned in base and row pitch, or a stored row ends inside a 16-byte unit (a "
+    "transposed output's rows are M elements); this kernel moves its tile tensors through shared memory by TMA, which "
+    "needs both";
 
 // Whether a kernel stages tile tensors (its self-report, KernelInfo::tma).
-bool stages_tiles(const TmaTileInfo& how) { return how.inputs_by_tma != 0 || how.outputs > 0; }
+bool stages_tiles(const TmaTileInfo& how) { return how.inputs_by_tma != 0 || how.outputs > 0 || how.transposed > 0; }
 
 // Persistent: at most one CTA per SM (the pipeline fills most of shared memory), or as many clusters as fit at once;
 // each CTA walks its tiles (hopper_gemm.cuh's TileOrder). Operands and staged tile tensors go as tensor maps,
@@ -155,7 +156,8 @@ public:
 
     std::string unsupported(const LaunchPlan& plan) const override {
         std::string why = operand_rule(plan);
-        if (why.empty() && stages_tiles(module_.info.tma) && !tile_tensors_stageable(graph_, plan))
+        if (why.empty() && stages_tiles(module_.info.tma) &&
+            !tile_tensors_stageable(graph_, plan, module_.info.tma.transposed > 0))
             why = kUnstageableTiles;
         return why;
     }

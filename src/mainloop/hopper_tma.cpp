@@ -78,21 +78,29 @@ struct TileTensor {
     bool store;
 };
 
-// Calls visit(TileTensor) for each of the graph's tile inputs and stores as `plan` binds them, in binding order,
-// until it returns false. (No allocation: the launcher asks this on every launch.)
+// Calls visit(TileTensor) for each of the graph's tile inputs and stores (with `transposed`: its store_transposed
+// outputs instead) as `plan` binds them, in binding order, until it returns false. (No allocation: the launcher asks
+// this on every launch.)
 template <class Visit>
-bool each_tile_tensor(const CheckedGraph& g, const LaunchPlan& plan, Visit&& visit) {
+bool each_tile_tensor(const CheckedGraph& g, const LaunchPlan& plan, Visit&& visit, bool transposed = false) {
     std::size_t slot = 0;  // the binding's first parameter slot, counted along (first_slot, in one pass)
     for (const Binding& b : g.bindings) {
         const std::size_t first = slot;
         slot += static_cast<std::size_t>(slot_count(b));
         if (b.kind != Kind::Tile || b.node < 0) continue;
         const Op op = g.graph.node(b.node).op;
-        if (op != Op::TileInput && op != Op::Store) continue;
-        if (!visit(TileTensor{b.node, &b, plan.slots.at(first), plan.slots.at(first + 1), op == Op::Store}))
+        const bool wanted = transposed ? op == Op::StoreTransposed : op == Op::TileInput || op == Op::Store;
+        if (!wanted) continue;
+        if (!visit(TileTensor{b.node, &b, plan.slots.at(first), plan.slots.at(first + 1), op != Op::TileInput}))
             return false;
     }
     return true;
+}
+
+// Whether staging may move a transposed output (N x M): aligned as any tile tensor, and its rows of m elements
+// whole 16-byte units (a TMA store writes whole units).
+bool transposed_stageable(const TileTensor& t, long long m) {
+    return aligned_16(*t.binding, t.pointer, t.ld) && (static_cast<std::uint64_t>(m) * size_of(t.binding->dtype)) % 16 == 0;
 }
 
 bool stageable(const TileTensor& t, long long n) {
@@ -106,41 +114,51 @@ bool stageable(const TileTensor& t, long long n) {
 
 }  // namespace
 
-bool tile_tensors_stageable(const CheckedGraph& g, const LaunchPlan& plan) {
-    return each_tile_tensor(g, plan, [&](const TileTensor& t) { return stageable(t, plan.gemm.n); });
+bool tile_tensors_stageable(const CheckedGraph& g, const LaunchPlan& plan, bool transposed_outputs) {
+    return each_tile_tensor(g, plan, [&](const TileTensor& t) { return stageable(t, plan.gemm.n); }) &&
+           (!transposed_outputs ||
+            each_tile_tensor(g, plan, [&](const TileTensor& t) { return transposed_stageable(t, plan.gemm.m); }, true));
 }
 
 std::vector<CUtensorMap> encode_tile_maps(const CheckedGraph& g, const LaunchPlan& plan, const TmaTileInfo& how) {
     std::vector<CUtensorMap> maps(static_cast<std::size_t>(std::max(how.maps, 1)), CUtensorMap{});
-    if (!how.inputs_by_tma && how.outputs == 0) return maps;
+    if (!how.inputs_by_tma && how.outputs == 0 && how.transposed == 0) return maps;
     // In graph order: the generated epilogue's numbering.
-    std::vector<TileTensor> inputs, outputs;
+    std::vector<TileTensor> inputs, outputs, transposed;
     bool aligned = true;
     each_tile_tensor(g, plan, [&](const TileTensor& t) {
         (t.store ? outputs : inputs).push_back(t);
         aligned = aligned && stageable(t, plan.gemm.n);
         return true;
     });
+    if (how.transposed > 0)
+        each_tile_tensor(g, plan, [&](const TileTensor& t) {
+            transposed.push_back(t);
+            aligned = aligned && transposed_stageable(t, plan.gemm.m);
+            return true;
+        }, true);
     const auto by_node = [](const TileTensor& x, const TileTensor& y) { return x.node < y.node; };
     std::sort(inputs.begin(), inputs.end(), by_node);
     std::sort(outputs.begin(), outputs.end(), by_node);
+    std::sort(transposed.begin(), transposed.end(), by_node);
     const int input_maps = how.inputs_by_tma ? static_cast<int>(inputs.size()) : 0;
-    if (input_maps + how.outputs != how.maps || (how.outputs > 0 && how.outputs != static_cast<int>(outputs.size())))
-        throw InternalError(fmt::format("the kernel takes {} tile maps ({} for outputs); the graph has {} tile inputs "
-                                        "and {} tile outputs",
-                                        how.maps, how.outputs, inputs.size(), outputs.size()));
+    if (input_maps + how.outputs + how.transposed != how.maps ||
+        (how.outputs > 0 && how.outputs != static_cast<int>(outputs.size())) ||
+        (how.transposed > 0 && how.transposed != static_cast<int>(transposed.size())))
+        throw InternalError(fmt::format("the kernel takes {} tile maps ({} for outputs, {} for transposed outputs); the "
+                                        "graph has {} tile inputs, {} tile outputs and {} transposed outputs",
+                                        how.maps, how.outputs, how.transposed, inputs.size(), outputs.size(),
+                                        transposed.size()));
     // (A staging kernel never gets such a launch: HopperLauncher::unsupported sends it to the direct variant.)
     if (!aligned) return maps;
     Driver& d = Driver::instance();
-    const auto encode_chunks = [&](CUtensorMap& map, const TileTensor& t, int rows, const char* what) {
-        const Binding& b = *t.binding;
-        const int pair_bytes = values_per_pair(b.width) * static_cast<int>(size_of(b.dtype));
-        const int chunk_bytes = how.chunk_columns / 2 * pair_bytes;
-        const int span = std::min(chunk_bytes, 128);
-        const cuuint64_t row_bytes = static_cast<cuuint64_t>(plan.gemm.n / 2) * static_cast<cuuint64_t>(pair_bytes);
-        const cuuint64_t dims[2] = {row_bytes, static_cast<cuuint64_t>(plan.gemm.m)};
-        const cuuint64_t strides[1] = {t.ld * size_of(b.dtype)};
-        const cuuint32_t box[2] = {static_cast<cuuint32_t>(span), static_cast<cuuint32_t>(rows)};
+    // Tensor t as `rows` rows of `row_bytes` bytes (its row pitch apart), in boxes of `span` bytes (a swizzle mode's
+    // width) by `box_rows` rows.
+    const auto encode_bytes = [&](CUtensorMap& map, const TileTensor& t, cuuint64_t row_bytes, cuuint64_t rows,
+                                  int span, int box_rows, const char* what) {
+        const cuuint64_t dims[2] = {row_bytes, rows};
+        const cuuint64_t strides[1] = {t.ld * size_of(t.binding->dtype)};
+        const cuuint32_t box[2] = {static_cast<cuuint32_t>(span), static_cast<cuuint32_t>(box_rows)};
         const cuuint32_t element_strides[2] = {1, 1};
         const CUresult r = d.api().cuTensorMapEncodeTiled(
             &map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, reinterpret_cast<void*>(t.pointer), dims, strides, box,
@@ -148,8 +166,15 @@ std::vector<CUtensorMap> encode_tile_maps(const CheckedGraph& g, const LaunchPla
             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
         if (r != CUDA_SUCCESS)
             d.check(r, "cuTensorMapEncodeTiled",
-                    fmt::format("{} '{}': {} rows of {} bytes, {} bytes apart, box {} bytes x {} rows", what, b.name,
-                                plan.gemm.m, row_bytes, strides[0], span, rows));
+                    fmt::format("{} '{}': {} rows of {} bytes, {} bytes apart, box {} bytes x {} rows", what,
+                                t.binding->name, rows, row_bytes, strides[0], span, box_rows));
+    };
+    // A tile tensor (M x N): boxes of a chunk's columns (as bytes, in parts of 128) by `rows`.
+    const auto encode_chunks = [&](CUtensorMap& map, const TileTensor& t, int rows, const char* what) {
+        const Binding& b = *t.binding;
+        const int pair_bytes = values_per_pair(b.width) * static_cast<int>(size_of(b.dtype));
+        encode_bytes(map, t, static_cast<cuuint64_t>(plan.gemm.n / 2) * static_cast<cuuint64_t>(pair_bytes),
+                     static_cast<cuuint64_t>(plan.gemm.m), std::min(how.chunk_columns / 2 * pair_bytes, 128), rows, what);
     };
     for (int i = 0; i < input_maps; ++i)
         encode_chunks(maps[static_cast<std::size_t>(i)], inputs[static_cast<std::size_t>(i)], how.input_rows,
@@ -157,6 +182,17 @@ std::vector<CUtensorMap> encode_tile_maps(const CheckedGraph& g, const LaunchPla
     for (int i = 0; i < how.outputs; ++i)
         encode_chunks(maps[static_cast<std::size_t>(input_maps + i)], outputs[static_cast<std::size_t>(i)],
                       how.output_rows, "tile output");
+    // A transposed output (N x M): boxes of the warpgroup's rows (output_rows elements, as bytes, in parts of 128) by
+    // the chunk's columns times the value's lanes (hopper_staging.cuh, TransposedChunk).
+    for (int j = 0; j < how.transposed; ++j) {
+        const TileTensor& t = transposed[static_cast<std::size_t>(j)];
+        const int lanes = values_per_pair(t.binding->width);
+        const int element = static_cast<int>(size_of(t.binding->dtype));
+        encode_bytes(maps[static_cast<std::size_t>(input_maps + how.outputs + j)], t,
+                     static_cast<cuuint64_t>(plan.gemm.m) * static_cast<cuuint64_t>(element),
+                     static_cast<cuuint64_t>(plan.gemm.n / 2) * static_cast<cuuint64_t>(lanes),
+                     std::min(how.output_rows * element, 128), how.chunk_columns / 2 * lanes, "transposed output");
+    }
     return maps;
 }
 

@@ -171,18 +171,20 @@ struct HopperGemmTraits {
     // for launches whose tile tensors break the staging rule: a staging kernel carries no direct path, whose second
     // copy of the visits doubled NVRTC's time.
     static constexpr bool kDirectTiles = DIRECT_TILES;
-    // Not beside store_transposed sinks: their global stores amid the staged fragments of a 128-accumulator tile
-    // spilled (ptxas, 32-72 bytes), and a graph with one hands its tensors to a weight gradient, not to TMA.
+    // Transposed outputs (store_transposed sinks) stage with the others, one tensor map each; only on tiles of 64
+    // accumulators a thread: their stores amid the staged fragments of a 128-accumulator tile spilled (ptxas, 32-72
+    // bytes, when they went to global memory).
+    static constexpr bool kStageBesideTransposed = Epilogue::kTransposedStores == 0 || kM64 * BN / 2 <= 64;
     static constexpr bool kStageOutputs =
-        !DIRECT_TILES && kRoomToStage && Epilogue::kTileOutputs > 0 && Epilogue::kTileOutputs <= kHopperMaxTileMaps &&
-        Epilogue::kTransposedStores == 0 && stages_beside(2 * kStagedOutPerGroup) >= kHopperMinStagesOutputs;
+        !DIRECT_TILES && kRoomToStage && StagedOut::kMaps > 0 && StagedOut::kMaps <= kHopperMaxTileMaps &&
+        kStageBesideTransposed && stages_beside(2 * kStagedOutPerGroup) >= kHopperMinStagesOutputs;
     static constexpr int kOneOutputBufferBytes = kStageOutputs ? 2 * kStagedOutPerGroup : 0;  // both consumers
     // The input ring comes first after the stages, so its chunk buffers keep the stages' 1024-byte alignment.
     static constexpr int kInputSlotBytes = (StagedIn::kBytes + kSwizzleAtomBytes - 1) / kSwizzleAtomBytes * kSwizzleAtomBytes;
     static constexpr int kInputRingBytes = kHopperInputSlots * kInputSlotBytes;
     static constexpr bool kStageInputs =
         !DIRECT_TILES && kRoomToStage && Epilogue::kTileInputs > 0 &&
-        Epilogue::kTileInputs + (kStageOutputs ? Epilogue::kTileOutputs : 0) <= kHopperMaxTileMaps &&
+        Epilogue::kTileInputs + (kStageOutputs ? StagedOut::kMaps : 0) <= kHopperMaxTileMaps &&
         stages_beside(kOneOutputBufferBytes + kInputRingBytes) >= kHopperMinStagesInputs;
     static constexpr int kInputBytes = kStageInputs ? kInputRingBytes : 0;
     static constexpr bool kStagedTiles = kStageInputs || kStageOutputs;  // the visits go through shared memory
@@ -206,7 +208,7 @@ struct HopperGemmTraits {
     // Tensor maps the kernel takes (TileMaps): its staged tile inputs', then its staged outputs' (at least one,
     // unused without staging).
     static constexpr int kInputMaps = kStageInputs ? Epilogue::kTileInputs : 0;
-    static constexpr int kOutputMaps = kStageOutputs ? Epilogue::kTileOutputs : 0;
+    static constexpr int kOutputMaps = kStageOutputs ? StagedOut::kMaps : 0;  // tile outputs', then transposed ones
     static constexpr int kTileMaps = kInputMaps + kOutputMaps > 0 ? kInputMaps + kOutputMaps : 1;
     static constexpr int kStagingBytes = kInputBytes + kOutputBytes;
     static constexpr int kStagingRegionBytes = kStagingBytes > kMinRegionBytes ? kStagingBytes : kMinRegionBytes;
@@ -234,7 +236,9 @@ struct HopperGemmTraits {
     // memory, and how its staged tile tensors travel as tensor maps.
     __host__ __device__ static constexpr KernelInfo info() {
         return KernelInfo(KernelKind::HopperGemm, kThreads, kSmemBytes, BM, BN, CLUSTER_M, CLUSTER_N, kStages,
-                          TmaTileInfo{kTileMaps, kStageInputs ? 1 : 0, kChunkColumns, BM, kOutputMaps, kWgM});
+                          TmaTileInfo{kTileMaps, kStageInputs ? 1 : 0, kChunkColumns, BM,
+                                      kStageOutputs ? Epilogue::kTileOutputs : 0, kWgM,
+                                      kStageOutputs ? Epilogue::kTransposedStores : 0});
     }
 
     static_assert(sizeof(T) == 2 || (sizeof(T) == 1 && A_K_MAJOR && B_K_MAJOR),
@@ -597,7 +601,8 @@ __device__ __forceinline__ void hopper_gemm_body(const GemmProblem& problem, con
     if constexpr (Tr::kStagedTiles) {
         if (!(detail::aligned_16<detail::TileInputTable<Epilogue>>(args) &&
               detail::aligned_16<detail::TileOutputTable<Epilogue>>(args) &&
-              detail::whole_row_units<detail::TileOutputTable<Epilogue>>(problem.n)))
+              detail::whole_row_units<detail::TileOutputTable<Epilogue>>(problem.n) &&
+              (!Tr::kStageOutputs || detail::transposed_stageable<Epilogue>(args, problem.m))))
             __trap();
     }
 

@@ -14,6 +14,10 @@
 //     every thread with 16-byte stores instead, the out-proj epilogue cost its concurrent mainloop ~3% a store.)
 //   - 16-bit tensors of two lanes move as mma fragments (detail::moves_as_fragments): one ldmatrix / stmatrix.x4
 //     per 8-row group and chunk carries four visits' pairs, and the visits read and write registers.
+//   - Transposed outputs (store_transposed sinks) stage beside them as transposed chunks (TransposedChunk): the
+//     chunk's columns are their rows, the warpgroup's rows their elements, and the same TMA store writes them out.
+//     Written from the visits straight to global memory instead, each element is a store of its own to another row
+//     (four 8-byte pieces of sectors a warp store for an FP8 copy).
 //
 // Contract:
 //   - Tensors are numbered as in the Epilogue's tables (kTileInputs / tile_input_pair_bytes / tile_input, and
@@ -76,6 +80,19 @@ template <class Table>
 __device__ bool whole_row_units(int n) {
     bool all = true;
     for (int i = 0; i < Table::kCount; ++i) all = all && (n / 2 * Table::pair_bytes(i)) % 16 == 0;
+    return all;
+}
+
+// Whether every transposed output (store_transposed sink) of Epilogue has its base and row pitch on multiples of 16
+// bytes, and its rows of m elements are whole 16-byte units (a TMA store of a transposed chunk writes whole units).
+template <class Epilogue>
+__device__ bool transposed_stageable(const typename Epilogue::Args& args, int m) {
+    bool all = true;
+    for (int j = 0; j < Epilogue::kTransposedStores; ++j) {
+        const TileView v = Epilogue::transposed_output(args, j);
+        all = all && ((reinterpret_cast<unsigned long long>(v.base) | static_cast<unsigned long long>(v.row_bytes) |
+                       static_cast<unsigned long long>(m * Epilogue::transposed_output_element_bytes(j))) & 15ull) == 0;
+    }
     return all;
 }
 
@@ -149,6 +166,35 @@ struct SwizzledChunk {
     }
 };
 
+// The shared-memory layout of one chunk's transposed outputs (store_transposed sinks), after the chunk's other
+// outputs: for sink j, rows(j) rows (the chunk's kChunkColumns / 2 column pairs times the lanes of j's value: the
+// output's rows) of kRows elements (the warpgroup's rows), as boxes of span(j) bytes a row swizzled by the TMA in
+// the mode of that span, as SwizzledChunk lays out its tensors. A visit's elements of one row go to 8 rows of the
+// chunk at the same byte; the swizzle spreads them over the banks. The host encodes one tensor map per sink (box
+// {span(j) bytes, rows(j)}, coordinates {m0 * element_bytes(j), first output row}).
+template <class Epilogue, int kRows, int kChunkColumns>
+struct TransposedChunk {
+    static constexpr int kCount = Epilogue::kTransposedStores;
+    __host__ __device__ static constexpr int lanes(int j) { return Epilogue::transposed_output_lanes(j); }
+    __host__ __device__ static constexpr int element_bytes(int j) { return Epilogue::transposed_output_element_bytes(j); }
+    __host__ __device__ static constexpr int rows(int j) { return kChunkColumns / 2 * lanes(j); }
+    __host__ __device__ static constexpr int row_bytes(int j) { return kRows * element_bytes(j); }
+    __host__ __device__ static constexpr int span(int j) { return row_bytes(j) < 128 ? row_bytes(j) : 128; }
+    __host__ __device__ static constexpr int boxes(int j) { return row_bytes(j) / span(j); }
+    __host__ __device__ static constexpr int offset(int j) { return j == 0 ? 0 : offset(j - 1) + rows(j - 1) * row_bytes(j - 1); }
+    __host__ __device__ static constexpr int box_offset(int j, int b) { return offset(j) + b * rows(j) * span(j); }
+    static constexpr int kBytes = offset(kCount);
+    // Swizzled boxes start on 1024-byte boundaries: every sink's part is a multiple of that.
+    static_assert(kChunkColumns / 2 * kRows % 1024 == 0, "coda: a transposed chunk must be whole swizzle atoms");
+
+    // Where byte b of row r of sink j's chunk lies (offset from the chunk's transposed part).
+    __device__ static unsigned address(int j, int r, int b) {
+        const int s = span(j);
+        const int granule = ((b % s) >> 4) ^ ((r * s >> 7) & (s / 16 - 1));
+        return box_offset(j, b / s) + r * s + (granule << 4) + (b & 15);
+    }
+};
+
 // Tile inputs loaded by TMA (the producer warpgroup's loader thread, hopper_gemm.cuh) into a ring of chunk
 // buffers, one SwizzledChunk of the CTA tile's rows each.
 template <class Epilogue, int kRows, int kChunkColumns>
@@ -218,6 +264,10 @@ struct StagedTileOutputs : SwizzledChunk<detail::TileOutputTable<Epilogue>, kRow
     using Table = detail::TileOutputTable<Epilogue>;
     using Chunk = SwizzledChunk<Table, kRows, kChunkColumns>;
     using Chunk::kCount;
+    using Transposed = TransposedChunk<Epilogue, kRows, kChunkColumns>;
+    // The chunk's buffer: the outputs' boxes, then the transposed outputs'.
+    static constexpr int kBytes = Chunk::kBytes + Transposed::kBytes;
+    static constexpr int kMaps = kCount + Transposed::kCount;
 
     // Fragment outputs (detail::moves_as_fragments): the chunk's four column slots of the current 8-row group,
     // written by flush(). Mutable: the generated visit holds the tiles by const reference.
@@ -233,6 +283,20 @@ struct StagedTileOutputs : SwizzledChunk<detail::TileOutputTable<Epilogue>, kRow
             }
         }
         coda::store_shared<T>(this->at(i, c), in);
+    }
+
+    // The visit's write of transposed output j: its V elements of row c.m into rows (c.n - n0) / 2 * V + v of j's
+    // transposed chunk; the global pointer is unused.
+    template <int V, class T, class R>
+    __device__ void store_transposed(int j, T*, long long, const Coord& c, int, const R (&in)[V]) const {
+        const int r = (c.n - this->n0) / 2 * V;
+        const unsigned base = this->buffer + Chunk::kBytes;
+#pragma unroll
+        for (int v = 0; v < V; ++v) {
+            const R element[1] = {in[v]};
+            coda::store_shared<T>(base + Transposed::address(j, r + v, (c.m - this->m0) * Transposed::element_bytes(j)),
+                                  element);
+        }
     }
 
     // Warp-wide, after the visits of the 8-row group holding global row m: writes that group's fragments.
@@ -252,6 +316,14 @@ struct StagedTileOutputs : SwizzledChunk<detail::TileOutputTable<Epilogue>, kRow
             for (int b = 0; b < Chunk::boxes(i); ++b)
                 sm90::tma_store_2d(&maps[i], this->buffer + Chunk::box_offset(i, b), Chunk::box_column(this->n0, i, b),
                                    this->m0);
+        // Transposed output j: the chunk's rows start at output row n0 / 2 * lanes(j), its elements at m0.
+#pragma unroll
+        for (int j = 0; j < Transposed::kCount; ++j)
+#pragma unroll
+            for (int b = 0; b < Transposed::boxes(j); ++b)
+                sm90::tma_store_2d(&maps[kCount + j], this->buffer + Chunk::kBytes + Transposed::box_offset(j, b),
+                                   this->m0 * Transposed::element_bytes(j) + b * Transposed::span(j),
+                                   this->n0 / 2 * Transposed::lanes(j));
         sm90::bulk_commit();
     }
 };
@@ -276,10 +348,13 @@ struct HopperTiles {
     __device__ void store(int i, T* p, const Coord& c, const R (&v)[V]) const {
         out.template store<V>(i, p, c, v);
     }
-    // Never staged here: amid the staged fragments of a chunk, straight to global memory.
+    // Staged with the other outputs (StagedTileOutputs), else straight to global memory.
     template <int V, class T, class R>
-    __device__ void store_transposed(int, T* p, long long ld, const Coord& c, int first_col, const R (&v)[V]) const {
-        coda::store_transposed<V>(p, ld, c, first_col, v);
+    __device__ void store_transposed(int j, T* p, long long ld, const Coord& c, int first_col, const R (&v)[V]) const {
+        if constexpr (kStagedOutputs)
+            out.template store_transposed<V>(j, p, ld, c, first_col, v);
+        else
+            coda::store_transposed<V>(p, ld, c, first_col, v);
     }
 };
 

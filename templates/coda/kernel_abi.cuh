@@ -72,9 +72,10 @@ struct TmaTileInfo {
     int input_rows;     // rows of an input box (the CTA tile's)
     int outputs;        // staged tile outputs stored by TMA, one map each, after the inputs'
     int output_rows;    // rows of an output box (one consumer warpgroup's)
+    int transposed;     // staged transposed outputs (store_transposed sinks), one map each, after the outputs'
 };
 
-constexpr int kKernelInfoVersion = 3;
+constexpr int kKernelInfoVersion = 4;
 
 // What a kernel says about itself: `extern "C" __constant__ KernelInfo coda_kernel_info`, read by the host after
 // loading the module and checked against what the host expected of the config. Each template's Traits::info()
@@ -102,7 +103,7 @@ struct KernelInfo {
 static_assert(kFinalizeThreads % kFinalizeWarpLanes == 0, "coda: a finalizer's block is whole warps");
 static_assert(sizeof(GemmProblem) == 64 && sizeof(TileProblem) == 8 && sizeof(FinalizeProblem) == 12,
               "coda: the problem structs' layouts are part of every kernel's parameters");
-static_assert(sizeof(KernelKind) == 4 && sizeof(TmaTileInfo) == 24 && sizeof(KernelInfo) == 60,
+static_assert(sizeof(KernelKind) == 4 && sizeof(TmaTileInfo) == 28 && sizeof(KernelInfo) == 64,
               "coda: KernelInfo's layout is read back from the module byte for byte");
 #if !defined(__CUDACC_RTC__)  // NVRTC has no offsetof; the host's C++ compiler checks the offsets for both sides
 static_assert(__builtin_offsetof(GemmProblem, m) == 32 && __builtin_offsetof(GemmProblem, flags) == 44,

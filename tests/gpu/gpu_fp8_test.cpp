@@ -173,8 +173,11 @@ TEST_CASE("store_transposed: epilogues and tile programs write N x M copies that
         for (DType fp8 : {DType::E4M3, DType::E5M2})
             builds.push_back({transposing_graph(Domain::Gemm, fp8), options_for(config)});
     warm_in_parallel(builds);
-    // Ragged M and N (the last tile's rows and columns cut), and a padded output row that must survive.
-    std::uint64_t seed = check_at_shapes(builds, {{300, 272, 200}, {129, 130, 64, 16}}, 1100);
+    // Ragged M and N (the last tile's rows and columns cut), and a padded output row that must survive. Epilogues
+    // on 64-accumulator tiles stage their transposed outputs where M elements are whole 16-byte units ({256, ...},
+    // {272, ...}: a last tile of 16 rows) and write them element by element otherwise (M = 300, 129).
+    std::uint64_t seed =
+        check_at_shapes(builds, {{300, 272, 200}, {129, 130, 64, 16}, {256, 272, 200}, {272, 1040, 128, 16}}, 1100);
     // Tile programs stage their transposed tiles where every row moves in 16-byte units ({256, 1024}; {272, 272}: a
     // last tile of 16 rows and 16 columns) and write element by element otherwise ({257, 1000}, {64, 130}).
     for (DType fp8 : {DType::E4M3, DType::E5M2})

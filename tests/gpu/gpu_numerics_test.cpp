@@ -135,7 +135,9 @@ TEST_CASE("the block's epilogues match the reference at odd shapes", "[gpu]") {
 
 TEST_CASE("the block's FP8 epilogues match the reference at odd shapes", "[gpu]") {
     // FP8 rows need a multiple of 16 bytes (TMA, no fallback): K = 1008 and 144, not 1000 and 72.
-    check_block_graphs(blocks::llama_block_fp8(), {{1000, 1000, 1008, 0}, {1, 512, 4096, 0}, {257, 130, 144, 16}},
+    // (528 x 1040: M and N whole 16-byte units of FP8, so the _t graphs stage their transposed copies.)
+    check_block_graphs(blocks::llama_block_fp8(),
+                       {{1000, 1000, 1008, 0}, {1, 512, 4096, 0}, {257, 130, 144, 16}, {528, 1040, 1008, 0}},
                        {"out_proj_fp8", "swiglu_backward_fp8"}, 300);
 }
 
