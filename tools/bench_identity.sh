@@ -2,7 +2,9 @@
 # coda's identity GEMM against cuBLAS (torch.matmul) over the 12-shape set and the LLaMA shapes: each timed with
 # settled clocks, then run alone for $CODA_HOLD_MS (default 1500) ms of GPU time while nvidia-smi samples the SM
 # clock and power every 50 ms; tools/identity_table.py merges it all into identity_table.md. With CODA_NCU=1 and ncu
-# on PATH, also one profiled launch of each at two shapes, for instructions per output tile.
+# on PATH, also one profiled launch of each at two shapes (CODA_NCU_SHAPES, default 16384x4096x4096 4096x2048x2048),
+# for instructions per output tile, and each SM's active cycles (min, mean, max: idle SMs at the start or the tail)
+# and DRAM bytes beside them in the csv.
 # Writes to $OUT (default ./device-logs): coda.csv, coda.log, torch.csv, torch.log, smi.csv, identity_table.md;
 # with ncu also ncu_<coda|cublas>_<M>x<N>x<K>.csv (and .ncu-rep) and ncu.log. Prints the table.
 # With CODA_FP8=e4m3 (or e5m2): FP8 operands, coda's identity scaled per tensor against torch._scaled_mm; with
@@ -91,6 +93,7 @@ fi
 # that every ncu has. A failure here is reported and leaves the exit status alone: the profile is optional.
 ncu_metrics=smsp__inst_executed.sum,sm__cycles_elapsed.max,smsp__cycles_active.avg
 ncu_metrics+=,sm__inst_executed_pipe_tensor_op_hmma.sum,sm__inst_executed_pipe_tensor_op_gmma.sum
+ncu_metrics+=,sm__cycles_active.min,sm__cycles_active.avg,sm__cycles_active.max,dram__bytes_read.sum,dram__bytes_write.sum
 profile() {  # SIDE SHAPE KERNEL_FILTER COMMAND...
   local side=$1 shape=$2 filter=$3
   shift 3
@@ -116,12 +119,12 @@ profile() {  # SIDE SHAPE KERNEL_FILTER COMMAND...
 if [ "${CODA_NCU:-0}" = 1 ]; then
   if command -v ncu >/dev/null; then
     echo "== ncu: instructions per kernel"
-    for shape in 16384x4096x4096 4096x2048x2048; do
+    for shape in ${CODA_NCU_SHAPES:-16384x4096x4096 4096x2048x2048}; do
       IFS=x read -r m n k <<<"$shape"
       profile coda "$shape" regex:hopper_gemm \
-        "$build/coda" bench gemm --m "$m" --n "$n" --k "$k" --iters 10 --identity-only
+        "$build/coda" bench gemm --m "$m" --n "$n" --k "$k" --iters 10 --identity-only "${fp8_args[@]}"
       profile cublas "$shape" "regex:nvjet|sm90|gemm" \
-        python3 tools/bench_torch.py --shapes one --m "$m" --n "$n" --k "$k" --iters 10 --no-chain
+        python3 tools/bench_torch.py --shapes one --m "$m" --n "$n" --k "$k" --iters 10 --no-chain "${fp8_args[@]}"
     done
   else
     echo "CODA_NCU=1 but no ncu on PATH: no instruction counts"

@@ -8,7 +8,8 @@
 #           the random GEMMs); their SASS at the default configs is unchanged (tools/compare_cubins.py)
 #   python  the Python GPU tests of FP8 (scaled_mm against torch._scaled_mm, block scales, the FP8 layers and models)
 #   gemm    coda's FP8 identity GEMM against torch._scaled_mm over the 12-shape set and the LLaMA shapes, and the
-#           block-scaled identity against the per-tensor one (coda.log's blockwise rows)
+#           block-scaled identity against the per-tensor one (coda.log's blockwise rows); with CODA_NCU=1, ncu of
+#           both at CODA_NCU_SHAPES too (instructions per tile, each SM's active cycles, DRAM bytes: ncu_*.csv)
 #   layer   tools/bench_block.py --fp8 at d = 4096 (LAYER_ONLY: another --only text, e.g. "fp8 layer d=2048")
 #   model   tools/bench_block.py --fp8 --only "llama3.2-1b fp8 step": coda's LLaMA-3.2-1B in FP8 (tensorwise and
 #           rowwise, FP8 weight gradients) against Hugging Face's under torchao + compile (MODEL_LAYERS: default 16)

@@ -37,6 +37,12 @@ NCU_METRICS = {
     "active_cycles": "smsp__cycles_active.avg",
     "gmma": "sm__inst_executed_pipe_tensor_op_gmma.sum",  # wgmma (Hopper)
     "hmma": "sm__inst_executed_pipe_tensor_op_hmma.sum",  # mma.sync
+    # Each SM's cycles with a CTA resident: an SM idle at the start or the tail shows as min (or mean) below elapsed.
+    "sm_active_min": "sm__cycles_active.min",
+    "sm_active_avg": "sm__cycles_active.avg",
+    "sm_active_max": "sm__cycles_active.max",
+    "dram_read": "dram__bytes_read.sum",
+    "dram_write": "dram__bytes_write.sum",
 }
 
 
@@ -162,13 +168,13 @@ def cublas_tile(kernel_name):
     return None
 
 
-UNIT_SCALE = {"K": 1e3, "M": 1e6, "G": 1e9}
+UNIT_SCALE = {"K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
 
 
 def ncu_value(text, unit):
     """A metric of ncu's raw CSV page ("151,234,567"), scaled if its unit carries a prefix ("Minst")."""
     value = first_number(text.replace(",", ""))
-    if value is not None and unit[:1] in UNIT_SCALE and unit[1:] in ("inst", "cycle"):
+    if value is not None and unit[:1] in UNIT_SCALE and unit[1:] in ("inst", "cycle", "byte"):
         value *= UNIT_SCALE[unit[:1]]
     return value
 
@@ -195,11 +201,25 @@ def read_ncu(lines):
     return None
 
 
+def active_share(kernel):
+    """Each SM's resident cycles over the kernel's elapsed cycles, "min / mean / max" (— without the metrics)."""
+    cycles = kernel.get("cycles")
+    shares = [kernel.get(f"sm_active_{s}") for s in ("min", "avg", "max")]
+    if not cycles or any(v is None for v in shares):
+        return "—"
+    return " / ".join(f"{v / cycles:.3f}" for v in shares)
+
+
+def dram_gb(kernel):
+    read, write = kernel.get("dram_read"), kernel.get("dram_write")
+    return "—" if read is None or write is None else f"{(read + write) / 1e9:.2f}"
+
+
 def ncu_table(paths, coda):
     """Instructions per output tile per kernel, from files named ncu_<coda|cublas>_<M>x<N>x<K>.csv."""
     lines = ["| M | N | K | side | kernel | tile | tiles | instructions (M) | tensor-pipe instructions (M) "
-             "| elapsed cycles | instructions per tile |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| elapsed cycles | instructions per tile | SM active / elapsed (min, mean, max) | DRAM GB (read + write) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     named = []
     for path in paths:
         match = NCU_NAME.search(os.path.basename(path))
@@ -212,7 +232,7 @@ def ncu_table(paths, coda):
             kernel = read_ncu(f.read().splitlines())
         if kernel is None:
             lines.append(f"| {shape[0]} | {shape[1]} | {shape[2]} | {side} | (no kernel in {os.path.basename(path)}) "
-                         "| — | — | — | — | — | — |")
+                         "| — | — | — | — | — | — | — | — |")
             continue
         name = kernel["kernel"].split("(")[0].removeprefix("void ")
         if side == "coda":
@@ -232,7 +252,8 @@ def ncu_table(paths, coda):
                      f"{'x'.join(map(str, tile)) if tile else '—'} | {tiles if tiles else '—'} | "
                      f"{fmt(instructions / 1e6 if instructions is not None else None, 1)} | "
                      f"{fmt(tensor / 1e6 if tensor is not None else None, 2)} | "
-                     f"{fmt(kernel.get('cycles'), 0)} | {fmt(per_tile, 0)} |")
+                     f"{fmt(kernel.get('cycles'), 0)} | {fmt(per_tile, 0)} | {active_share(kernel)} | "
+                     f"{dram_gb(kernel)} |")
     return lines
 
 

@@ -183,13 +183,28 @@ class IdentityTableTest(unittest.TestCase):
         lines = {line.split("|")[4].strip() + " " + line.split("|")[1].strip() + "x" + line.split("|")[2].strip(): line
                  for line in text.splitlines() if line.startswith("| ") and ("coda" in line or "cublas" in line)}
         coda_cells = [c.strip() for c in lines["coda 16384x4096"].strip("|").split("|")]
-        self.assertEqual(coda_cells[5:], ["128x128", "4096", "81.2", "1.05", "1111572", "19824"])
+        self.assertEqual(coda_cells[5:], ["128x128", "4096", "81.2", "1.05", "1111572", "19824", "—", "—"])
         cublas_cells = [c.strip() for c in lines["cublas 16384x4096"].strip("|").split("|")]
         tiles = 52 * 32  # ceil(16384 / 320) x 4096 / 128
-        self.assertEqual(cublas_cells[5:], ["320x128", str(tiles), "92.6", "0.50", "1140155", f"{92.6e6 / tiles:.0f}"])
+        self.assertEqual(cublas_cells[5:], ["320x128", str(tiles), "92.6", "0.50", "1140155", f"{92.6e6 / tiles:.0f}",
+                                           "—", "—"])
         unknown_cells = [c.strip() for c in lines["cublas 4096x2048"].strip("|").split("|")]
-        self.assertEqual(unknown_cells[5:], ["—", "—", "0.0", "0.00", "10", "—"])
+        self.assertEqual(unknown_cells[5:], ["—", "—", "0.0", "0.00", "10", "—", "—", "—"])
         self.assertIn("(no kernel in ncu_coda_4096x2048x2048.csv)", lines["coda 4096x2048"])
+
+    def test_ncu_sm_activity_and_dram_bytes(self):
+        # The SM-activity and DRAM metrics beside the usual ones, in ncu's prefixed units (Mcycle, Gbyte).
+        header = NCU_HEADER + ',"sm__cycles_active.min","sm__cycles_active.avg","sm__cycles_active.max",' \
+                              '"dram__bytes_read.sum","dram__bytes_write.sum"'
+        units = NCU_UNITS + ',"Mcycle","Mcycle","Mcycle","Gbyte","Mbyte"'
+        export = ncu_export("nvjet_sm90_qqtst_128x160_128x5_2x1_v_bz_coopA_algo2_TNT", "2,000,000", "1,000", "10")
+        export[1], export[2] = header, units
+        export[3] += ',"1.5","1.8","1.99","2.5","134"'
+        path = self.run.write("ncu_cublas_16384x4096x4096.csv", export)
+        text = identity_table.table(self.run.coda, self.run.torch, ncu_paths=[path])
+        line = next(line for line in text.splitlines() if "nvjet" in line)
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        self.assertEqual(cells[-2:], ["0.750 / 0.900 / 0.995", "2.63"])
 
 
 if __name__ == "__main__":
