@@ -697,11 +697,10 @@ def llama_rows(rounds, skip_compile, batch, n_layers):
 LLAMA_FP8_RECIPES = ("tensorwise", "rowwise")
 
 
-def llama_fp8_models(source, device, dtype=torch.bfloat16):
-    """{recipe: coda's LLaMA model in that FP8 recipe, with FP8 weight gradients} from `source` (Hugging Face's model,
-    or its fields), no logits stored, like llama_models' bf16 one."""
-    return {recipe: ct.from_hf(source, device=device, dtype=dtype, store_logits=False, fp8=recipe, fp8_wgrad=True)
-            for recipe in LLAMA_FP8_RECIPES}
+def llama_fp8_model(source, recipe, device, dtype=torch.bfloat16):
+    """coda's LLaMA model in FP8 recipe `recipe`, with FP8 weight gradients, from `source` (Hugging Face's model, or
+    its fields), no logits stored, like llama_models' bf16 one."""
+    return ct.from_hf(source, device=device, dtype=dtype, store_logits=False, fp8=recipe, fp8_wgrad=True)
 
 
 def torchao_hf(hf, recipe):
@@ -731,8 +730,7 @@ def llama_fp8_rows(rounds, batch, n_layers):
     rows = []
     for recipe in LLAMA_FP8_RECIPES:
         losses = {}
-        coda_fp8 = ct.from_hf(source, device="cuda", dtype=torch.bfloat16, store_logits=False, fp8=recipe,
-                              fp8_wgrad=True)
+        coda_fp8 = llama_fp8_model(source, recipe, "cuda")
         entries = {"coda bf16": (model, lambda: model(tokens, tokens)),
                    f"coda fp8 {recipe} wgrad": (coda_fp8, lambda: coda_fp8(tokens, tokens))}
         ao_name = f"HF Llama + torchao {recipe} + compile"
