@@ -10,6 +10,8 @@
 #   gemm    coda's FP8 identity GEMM against torch._scaled_mm over the 12-shape set and the LLaMA shapes, and the
 #           block-scaled identity against the per-tensor one (coda.log's blockwise rows); with CODA_NCU=1, ncu of
 #           both at CODA_NCU_SHAPES too (instructions per tile, each SM's active cycles, DRAM bytes: ncu_*.csv)
+#   interleaved  tools/bench_scaled_mm.py --blockwise: coda's FP8 GEMM and torch._scaled_mm in one process, ABBA
+#           turns per shape over the 12-shape set and the LLaMA shapes (the block-scaled ones beside them)
 #   layer   tools/bench_block.py --fp8 at d = 4096 (LAYER_ONLY: another --only text, e.g. "fp8 layer d=2048")
 #   model   tools/bench_block.py --fp8 --only "llama3.2-1b fp8 step": coda's LLaMA-3.2-1B in FP8 (tensorwise and
 #           rowwise, FP8 weight gradients) against Hugging Face's under torchao + compile (MODEL_LAYERS: default 16)
@@ -57,6 +59,12 @@ for step in "$@"; do
       CODA_FP8=e4m3 CODA_BLOCK_SCALES=1 OUT=$out timeout "$step_s" bash tools/bench_identity.sh "$build" \
         > "$out/fp8_gemm.log" 2>&1 || status=1
       tail -n 30 "$out/fp8_gemm.log" ;;
+    interleaved)
+      echo "== tools/bench_scaled_mm.py: coda's FP8 GEMM and torch._scaled_mm in turns"
+      python_setup || exit 1
+      timeout "$step_s" python3 tools/bench_scaled_mm.py --shapes all --blockwise --out "$out" \
+        > "$out/fp8_interleaved.log" 2>&1 || status=1
+      tail -n 24 "$out/fp8_interleaved.log" ;;
     layer)
       echo "== tools/bench_block.py --fp8"
       python_setup || exit 1
@@ -81,7 +89,7 @@ for step in "$@"; do
       timeout "$step_s" python3 tools/fp8_loss_curve.py --out "$out" --recipes "${CURVE_RECIPES:-tensorwise,rowwise,blockwise}" \
         > "$out/fp8_curve.log" 2>&1 || status=1
       tail -n 6 "$out/fp8_curve.log" ;;
-    *) echo "device_fp8.sh: unknown step '$step' (tests, regress, python, gemm, layer, model, profile, curve)" >&2; exit 2 ;;
+    *) echo "device_fp8.sh: unknown step '$step' (tests, regress, python, gemm, interleaved, layer, model, profile, curve)" >&2; exit 2 ;;
   esac
 done
 exit $status
