@@ -8,7 +8,9 @@ B / A, and the geometric mean of B / A per epilogue. B / A below 1: B is faster.
 Usage:
   python3 tools/ab_builds.py carry/build_main carry/build_branch --shapes 4096x4096x4096 8192x4096x11008 \\
       -- bench gemm --fp8 e4m3 --block-scales --identity-only --iters 50
-Writes ab_builds.md to $OUT (or --out) and prints it.
+One build under two environments (a mainloop experiment against the default, README "Mainloop experiments"):
+  python3 tools/ab_builds.py build build --b-env CODA_HOPPER_EXPERIMENTS=dynamic_tiles --shapes ... -- bench gemm ...
+Writes ab_builds.md (or --name's .md) to $OUT (or --out) and prints it.
 """
 import argparse
 import math
@@ -50,11 +52,22 @@ def summarize(runs):
     lines.append("")
     empty = sum(1 for _, rows in runs if not rows)
     if empty:
-        lines.append(f"{empty} of {len(runs)} runs printed no table rows (failed or timed out: see ab_builds.log)")
+        lines.append(f"{empty} of {len(runs)} runs printed no table rows (failed or timed out: see the .log beside this report)")
     for name, r in sorted(ratios.items()):
         geomean = math.exp(sum(math.log(x) for x in r) / len(r))
         lines.append(f"{name}: B / A geometric mean {geomean:.3f} over {len(r)} shapes")
     return "\n".join(lines)
+
+
+def parse_env(parser, pairs):
+    """{VAR: VALUE} of ["VAR=VALUE", ...]; a pair without '=' or a name is a usage error."""
+    env = {}
+    for pair in pairs:
+        name, eq, value = pair.partition("=")
+        if not eq or not name:
+            parser.error(f"'{pair}' is not VAR=VALUE")
+        env[name] = value
+    return env
 
 
 def main():
@@ -67,7 +80,11 @@ def main():
     p.add_argument("--shapes", nargs="+", required=True, metavar="MxNxK")
     p.add_argument("--timeout-s", type=int, default=120, help="each run's limit")
     p.add_argument("--out", default=os.environ.get("OUT", "."))
+    p.add_argument("--a-env", action="append", default=[], metavar="VAR=VALUE", help="set for A's runs (repeatable)")
+    p.add_argument("--b-env", action="append", default=[], metavar="VAR=VALUE", help="set for B's runs (repeatable)")
+    p.add_argument("--name", default="ab_builds", help="the report's file name, without .md (and its log's)")
     args = p.parse_args(argv)
+    extra = {"A": parse_env(p, args.a_env), "B": parse_env(p, args.b_env)}
     if not coda_args:
         p.error("give the coda subcommand after --, e.g. -- bench gemm --identity-only")
     caches = {"A": tempfile.mkdtemp(prefix="coda-ab-a-"), "B": tempfile.mkdtemp(prefix="coda-ab-b-")}
@@ -77,7 +94,7 @@ def main():
         m, n, k = shape.split("x")
         for build in "ABBA":
             cmd = [binaries[build], *coda_args, "--m", m, "--n", n, "--k", k]
-            env = dict(os.environ, CODA_CACHE_DIR=caches[build])
+            env = dict(os.environ, CODA_CACHE_DIR=caches[build], **extra[build])
             try:
                 done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=args.timeout_s)
                 text = done.stdout + done.stderr
@@ -87,9 +104,12 @@ def main():
             runs.append((build, parse_rows(text)))
     report = summarize(runs)
     os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "ab_builds.md"), "w") as f:
-        f.write(f"A = {args.build_a}, B = {args.build_b}; coda {' '.join(coda_args)}\n\n{report}\n")
-    with open(os.path.join(args.out, "ab_builds.log"), "w") as f:
+    def label(build, env):
+        return " ".join([build, *env])
+    with open(os.path.join(args.out, args.name + ".md"), "w") as f:
+        f.write(f"A = {label(args.build_a, args.a_env)}, B = {label(args.build_b, args.b_env)}; "
+                f"coda {' '.join(coda_args)}\n\n{report}\n")
+    with open(os.path.join(args.out, args.name + ".log"), "w") as f:
         f.write("\n".join(log))
     print(report)
 

@@ -18,6 +18,12 @@
 #   profile tools/profile_block.py --fp8 at d = 4096 with SDPA (PROFILE_RECIPES: default tensorwise+wgrad,
 #           rowwise+wgrad, blockwise), coda's bf16 layer and torchao's recipe + torch.compile beside each
 #   curve   tools/fp8_loss_curve.py, 300 steps of fp32, bf16 and FP8 (CURVE_RECIPES: the recipes, default all three)
+#   experiments  the C++ GPU tests of the mainloop experiments (README "Mainloop experiments") and the BF16 tests the
+#           template changes touch
+#   ab      each experiment against the default config of the FP8 identity, and the wider tiles and 2-CTA clusters
+#           cuBLAS-like kernels use, per shape in one `coda tune --solo --config ...` (AB_SHAPES; AB_CONFIGS: each
+#           config's words after the default's, '|'-separated, "" = the default itself)
+#   abblock the same for the block-scaled identity (cooperative 128 x 128: block_sum_pair, l2_prefetch, dynamic_tiles)
 # Usage: bash tools/device_fp8.sh tests regress python gemm ... ; BUILD=carry/build by default; STEP_S: each step's
 # time limit (default 540 s); LAYER_BUDGET_S: bench_block.py's --budget-s (default 400).
 set -uo pipefail
@@ -89,7 +95,37 @@ for step in "$@"; do
       timeout "$step_s" python3 tools/fp8_loss_curve.py --out "$out" --recipes "${CURVE_RECIPES:-tensorwise,rowwise,blockwise}" \
         > "$out/fp8_curve.log" 2>&1 || status=1
       tail -n 6 "$out/fp8_curve.log" ;;
-    *) echo "device_fp8.sh: unknown step '$step' (tests, regress, python, gemm, interleaved, layer, model, profile, curve)" >&2; exit 2 ;;
+    experiments)
+      echo "== C++ GPU tests of the mainloop experiments, and the BF16 ones the template changes touch"
+      timeout "$step_s" "$build/tests/coda_gpu_tests" "[experiments],the block's epilogues*,stream-K*,bound launches*" \
+        --durations yes > "$out/gpu_experiments.log" 2>&1 || status=1
+      grep -E "FAILED|passed|failed|with expansion" "$out/gpu_experiments.log" | tail -n 20 ;;
+    ab|abblock)
+      # The identity graphs (coda bench gemm's), as files for `coda tune`. Each shape: every config alone, settled,
+      # twice in opposite orders (--solo); its table names each config's text.
+      graphs=$(mktemp -d)
+      printf '%s\n' "graph identity_fp8 gemm in=e4m3 a=k b=k" "%acc = accumulator" "%scale = scalar" \
+        "%scaled = mul %acc %scale" "%D = store bf16 %scaled" > "$graphs/identity_fp8.coda"
+      printf '%s\n' "graph identity_fp8_blockwise gemm in=e4m3 a=k b=k scales=block" "%acc = accumulator" \
+        "%D = store bf16 %acc" > "$graphs/identity_fp8_blockwise.coda"
+      if [ "$step" = ab ]; then
+        graph=$graphs/identity_fp8.coda base="hopper bm=128 bn=128 bk=64 stages=6 pingpong"
+        extras=${AB_CONFIGS:-"|early_turn|l2_prefetch|dynamic_tiles|early_turn l2_prefetch dynamic_tiles|cluster=2|cluster_n=2|cooperative bn=256 stages=4|cooperative bn=256 stages=4 cluster=2|cooperative bn=256 stages=4 dynamic_tiles|cooperative bm=256 stages=4 cluster_n=2"}
+      else
+        graph=$graphs/identity_fp8_blockwise.coda base="hopper bm=128 bn=128 bk=64 stages=6 cooperative"
+        extras=${AB_CONFIGS:-"|block_sum_pair|l2_prefetch|dynamic_tiles|block_sum_pair l2_prefetch"}
+      fi
+      configs=()
+      IFS='|' read -r -a words <<< "$extras"
+      for w in "${words[@]}"; do configs+=(--config "$base $w"); done
+      for shape in ${AB_SHAPES:-16384x4096x14336 16384x14336x4096 16384x8192x8192 8192x128256x4096 4096x4096x4096 8192x4096x11008}; do
+        IFS=x read -r m n k <<< "$shape"
+        echo "== $step $shape"
+        timeout "$step_s" "$build/coda" tune "$graph" --m "$m" --n "$n" --k "$k" --solo --iters 30 "${configs[@]}" \
+          >> "$out/fp8_$step.log" 2>&1 || status=1
+      done
+      grep -v "^\[" "$out/fp8_$step.log" | tail -n 60 ;;
+    *) echo "device_fp8.sh: unknown step '$step' (tests, regress, python, gemm, interleaved, layer, model, profile, curve, experiments, ab, abblock)" >&2; exit 2 ;;
   esac
 done
 exit $status

@@ -28,6 +28,24 @@ struct PortableConfig {
     bool operator!=(const PortableConfig& o) const { return !(*this == o); }
 };
 
+// Changes to the Hopper mainloop under measurement: off in every default config until an A/B on a GPU makes one the
+// default or drops it (docs/PERFORMANCE.md). Bits of HopperConfig::experiments; in a config's text, each one's word.
+// The environment variable CODA_HOPPER_EXPERIMENTS (README) adds them to the configs coda chooses itself.
+namespace hopper_experiment {
+constexpr unsigned kEarlyTurn = 1u;     // "early_turn" (ping-pong): a consumer hands the tensor cores to the other one
+                                        // once its tile's last wgmmas are issued, not once they are done
+constexpr unsigned kL2Prefetch = 2u;    // "l2_prefetch" (a K-major operand): the producer asks L2 for the K-major
+                                        // operands' boxes 4 k-tiles ahead of their loads
+constexpr unsigned kDynamicTiles = 4u;  // "dynamic_tiles" (no cluster): each CTA takes its next tile from a counter
+                                        // in global memory, so faster SMs take more tiles, instead of every grid-th
+constexpr unsigned kBlockSumPair = 8u;  // "block_sum_pair" (block-scaled FP8): two block sums, so that a consumer's
+                                        // next block multiplies while it promotes the previous one
+constexpr unsigned kAll = kEarlyTurn | kL2Prefetch | kDynamicTiles | kBlockSumPair;
+// The word of one bit ("early_turn", ...), "" for any other value; and the bit of a word, 0 for none.
+std::string word(unsigned bit);
+unsigned bit(const std::string& word);
+}  // namespace hopper_experiment
+
 // How the Hopper mainloop's two consumer warpgroups share work.
 //   Cooperative: both work on one bm x bn tile, each on bm/2 rows; the tile's epilogue runs on both.
 //   PingPong:    each owns whole bm x bn tiles, alternating; one's epilogue overlaps the other's mainloop.
@@ -49,12 +67,14 @@ struct HopperConfig {
     // global memory instead: what a launch whose tile tensors are not aligned runs on (compiled on first need). Text:
     // the word "direct".
     bool direct = false;
+    // hopper_experiment bits (above); a config names only those it can take, or validation says why not.
+    unsigned experiments = 0;
 
     static constexpr int bk = 64;
 
     bool operator==(const HopperConfig& o) const {
         return bm == o.bm && bn == o.bn && stages == o.stages && schedule == o.schedule && cluster_m == o.cluster_m &&
-               cluster_n == o.cluster_n && direct == o.direct;
+               cluster_n == o.cluster_n && direct == o.direct && experiments == o.experiments;
     }
     bool operator!=(const HopperConfig& o) const { return !(*this == o); }
 };
@@ -68,8 +88,8 @@ public:
     KernelConfig(const HopperConfig& c) : config_(c) {}    // NOLINT(google-explicit-constructor)
 
     // Canonical text: "portable bm=128 bn=128 bk=32 wm=2 wn=2 stages=4" or
-    // "hopper bm=128 bn=128 bk=64 stages=6 pingpong cluster=1" (with " cluster_n=2" for a cluster along N). It
-    // names the mainloop first.
+    // "hopper bm=128 bn=128 bk=64 stages=6 pingpong cluster=1" (with " cluster_n=2" for a cluster along N, then
+    // " direct" and each experiment's word where set). It names the mainloop first.
     std::string to_text() const;
     // The inverse of to_text. Fields may come in any order; those left out keep the mainloop's default (so
     // "hopper bm=256" is the default Hopper config with bm = 256). A text without a mainloop word is portable.

@@ -9,7 +9,7 @@
 namespace coda {
 
 // Bumped whenever the on-disk entry format or the key recipe changes; old entries then simply miss.
-constexpr int kCacheFormatVersion = 2;
+constexpr int kCacheFormatVersion = 3;
 
 struct CacheKeyParts {
     std::string graph_text;       // canonical text of the graph

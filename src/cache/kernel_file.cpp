@@ -64,7 +64,8 @@ std::string encode_resources(const std::vector<ResourceUsage>& resources) {
     for (const ResourceUsage& r : resources) {
         put_u32(out, static_cast<std::uint32_t>(r.function.size()));
         out += r.function;
-        for (int v : {r.registers, r.spill_store_bytes, r.spill_load_bytes, r.stack_frame_bytes, r.shared_bytes})
+        for (int v : {r.registers, r.spill_store_bytes, r.spill_load_bytes, r.stack_frame_bytes, r.shared_bytes,
+                      r.wgmma_serialized})
             put_u32(out, static_cast<std::uint32_t>(v));
     }
     return out;
@@ -82,7 +83,7 @@ std::optional<std::vector<ResourceUsage>> decode_resources(std::string_view blob
         ResourceUsage r;
         r.function = std::string(*name);
         for (int* field : {&r.registers, &r.spill_store_bytes, &r.spill_load_bytes, &r.stack_frame_bytes,
-                           &r.shared_bytes}) {
+                           &r.shared_bytes, &r.wgmma_serialized}) {
             auto v = in.u32();
             if (!v) return std::nullopt;
             *field = static_cast<int>(*v);

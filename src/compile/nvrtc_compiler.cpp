@@ -187,9 +187,9 @@ CompiledModule compile_cuda(const CompileRequest& request) {
     log->debug("compiled {} for {} in {:.3f} s ({} bytes of cubin)", request.source_name, request.arch,
               module.seconds, module.cubin.size());
     for (const ResourceUsage& r : module.resources)
-        log->debug("{}: {} registers, {} B stack, {} B spill stores, {} B spill loads, {} B static smem",
+        log->debug("{}: {} registers, {} B stack, {} B spill stores, {} B spill loads, {} B static smem{}",
                    r.function, r.registers, r.stack_frame_bytes, r.spill_store_bytes, r.spill_load_bytes,
-                   r.shared_bytes);
+                   r.shared_bytes, r.wgmma_serialized ? ", wgmma serialized" : "");
     return module;
 }
 

@@ -1,5 +1,7 @@
 // Parses the ptxas -v report line by line. ptxas prints, per entry function: "Compiling entry function 'F'",
-// "Function properties for F" followed by a stack/spill line, then "Used N registers, ... N bytes smem".
+// "Function properties for F" followed by a stack/spill line, then "Used N registers, ... N bytes smem"; and, for a
+// Hopper kernel whose wgmmas it serialized, a note "... wgmma.mma_async instructions are serialized due to ... in the
+// function 'F'".
 #include "compile/ptxas_report.hpp"
 
 #include <cctype>
@@ -51,6 +53,7 @@ std::optional<std::string> name_after(std::string_view line, std::string_view ma
 std::vector<ResourceUsage> parse_ptxas_report(std::string_view log) {
     std::vector<ResourceUsage> kernels;
     std::map<std::string, Frame> frames;
+    std::map<std::string, bool> serialized;  // functions named by a wgmma serialization note
     std::string properties_of;      // the function whose "Function properties" line came last
     constexpr std::size_t kNone = static_cast<std::size_t>(-1);
     std::size_t current = kNone;  // index of the entry function being compiled, target of "Used ..." lines
@@ -61,7 +64,9 @@ std::vector<ResourceUsage> parse_ptxas_report(std::string_view log) {
         log = eol == std::string_view::npos ? std::string_view() : log.substr(eol + 1);
         if (line.find("ptxas") == std::string_view::npos) continue;
 
-        if (auto name = name_after(line, "Compiling entry function")) {
+        if (line.find("wgmma.mma_async instructions are serialized") != std::string_view::npos) {
+            if (auto name = name_after(line, "in the function")) serialized[*name] = true;
+        } else if (auto name = name_after(line, "Compiling entry function")) {
             current = kernels.size();
             kernels.push_back(ResourceUsage{*name});
             properties_of.clear();
@@ -81,6 +86,7 @@ std::vector<ResourceUsage> parse_ptxas_report(std::string_view log) {
     }
     // The properties block may come before or after the "Used" line, so frames are joined at the end.
     for (ResourceUsage& k : kernels) {
+        k.wgmma_serialized = serialized.count(k.function) > 0 ? 1 : 0;
         if (auto it = frames.find(k.function); it != frames.end()) {
             k.stack_frame_bytes = it->second.stack;
             k.spill_store_bytes = it->second.spill_stores;

@@ -15,6 +15,9 @@ struct ResourceUsage {
     int spill_load_bytes = 0;
     int stack_frame_bytes = 0;
     int shared_bytes = 0;       // static shared memory only; dynamic shared memory is set at launch
+    // 1 where ptxas serialized the kernel's wgmma instructions (its "Potential Performance Loss" note: a non-wgmma
+    // instruction touches a pending wgmma's registers), which costs a Hopper kernel its tensor-core overlap.
+    int wgmma_serialized = 0;
 };
 
 // One ResourceUsage per entry function of the log, in the order ptxas compiled them. Non-entry functions

@@ -42,6 +42,29 @@ static_assert(limits::kKernelFixedParamBytes >=
               "limits::kKernelFixedParamBytes must cover the Hopper kernel's fixed parameters");
 constexpr int kTmaAlignment = 16;  // bytes: TMA's rule for a tensor's base and the pitch of its rows
 static_assert(HopperConfig::bk == rules::kBK, "HopperConfig's K step is the template's");
+static_assert(hopper_experiment::kEarlyTurn == rules::kEarlyTurn &&
+                  hopper_experiment::kL2Prefetch == rules::kL2Prefetch &&
+                  hopper_experiment::kDynamicTiles == rules::kDynamicTiles &&
+                  hopper_experiment::kBlockSumPair == rules::kBlockSumPair &&
+                  hopper_experiment::kAll == rules::kAllExperiments,
+              "the host's and the kernels' experiment bits must agree");
+
+// The experiments `wanted` that a Hopper kernel of config c for `graph` can take (hopper_rules.cuh's rule).
+unsigned experiments_for(const Graph& graph, const HopperConfig& c, unsigned wanted) {
+    return rules::applicable_experiments(wanted, c.schedule == Schedule::PingPong, c.cluster_m * c.cluster_n,
+                                         graph.spec().a == Major::K, graph.spec().b == Major::K,
+                                         graph.spec().block_scales);
+}
+
+constexpr const char* experiment_needs(unsigned bit) {
+    switch (bit) {
+        case rules::kEarlyTurn: return "the ping-pong schedule";
+        case rules::kL2Prefetch: return "a K-major operand";
+        case rules::kDynamicTiles: return "a config without clusters (cluster=1 cluster_n=1)";
+        case rules::kBlockSumPair: return "a block-scaled FP8 GEMM (block_scales)";
+        default: return "nothing: it is no experiment";
+    }
+}
 
 std::string rule_text(rules::Rule r) {
     switch (r) {
@@ -151,8 +174,9 @@ bool stages_tiles(const TmaTileInfo& how) { return how.inputs_by_tma != 0 || how
 // buffers again and again, and encoding costs more than the rest of the launch.
 class HopperLauncher final : public Launcher {
 public:
-    HopperLauncher(const LoadedModule& module, const CheckedGraph& graph, int max_ctas, bool stream_k)
-        : module_(module), graph_(graph), max_ctas_(max_ctas), stream_k_(stream_k) {}
+    HopperLauncher(const LoadedModule& module, const CheckedGraph& graph, int max_ctas, bool stream_k,
+                   bool dynamic_tiles)
+        : module_(module), graph_(graph), max_ctas_(max_ctas), stream_k_(stream_k), dynamic_tiles_(dynamic_tiles) {}
 
     std::string unsupported(const LaunchPlan& plan) const override {
         std::string why = operand_rule(plan);
@@ -179,9 +203,11 @@ public:
         }
         const unsigned grid_x = grid(plan);
         GemmProblem problem = plan.gemm;
-        if (const std::size_t bytes = stream_k_bytes(plan, grid_x)) {
+        const std::size_t bytes = stream_k_bytes(plan, grid_x);
+        if (bytes > 0 || dynamic_tiles_) {
             const StreamKWorkspace workspace = stream_k_workspace(stream, bytes);
-            problem.partials = workspace.partials;
+            // (Partials only where the last rounds are shared: the kernel tells stream-K by them.)
+            if (bytes > 0) problem.partials = workspace.partials;
             problem.partial_flags = workspace.partial_flags;
         }
         void* params[] = {&problem, const_cast<std::uint64_t*>(plan.slots.data()), &tma.a, &tma.b, tile_maps.data()};
@@ -199,8 +225,8 @@ public:
         std::copy(tile_maps.begin(), tile_maps.end(), out.maps.begin() + 2);
         out.function = module_.function;
         out.grid_x = grid(out.plan);
-        // (Bound launches take whole tiles: their packed problem carries no stream-K workspace, which belongs to the
-        // stream each launch names.)
+        // (Bound launches take whole tiles in the round-robin order: their packed problem carries no stream-K
+        // workspace or tile counters, which belong to the stream each launch names.)
         out.threads = static_cast<unsigned>(module_.info.threads);
         out.smem_bytes = static_cast<unsigned>(module_.info.smem_bytes);
         out.params = {&out.plan.gemm, out.plan.slots.data(), &out.maps[0], &out.maps[1], &out.maps[2]};
@@ -239,6 +265,7 @@ private:
     const CheckedGraph& graph_;  // the loaded kernel's, which owns this launcher
     int max_ctas_;
     bool stream_k_;  // the kernel can share its last rounds (hopper_rules::stream_k)
+    bool dynamic_tiles_;  // the kernel takes its tiles from the workspace's counters (hopper_experiment)
     mutable std::mutex mutex_;
     mutable GemmProblem problem_{};
     mutable std::vector<std::uint64_t> slots_;
@@ -257,10 +284,13 @@ public:
     std::string config_to_text(const KernelConfig& config) const override {
         const HopperConfig& c = hopper_of(config, "config_to_text");
         // cluster_n only where it is not 1, so that the texts of configs without it stay as they were.
-        return fmt::format("hopper bm={} bn={} bk={} stages={} {} cluster={}{}{}", c.bm, c.bn, HopperConfig::bk,
+        std::string experiments;
+        for (unsigned bit = 1; bit <= hopper_experiment::kAll; bit <<= 1)
+            if ((c.experiments & bit) != 0) experiments += " " + hopper_experiment::word(bit);
+        return fmt::format("hopper bm={} bn={} bk={} stages={} {} cluster={}{}{}{}", c.bm, c.bn, HopperConfig::bk,
                            c.stages, c.schedule == Schedule::Cooperative ? "cooperative" : "pingpong", c.cluster_m,
                            c.cluster_n != 1 ? fmt::format(" cluster_n={}", c.cluster_n) : "",
-                           c.direct ? " direct" : "");
+                           c.direct ? " direct" : "", experiments);
     }
 
     KernelConfig parse_config(const std::vector<std::string>& words, const std::string& text) const override {
@@ -272,6 +302,8 @@ public:
         known.flags = {{"cooperative", [&c] { c.schedule = Schedule::Cooperative; }},
                        {"pingpong", [&c] { c.schedule = Schedule::PingPong; }},
                        {"direct", [&c] { c.direct = true; }}};
+        for (unsigned bit = 1; bit <= hopper_experiment::kAll; bit <<= 1)
+            known.flags.emplace_back(hopper_experiment::word(bit), [&c, bit] { c.experiments |= bit; });
         const std::string example = config_to_text(HopperConfig{});
         read_config_words(words, known, text, example);
         if (bk != HopperConfig::bk)
@@ -412,6 +444,14 @@ public:
                                            c.cluster_n, graph.spec().a == Major::K, graph.spec().b == Major::K);
         if (r != rules::Rule::Ok) throw fail(rule_text(r));
         if (graph.spec().block_scales && !block_scaled_tile(c)) throw fail(kBlockScaledTile);
+        if (c.experiments & ~hopper_experiment::kAll)
+            throw fail(fmt::format("experiments {:#x} are not hopper_experiment bits",
+                                   c.experiments & ~hopper_experiment::kAll));
+        const unsigned refused = c.experiments & ~experiments_for(graph, c, c.experiments);
+        for (unsigned bit = 1; bit <= hopper_experiment::kAll; bit <<= 1)
+            if ((refused & bit) != 0)
+                throw fail(fmt::format("the experiment {} needs {}", hopper_experiment::word(bit),
+                                       experiment_needs(bit)));
     }
 
     KernelTemplate instantiate(const Graph& graph, const std::optional<KernelConfig>& config) const override {
@@ -423,8 +463,12 @@ public:
             c.schedule == Schedule::PingPong ? "true" : "false");
         // The cluster's size is the entry point's (__cluster_dims__), so it is not a kernel argument; a pair says
         // which operand it shares.
-        // The direct variant's last template argument; the staging kernel leaves it at its default.
-        const char* direct = c.direct ? ", true" : "";
+        // The direct variant's template argument and the experiments' (after it); a kernel leaves them at their
+        // defaults where it can, so that the sources of configs without them read as they always did.
+        const std::string direct =
+            c.experiments != 0 ? fmt::format(", {}, {}u", c.direct ? "true" : "false", c.experiments)
+            : c.direct         ? std::string(", true")
+                               : std::string();
         const std::string entry = c.cluster_m * c.cluster_n == 1
                                       ? fmt::format("coda::hopper_gemm<{}, coda_gen::Epilogue{}>", args, direct)
                                       : fmt::format("coda::hopper_gemm_pair<{}, {}, coda_gen::Epilogue{}>", args,
@@ -465,7 +509,8 @@ public:
         }
         return std::make_unique<HopperLauncher>(
             module, graph, max_ctas,
-            rules::stream_k(c.cluster_m, c.cluster_n, c.bm, c.schedule == Schedule::PingPong));
+            rules::stream_k(c.cluster_m, c.cluster_n, c.bm, c.schedule == Schedule::PingPong),
+            (c.experiments & hopper_experiment::kDynamicTiles) != 0);
     }
 };
 
@@ -474,6 +519,14 @@ public:
 const Mainloop& hopper_mainloop() {
     static const HopperMainloop mainloop;
     return mainloop;
+}
+
+KernelConfig with_hopper_experiments(const Graph& graph, const KernelConfig& config, unsigned wanted) {
+    const HopperConfig* h = config.hopper();
+    if (h == nullptr || wanted == 0 || graph.domain() != Domain::Gemm) return config;
+    HopperConfig out = *h;
+    out.experiments |= experiments_for(graph, out, wanted);
+    return out;
 }
 
 }  // namespace coda

@@ -12,6 +12,26 @@
 
 namespace coda {
 
+namespace hopper_experiment {
+
+std::string word(unsigned b) {
+    switch (b) {
+        case kEarlyTurn: return "early_turn";
+        case kL2Prefetch: return "l2_prefetch";
+        case kDynamicTiles: return "dynamic_tiles";
+        case kBlockSumPair: return "block_sum_pair";
+        default: return "";
+    }
+}
+
+unsigned bit(const std::string& w) {
+    for (unsigned b = 1; b <= kAll; b <<= 1)
+        if (word(b) == w) return b;
+    return 0;
+}
+
+}  // namespace hopper_experiment
+
 std::string KernelConfig::to_text() const { return mainloop_of(*this).config_to_text(*this); }
 
 KernelConfig KernelConfig::parse(const std::string& text) {

@@ -30,10 +30,15 @@ void dump_source(const std::string& file_name, const std::string& source) {
     if (!out) logger("coda.runtime")->warn("could not write CODA_DUMP_DIR file {}", (dir / file_name).string());
 }
 
-// A kernel that spills registers still computes the right values, only slower: say so once, when it is compiled or
-// read from disk (a memory hit was seen before), with what the mainloop suggests.
-void warn_about_spills(const BuiltKernel& built) {
+// A kernel that spills registers, or whose wgmmas ptxas serialized, still computes the right values, only slower: say
+// so once, when it is compiled or read from disk (a memory hit was seen before), with what the mainloop suggests.
+void warn_about_resources(const BuiltKernel& built) {
     const ResourceUsage* u = built.cached.entry->kernel_usage();
+    if (u != nullptr && u->wgmma_serialized)
+        logger("coda.runtime")
+            ->warn("kernel '{}' ({}, {}): ptxas serialized its wgmma instructions: it runs correctly, but its tensor "
+                   "cores wait for each one",
+                   built.name, built.target.arch, built.target.mainloop->key_text(built.target.config));
     const int spills = u ? u->spill_store_bytes + u->spill_load_bytes : 0;
     if (spills <= 0) return;
     const std::string advice = built.target.mainloop->spill_advice();
@@ -87,7 +92,7 @@ BuiltKernel build_kernel(const Graph& graph, const BuildTarget& target, KernelCa
         return entry;
     });
     built.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (built.cached.hit != CacheHit::Memory) warn_about_spills(built);
+    if (built.cached.hit != CacheHit::Memory) warn_about_resources(built);
     record_build(graph, target, built.key);
     return built;
 }

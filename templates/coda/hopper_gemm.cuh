@@ -98,9 +98,10 @@ struct WgmmaLayout {
 };
 
 // The CTA's dynamic shared memory, from its first swizzle atom on. The stages and the staging buffers are
-// multiples of kSwizzleAtomBytes, so every TMA box and wgmma operand in them starts on an atom.
+// multiples of kSwizzleAtomBytes, so every TMA box and wgmma operand in them starts on an atom. The dynamic tile
+// order's feed (TileFeed) follows; without it, its empty base takes no bytes.
 template <int kStages, int kStageBytes, int kStagingBytes, int kScratchBytes>
-struct HopperSharedStorage {
+struct HopperSharedCore {
     unsigned char stages[kStages][kStageBytes];  // each: A (BM x BK) then B (BN x BK), as TMA swizzled them
     unsigned char staging[kStagingBytes];        // the tile-input ring, then each consumer's output buffers
     float scratch[kScratchBytes / 4];            // end_tile's: one area per ping-pong consumer
@@ -111,14 +112,34 @@ struct HopperSharedStorage {
     unsigned long long input_full[kHopperInputSlots];   // input chunk loaded
     unsigned long long input_empty[kHopperInputSlots];  // input chunk read by every warp that visits it
 };
+template <int kSlots>
+struct TileFeedStorage {
+    static constexpr int kFeedSlots = kSlots;
+    unsigned long long feed_full[kSlots];   // item published by the producer
+    unsigned long long feed_empty[kSlots];  // item read by every role that reads it
+    detail::WorkItem feed_items[kSlots];
+};
+template <>
+struct TileFeedStorage<0> {
+    static constexpr int kFeedSlots = 0;
+};
+template <int kStages, int kStageBytes, int kStagingBytes, int kScratchBytes, int kFeedSlots>
+struct HopperSharedStorage : HopperSharedCore<kStages, kStageBytes, kStagingBytes, kScratchBytes>,
+                             TileFeedStorage<kFeedSlots> {};
 
 template <class T, bool A_K_MAJOR, bool B_K_MAJOR, int BM, int BN, int STAGES, bool PING_PONG, int CLUSTER_M,
-          int CLUSTER_N, class EPILOGUE, bool DIRECT_TILES = false>
+          int CLUSTER_N, class EPILOGUE, bool DIRECT_TILES = false, unsigned EXPERIMENTS = 0>
 struct HopperGemmTraits {
     using Element = T;
     using Epilogue = EPILOGUE;
     // Block-scaled FP8 (T = block_scaled<...>): each k-tile is one scale block, promoted into acc with its scales.
     static constexpr bool kBlockScaled = detail::BlockScaled<T>::value;
+    // The experiments this kernel runs (hopper_rules.cuh; the host passes only those its config can take).
+    static constexpr unsigned kExperiments = EXPERIMENTS;
+    static constexpr bool kEarlyTurn = (EXPERIMENTS & hopper_rules::kEarlyTurn) != 0;
+    static constexpr bool kL2Prefetch = (EXPERIMENTS & hopper_rules::kL2Prefetch) != 0;
+    static constexpr bool kDynamicTiles = (EXPERIMENTS & hopper_rules::kDynamicTiles) != 0;
+    // (kBlockSumPair, where its second block sum fits, is below.)
     static constexpr bool kAKMajor = A_K_MAJOR;
     static constexpr bool kBKMajor = B_K_MAJOR;
     static constexpr bool kPingPong = PING_PONG;
@@ -151,7 +172,9 @@ struct HopperGemmTraits {
     static constexpr int kScratchRegionBytes = kScratchBytes > kMinRegionBytes ? kScratchBytes : kMinRegionBytes;
     static constexpr int kAlignSlack = kSwizzleAtomBytes;  // the dynamic shared memory's base, aligned up to an atom
     static constexpr int kBarrierBytes = 8 * (2 * STAGES + 4 + 2 * kHopperInputSlots);
-    static constexpr int kFixedBytes = kAlignSlack + kScratchRegionBytes + kBarrierBytes;
+    static constexpr int kFeedSlots = kDynamicTiles ? detail::kTileFeedSlots : 0;
+    static constexpr int kFeedBytes = static_cast<int>(sizeof(TileFeedStorage<kFeedSlots>)) * (kDynamicTiles ? 1 : 0);
+    static constexpr int kFixedBytes = kAlignSlack + kScratchRegionBytes + kBarrierBytes + kFeedBytes;
     // Pipeline stages that fit beside `staging` bytes of staged tiles.
     static constexpr int stages_beside(int staging) {
         return (kHopperMaxSmemBytes - kFixedBytes - staging) / kStageBytes;
@@ -224,13 +247,24 @@ struct HopperGemmTraits {
                                        : kInputRegisters * 4 <= kHopperBatchRegisters ? 4
                                        : kInputRegisters * 2 <= kHopperBatchRegisters ? 2
                                                                                       : 1;
+    // block_sum_pair: a second block sum of 64 registers a thread, where it fits. Beside a CTA pair's state, a tile
+    // input or the dynamic order's fed item it spilled 4-16 bytes (ptxas: out_proj_fp8_blockwise,
+    // swiglu_backward_fp8_blockwise, qkv_rope_fp8_blockwise), so those kernels keep one sum.
+    static constexpr bool kBlockSumPair = (EXPERIMENTS & hopper_rules::kBlockSumPair) != 0 && kCluster == 1 &&
+                                          Epilogue::kTileInputs == 0 && !kDynamicTiles;
     // Arrivals that free an input chunk: lane 0 of every warp that reads it. A stage is free once those of every
     // CTA of the cluster have arrived (its producer's multicast writes into all of them).
     static constexpr int kEmptyArrivals = kWarpgroupThreads / 32 * (kPingPong ? 1 : kConsumers);
     static constexpr int kStageFreeArrivals = kEmptyArrivals * kCluster;
 
-    using Storage = HopperSharedStorage<kStages, kStageBytes, kStagingRegionBytes, kScratchRegionBytes>;
+    using Storage = HopperSharedStorage<kStages, kStageBytes, kStagingRegionBytes, kScratchRegionBytes, kFeedSlots>;
     static constexpr int kSmemBytes = kAlignSlack + static_cast<int>(sizeof(Storage));
+    // Without the feed, the storage (and so the kernel's shared memory) is exactly the core's.
+    using Core = HopperSharedCore<kStages, kStageBytes, kStagingRegionBytes, kScratchRegionBytes>;
+    static_assert(kDynamicTiles || sizeof(Storage) == sizeof(Core),
+                  "coda: an empty tile feed must take no shared memory");
+    // Readers that free a fed item: lane 0 of each consumer warp that multiplies it, and the tile-input loader.
+    static constexpr int kFeedReaders = kEmptyArrivals + (kStageInputs ? 1 : 0);
 
     // What the kernel reports to the host (coda_kernel_info): the tile, the stages left beside the epilogue's shared
     // memory, and how its staged tile tensors travel as tensor maps.
@@ -255,6 +289,9 @@ struct HopperGemmTraits {
     static_assert(kChunks % kOutputBuffers == 0, "coda: each tile's first chunk must take the first output buffer");
     static_assert(kStages >= 2, "coda: the epilogue's scratch leaves room for fewer than 2 pipeline stages");
     static_assert(kSmemBytes <= kHopperMaxSmemBytes, "coda: the shared storage exceeds the budget it was fitted to");
+    static_assert(hopper_rules::inapplicable_experiment(EXPERIMENTS, PING_PONG, kCluster, A_K_MAJOR, B_K_MAJOR,
+                                                        kBlockScaled) == 0,
+                  "coda: an experiment this kernel cannot take (hopper_rules::inapplicable_experiment)");
 };
 
 namespace detail {
@@ -264,15 +301,18 @@ namespace detail {
 struct HopperSmem {
     unsigned stages, staging, full, empty, turn, visits_done, input_full, input_empty;
     float* scratch;
+    TileFeed feed;  // the dynamic tile order's (all zero without it)
 
     template <class Storage>
     __device__ static HopperSmem at(unsigned base, Storage* s) {
         const auto address = [&](const void* member) {
             return base + static_cast<unsigned>(static_cast<const char*>(member) - reinterpret_cast<const char*>(s));
         };
+        TileFeed feed{nullptr, 0, 0};
+        if constexpr (Storage::kFeedSlots > 0) feed = {s->feed_items, address(s->feed_full), address(s->feed_empty)};
         return {address(s->stages),      address(s->staging),     address(s->full),
                 address(s->empty),       address(s->turn),        address(s->visits_done),
-                address(s->input_full),  address(s->input_empty), s->scratch};
+                address(s->input_full),  address(s->input_empty), s->scratch, feed};
     }
 };
 
@@ -291,19 +331,30 @@ __device__ __forceinline__ void hopper_init_barriers(const HopperSmem& smem) {
         sm90::mbarrier_init(smem.input_full + 8 * s, 1);
         sm90::mbarrier_init(smem.input_empty + 8 * s, Tr::kEmptyArrivals);
     }
+    for (int s = 0; s < Tr::kFeedSlots; ++s) {
+        sm90::mbarrier_init(smem.feed.full + 8 * s, 1);
+        sm90::mbarrier_init(smem.feed.empty + 8 * s, Tr::kFeedReaders);
+    }
     sm90::fence_barrier_init();
 }
 
-// One tile's mainloop on a consumer warpgroup: waits for each of the tile's k_tiles stages (from ring position
-// `start`), issues their wgmmas into acc and frees each stage once the next one's are in flight.
-template <class Tr, class Prefetch>
-__device__ __forceinline__ void hopper_mma_tile(const HopperSmem& smem, unsigned a_low, unsigned b_low, int start,
-                                                int k_tiles, int prefetch_at, float (&acc)[Tr::kM64][Tr::kBN / 2],
-                                                const Prefetch& prefetch) {
+template <class Tr>
+__device__ __forceinline__ void clear_accumulator(float (&acc)[Tr::kM64][Tr::kBN / 2]) {
 #pragma unroll
     for (int i = 0; i < Tr::kM64; ++i)
 #pragma unroll
         for (int r = 0; r < Tr::kBN / 2; ++r) acc[i][r] = 0.0f;
+}
+
+// One tile's mainloop on a consumer warpgroup: waits for each of the tile's k_tiles stages (from ring position
+// `start`), issues their wgmmas into acc and frees each stage once the next one's are in flight.
+// early_turn (ping-pong): the consumer arrives on its `turn` barrier once its last wgmmas are issued, before they
+// drain, so that the other consumer's wgmmas queue behind them.
+template <class Tr, class Prefetch>
+__device__ __forceinline__ void hopper_mma_tile(const HopperSmem& smem, unsigned a_low, unsigned b_low, int start,
+                                                int k_tiles, int prefetch_at, float (&acc)[Tr::kM64][Tr::kBN / 2],
+                                                const Prefetch& prefetch, unsigned turn) {
+    clear_accumulator<Tr>(acc);
     const bool warp_leader = threadIdx.x % 32 == 0;
     auto stage = PipelineState<Tr::kStages>::at(start);
     int previous = -1;
@@ -320,10 +371,57 @@ __device__ __forceinline__ void hopper_mma_tile(const HopperSmem& smem, unsigned
         previous = stage.index;
         stage.advance();
     }
+    if constexpr (Tr::kEarlyTurn)
+        if (threadIdx.x % kWarpgroupThreads == 0) sm90::mbarrier_arrive(turn);
     sm90::wgmma_wait<0>();
 #pragma unroll
     for (int i = 0; i < Tr::kM64; ++i) sm90::fence_registers(acc[i]);
     if (warp_leader) free_stage<Tr::kCluster>(smem.empty + 8 * previous);
+}
+
+// A block-scaled tile's scales as this thread reads them (GemmSpec::block_scales): A_scale[kb][row] of each of its row
+// slots and B_scale[tn][kb], from the epilogue's parameter slots (kernel_abi.cuh: A_scale's pointer and leading
+// dimension, then B_scale's). Rows past M and tiles past N (a cluster partner's) read no scale and give 0.
+template <class Tr>
+struct BlockScaleReader {
+    static constexpr int kRows = 2 * Tr::kM64;  // row slots of this thread
+    const float* a_scale;
+    long long lda_scale;
+    const float* b_scales;  // B_scale[tn]
+    bool tile_in_n;
+    int row_at[kRows];  // the row of each row slot, -1 past M
+
+    __device__ BlockScaleReader(const GemmProblem& problem, const typename Tr::Epilogue::Args& args, int tm, int tn) {
+        constexpr int kSlot = Tr::Epilogue::kBlockScaleSlot;
+        a_scale = reinterpret_cast<const float*>(args.slot[kSlot]);
+        lda_scale = static_cast<long long>(args.slot[kSlot + 1]);
+        b_scales = reinterpret_cast<const float*>(args.slot[kSlot + 2]) +
+                   static_cast<long long>(tn) * static_cast<long long>(args.slot[kSlot + 3]);
+        tile_in_n = tn * Tr::kBN < problem.n;
+#pragma unroll
+        for (int rs = 0; rs < kRows; ++rs) {
+            const int m = tm * Tr::kBM + Tr::Layout::slot_row(rs);
+            row_at[rs] = m < problem.m ? m : -1;
+        }
+    }
+    // Block kb's scales as loaded: A's of each row slot (raw[0 .. kRows - 1]) and B's (raw[kRows]).
+    __device__ void load(int kb, float (&raw)[kRows + 1]) const {
+        raw[kRows] = tile_in_n ? __ldg(b_scales + kb) : 0.0f;
+        const float* const a_scales = a_scale + static_cast<long long>(kb) * lda_scale;
+#pragma unroll
+        for (int rs = 0; rs < kRows; ++rs) raw[rs] = row_at[rs] >= 0 ? __ldg(a_scales + row_at[rs]) : 0.0f;
+    }
+};
+
+// acc += block * scale of its row slot: element r of an m64 fragment is in row slot 2i + (r / 2) % 2 (WgmmaLayout).
+template <class Tr>
+__device__ __forceinline__ void promote_block(float (&acc)[Tr::kM64][Tr::kBN / 2],
+                                              const float (&block)[Tr::kM64][Tr::kBN / 2],
+                                              const float (&scale)[2 * Tr::kM64]) {
+#pragma unroll
+    for (int i = 0; i < Tr::kM64; ++i)
+#pragma unroll
+        for (int r = 0; r < Tr::kBN / 2; ++r) acc[i][r] = fmaf(block[i][r], scale[2 * i + (r / 2) % 2], acc[i][r]);
 }
 
 // hopper_mma_tile for block-scaled FP8 (GemmSpec::block_scales): k-tile kt is the scale block k_begin + kt (128 k).
@@ -343,33 +441,11 @@ __device__ __forceinline__ void hopper_mma_tile_block_scaled(const HopperSmem& s
                                                              int k_tiles, int tm, int tn, int prefetch_at,
                                                              float (&acc)[Tr::kM64][Tr::kBN / 2],
                                                              const Prefetch& prefetch) {
-    using L = typename Tr::Layout;
-    constexpr int kRows = 2 * Tr::kM64;  // row slots of this thread
-#pragma unroll
-    for (int i = 0; i < Tr::kM64; ++i)
-#pragma unroll
-        for (int r = 0; r < Tr::kBN / 2; ++r) acc[i][r] = 0.0f;
+    constexpr int kRows = BlockScaleReader<Tr>::kRows;
+    clear_accumulator<Tr>(acc);
     const bool warp_leader = threadIdx.x % 32 == 0;
-    const bool tile_in_n = tn * Tr::kBN < problem.n;
-    int row_at[kRows];  // the row of each row slot, -1 past M
-#pragma unroll
-    for (int rs = 0; rs < kRows; ++rs) {
-        const int m = tm * Tr::kBM + L::slot_row(rs);
-        row_at[rs] = m < problem.m ? m : -1;
-    }
-    // The scales' pointers and leading dimensions, in the epilogue's parameter slots (kernel_abi.cuh).
-    constexpr int kSlot = Tr::Epilogue::kBlockScaleSlot;
-    const float* const a_scale = reinterpret_cast<const float*>(args.slot[kSlot]);
-    const long long lda_scale = static_cast<long long>(args.slot[kSlot + 1]);
-    const float* const b_scales =
-        reinterpret_cast<const float*>(args.slot[kSlot + 2]) + static_cast<long long>(tn) * static_cast<long long>(args.slot[kSlot + 3]);
-    // A block's scales as loaded: A_scale[kb][row] of each row slot (raw[0 .. kRows - 1]) and B_scale[tn][kb] (raw[kRows]).
-    const auto load = [&](int kb, float (&raw)[kRows + 1]) {
-        raw[kRows] = tile_in_n ? __ldg(b_scales + kb) : 0.0f;
-        const float* const a_scales = a_scale + static_cast<long long>(kb) * lda_scale;
-#pragma unroll
-        for (int rs = 0; rs < kRows; ++rs) raw[rs] = row_at[rs] >= 0 ? __ldg(a_scales + row_at[rs]) : 0.0f;
-    };
+    const BlockScaleReader<Tr> scales(problem, args, tm, tn);
+    const auto load = [&](int kb, float (&raw)[kRows + 1]) { scales.load(kb, raw); };
     const auto multiply = [](const float (&raw)[kRows + 1], float (&scale)[kRows]) {
 #pragma unroll
         for (int rs = 0; rs < kRows; ++rs) scale[rs] = raw[rs] * raw[kRows];
@@ -394,17 +470,78 @@ __device__ __forceinline__ void hopper_mma_tile_block_scaled(const HopperSmem& s
 #pragma unroll
         for (int i = 0; i < Tr::kM64; ++i) sm90::fence_registers(block[i]);
         if (warp_leader) free_stage<Tr::kCluster>(smem.empty + 8 * stage.index);
-        // Element r of an m64 fragment is in row slot 2i + (r / 2) % 2 (WgmmaLayout).
-#pragma unroll
-        for (int i = 0; i < Tr::kM64; ++i)
-#pragma unroll
-            for (int r = 0; r < Tr::kBN / 2; ++r) acc[i][r] = fmaf(block[i][r], scale[2 * i + (r / 2) % 2], acc[i][r]);
+        promote_block<Tr>(acc, block, scale);
         if (kt + 1 < k_tiles) multiply(ready, scale);
         stage.advance();
     };
     for (int kt = 0; kt < k_tiles; kt += 2) {
         step(kt, raw0, raw1);
         if (kt + 1 < k_tiles) step(kt + 1, raw1, raw0);
+    }
+}
+
+// hopper_mma_tile_block_scaled with two block sums that alternate (block_sum_pair): block kt's wgmmas are issued into
+// one before block kt - 1, in the other, is promoted, so that each consumer keeps a block in flight on the tensor
+// cores while it promotes (with one sum, both consumers of the cooperative tile stand on the same stage and promote
+// at the same time). Block kt's scales are loaded during block kt - 1 and multiplied once block kt - 1 is promoted;
+// a block's stage is freed when its promotion starts.
+template <class Tr, class Prefetch>
+__device__ __forceinline__ void hopper_mma_tile_block_pair(const HopperSmem& smem, const GemmProblem& problem,
+                                                           const typename Tr::Epilogue::Args& args, unsigned a_low,
+                                                           unsigned b_low, int start, int k_begin, int k_tiles,
+                                                           int tm, int tn, int prefetch_at,
+                                                           float (&acc)[Tr::kM64][Tr::kBN / 2],
+                                                           const Prefetch& prefetch) {
+    constexpr int kRows = BlockScaleReader<Tr>::kRows;
+    clear_accumulator<Tr>(acc);
+    const bool warp_leader = threadIdx.x % 32 == 0;
+    const BlockScaleReader<Tr> scales(problem, args, tm, tn);
+    float scale[kRows];  // the issued, not yet promoted block's A_scale[kb][row] * B_scale[tn][kb]
+    float raw[kRows + 1];  // the next block's scales as loaded
+    scales.load(k_begin, raw);
+    float sum0[Tr::kM64][Tr::kBN / 2], sum1[Tr::kM64][Tr::kBN / 2];
+    auto stage = PipelineState<Tr::kStages>::at(start);
+    int pending = 0;  // the stage of the issued, not yet promoted block
+    const auto promote = [&](float (&sum)[Tr::kM64][Tr::kBN / 2]) {
+#pragma unroll
+        for (int i = 0; i < Tr::kM64; ++i) sm90::fence_registers(sum[i]);
+        if (warp_leader) free_stage<Tr::kCluster>(smem.empty + 8 * pending);
+        promote_block<Tr>(acc, sum, scale);
+    };
+    // Block kt goes into `issue`; block kt - 1, in `other`, is promoted with `scale`. Then `scale` becomes block kt's
+    // (from `raw`, loaded during block kt - 1) and `raw` receives block kt + 1's, a block ahead of its use.
+    const auto step = [&](int kt, float (&issue)[Tr::kM64][Tr::kBN / 2], float (&other)[Tr::kM64][Tr::kBN / 2]) {
+        if (kt == prefetch_at) prefetch();
+        sm90::mbarrier_wait(smem.full + 8 * stage.index, stage.phase);
+        sm90::wgmma_fence();
+        const unsigned stage_offset = static_cast<unsigned>(stage.index) * (Tr::kStageBytes >> 4);
+        hopper_mma_stage<Tr, true>(a_low + stage_offset, b_low + stage_offset, issue);
+        sm90::wgmma_commit();
+        if (kt > 0) {
+            sm90::wgmma_wait<1>();  // block kt - 1's wgmmas are done; block kt's may run on
+            promote(other);
+        }
+#pragma unroll
+        for (int rs = 0; rs < kRows; ++rs) scale[rs] = raw[rs] * raw[kRows];
+        if (kt + 1 < k_tiles) scales.load(k_begin + kt + 1, raw);
+        pending = stage.index;
+        stage.advance();
+    };
+    // Block 0 alone, then whole pairs, then the last block where one is left: ptxas then sees each wgmma_wait<1>
+    // retire the other sum's block (with a pair loop whose second step was conditional, it serialized every wgmma).
+    step(0, sum0, sum1);
+    int kt = 1;
+    for (; kt + 1 < k_tiles; kt += 2) {
+        step(kt, sum1, sum0);
+        step(kt + 1, sum0, sum1);
+    }
+    if (kt < k_tiles) {
+        step(kt, sum1, sum0);
+        sm90::wgmma_wait<0>();
+        promote(sum1);
+    } else {
+        sm90::wgmma_wait<0>();
+        promote(sum0);
     }
 }
 
@@ -498,9 +635,8 @@ __device__ __forceinline__ void hopper_consume(const GemmProblem& problem, const
         for (int i = 0; i < Tr::kOutputMaps; ++i) sm90::prefetch_tma_descriptor(&tile_maps.map[Tr::kInputMaps + i]);
 
     float acc[Tr::kM64][BN / 2];
-    for (int local = 0; local < order.count; ++local) {  // this CTA's items (tiles or pieces of tiles)
-        if (Tr::kPingPong && local % 2 != consumer) continue;
-        const WorkItem w = order.item(local, rank);
+    // One of this CTA's items (a tile or a piece of one), its `local`-th.
+    const auto consume = [&](int local, const WorkItem& w) {
         const int tm = w.tm, tn = w.tn;
         // Ping-pong: wait until the other consumer has finished the previous item's mainloop. Besides taking
         // turns on the tensor cores, this keeps each consumer within one phase of the stages it waits on.
@@ -520,12 +656,17 @@ __device__ __forceinline__ void hopper_consume(const GemmProblem& problem, const
         const int prefetch_at = w.piece == Piece::Tail           ? -1
                                 : w.k_tiles > kHopperPrefetchLead ? w.k_tiles - kHopperPrefetchLead
                                                                   : 0;
-        if constexpr (Tr::kBlockScaled)
+        if constexpr (Tr::kBlockSumPair)
+            hopper_mma_tile_block_pair<Tr>(smem, problem, args, a_low, b_low, w.position, w.k_begin, w.k_tiles, tm,
+                                           tn, prefetch_at, acc, prefetch);
+        else if constexpr (Tr::kBlockScaled)
             hopper_mma_tile_block_scaled<Tr>(smem, problem, args, a_low, b_low, w.position, w.k_begin, w.k_tiles, tm,
                                              tn, prefetch_at, acc, prefetch);
         else
-            hopper_mma_tile<Tr>(smem, a_low, b_low, w.position, w.k_tiles, prefetch_at, acc, prefetch);
-        if (Tr::kPingPong && warpgroup_leader) sm90::mbarrier_arrive(smem.turn + 8 * consumer);
+            hopper_mma_tile<Tr>(smem, a_low, b_low, w.position, w.k_tiles, prefetch_at, acc, prefetch,
+                                smem.turn + 8 * consumer);
+        // (early_turn arrived once the last wgmmas were issued.)
+        if (Tr::kPingPong && !Tr::kEarlyTurn && warpgroup_leader) sm90::mbarrier_arrive(smem.turn + 8 * consumer);
 
         if (w.piece == Piece::Tail) {
             publish_partial<Tr>(problem, order.partial_slot(w.piece), consumer, acc, staging_barrier);
@@ -535,7 +676,7 @@ __device__ __forceinline__ void hopper_consume(const GemmProblem& problem, const
                     sm90::mbarrier_wait(smem.visits_done + 8 * (1 - consumer), parity_of_use((local - 1) / 2));
                 if (warp_leader) sm90::mbarrier_arrive(smem.visits_done + 8 * consumer);
             }
-            continue;
+            return;
         }
         if (w.piece == Piece::Head) add_partial<Tr>(problem, order.partial_slot(w.piece), consumer, acc, staging_barrier);
 
@@ -561,6 +702,18 @@ __device__ __forceinline__ void hopper_consume(const GemmProblem& problem, const
         }
         // (A tile beyond M or N visited nothing; it has no partials to write.)
         if (order.valid(tm, tn)) Epilogue::template end_tile<L>(args, st, scratch, TileCoord{tm, tn, problem.m, problem.n});
+    };
+    if constexpr (!Tr::kDynamicTiles) {
+        for (int local = 0; local < order.count; ++local) {
+            if (Tr::kPingPong && local % 2 != consumer) continue;
+            consume(local, order.item(local, rank));
+        }
+    } else {
+        for (int local = Tr::kPingPong ? consumer : 0;; local += Tr::kPingPong ? 2 : 1) {
+            WorkItem w;
+            if (!smem.feed.template take<true>(local, w)) break;
+            consume(local, w);
+        }
     }
     // The last TMA stores must be done before the CTA's shared memory goes away.
     if (Tr::kStageOutputs && warpgroup_leader) sm90::bulk_wait<0, false>();
@@ -611,11 +764,12 @@ __device__ __forceinline__ void hopper_gemm_body(const GemmProblem& problem, con
         if (threadIdx.x == 0) {
             sm90::prefetch_tma_descriptor(&tma_a);
             sm90::prefetch_tma_descriptor(&tma_b);
-            hopper_produce<Tr>(smem.stages, smem.full, smem.empty, order, rank, &tma_a, &tma_b);
+            hopper_produce<Tr>(smem.stages, smem.full, smem.empty, order, rank, &tma_a, &tma_b, smem.feed,
+                               problem.partial_flags != nullptr ? problem.partial_flags + kStreamKFlags : nullptr);
         } else if (threadIdx.x == 32 && Tr::kStageInputs) {
             for (int i = 0; i < Tr::kTileMaps; ++i) sm90::prefetch_tma_descriptor(&tile_maps.map[i]);
             hopper_load_tile_inputs<Tr>(tile_maps.map, smem.staging, smem.input_full, smem.input_empty, order, rank,
-                                        problem.n);
+                                        problem.n, smem.feed);
         }
         // A CTA of a cluster leaves only with its partner: until then, the partner's arrivals and multicasts may
         // still land in this CTA's shared memory. (Each warp gathers first: lanes 0 of warps 0 and 1 are late.)
@@ -632,38 +786,40 @@ __device__ __forceinline__ void hopper_gemm_body(const GemmProblem& problem, con
 
 }  // namespace detail
 
+// (kExperiments: hopper_rules.cuh's bits; the kernels of the default configs leave it at 0.)
 template <class T, bool kAKMajor, bool kBKMajor, int BM, int BN, int STAGES, bool kPingPong, class Epilogue,
-          bool kDirectTiles>
-using HopperTraits1 = HopperGemmTraits<T, kAKMajor, kBKMajor, BM, BN, STAGES, kPingPong, 1, 1, Epilogue, kDirectTiles>;
+          bool kDirectTiles, unsigned kExperiments>
+using HopperTraits1 =
+    HopperGemmTraits<T, kAKMajor, kBKMajor, BM, BN, STAGES, kPingPong, 1, 1, Epilogue, kDirectTiles, kExperiments>;
 // A pair along N (kShareA) or along M.
 template <class T, bool kAKMajor, bool kBKMajor, int BM, int BN, int STAGES, bool kPingPong, bool kShareA,
-          class Epilogue, bool kDirectTiles>
+          class Epilogue, bool kDirectTiles, unsigned kExperiments>
 using HopperTraits2 = HopperGemmTraits<T, kAKMajor, kBKMajor, BM, BN, STAGES, kPingPong, kShareA ? 1 : 2,
-                                       kShareA ? 2 : 1, Epilogue, kDirectTiles>;
+                                       kShareA ? 2 : 1, Epilogue, kDirectTiles, kExperiments>;
 
 template <class T, bool kAKMajor, bool kBKMajor, int BM, int BN, int STAGES, bool kPingPong, class Epilogue,
-          bool kDirectTiles = false>
-__global__ void __launch_bounds__(HopperTraits1<T, kAKMajor, kBKMajor, BM, BN, STAGES, kPingPong, Epilogue, kDirectTiles>::kThreads, 1)
+          bool kDirectTiles = false, unsigned kExperiments = 0>
+__global__ void __launch_bounds__(HopperTraits1<T, kAKMajor, kBKMajor, BM, BN, STAGES, kPingPong, Epilogue, kDirectTiles, kExperiments>::kThreads, 1)
     hopper_gemm(const GemmProblem problem, const typename Epilogue::Args args,
                 const __grid_constant__ TmaDescriptor tma_a, const __grid_constant__ TmaDescriptor tma_b,
                 const __grid_constant__ TileMaps<
-                    HopperTraits1<T, kAKMajor, kBKMajor, BM, BN, STAGES, kPingPong, Epilogue, kDirectTiles>::kTileMaps> tile_maps) {
-    detail::hopper_gemm_body<HopperTraits1<T, kAKMajor, kBKMajor, BM, BN, STAGES, kPingPong, Epilogue, kDirectTiles>>(
+                    HopperTraits1<T, kAKMajor, kBKMajor, BM, BN, STAGES, kPingPong, Epilogue, kDirectTiles, kExperiments>::kTileMaps> tile_maps) {
+    detail::hopper_gemm_body<HopperTraits1<T, kAKMajor, kBKMajor, BM, BN, STAGES, kPingPong, Epilogue, kDirectTiles, kExperiments>>(
         problem, args, tma_a, tma_b, tile_maps);
 }
 
 // Clusters of 2 CTAs that share B (along M) or A (along N, kShareA) by TMA multicast. The grid must be a
 // multiple of 2 (the host sizes it from the clusters that fit at once).
 template <class T, bool kAKMajor, bool kBKMajor, int BM, int BN, int STAGES, bool kPingPong, bool kShareA,
-          class Epilogue, bool kDirectTiles = false>
+          class Epilogue, bool kDirectTiles = false, unsigned kExperiments = 0>
 __global__ void __cluster_dims__(2, 1, 1)
-    __launch_bounds__(HopperTraits2<T, kAKMajor, kBKMajor, BM, BN, STAGES, kPingPong, kShareA, Epilogue, kDirectTiles>::kThreads, 1)
+    __launch_bounds__(HopperTraits2<T, kAKMajor, kBKMajor, BM, BN, STAGES, kPingPong, kShareA, Epilogue, kDirectTiles, kExperiments>::kThreads, 1)
         hopper_gemm_pair(const GemmProblem problem, const typename Epilogue::Args args,
                          const __grid_constant__ TmaDescriptor tma_a, const __grid_constant__ TmaDescriptor tma_b,
                          const __grid_constant__ TileMaps<
-                             HopperTraits2<T, kAKMajor, kBKMajor, BM, BN, STAGES, kPingPong, kShareA, Epilogue, kDirectTiles>::kTileMaps>
+                             HopperTraits2<T, kAKMajor, kBKMajor, BM, BN, STAGES, kPingPong, kShareA, Epilogue, kDirectTiles, kExperiments>::kTileMaps>
                              tile_maps) {
-    detail::hopper_gemm_body<HopperTraits2<T, kAKMajor, kBKMajor, BM, BN, STAGES, kPingPong, kShareA, Epilogue, kDirectTiles>>(
+    detail::hopper_gemm_body<HopperTraits2<T, kAKMajor, kBKMajor, BM, BN, STAGES, kPingPong, kShareA, Epilogue, kDirectTiles, kExperiments>>(
         problem, args, tma_a, tma_b, tile_maps);
 }
 

@@ -119,6 +119,8 @@ struct TileOrder {
             count += (shared_end - 1) / k_tiles - shared_begin / k_tiles + 1;
         }
     }
+    // This CTA's items in the stream-K region.
+    __device__ int shared_items() const { return count - whole; }
 
     // The M- and N-tile of unit `unit` for the CTA of cluster rank `rank`.
     __device__ void position(int unit, int rank, int& tm, int& tn) const {
@@ -131,19 +133,25 @@ struct TileOrder {
         tn = (in_band / rows) * kClusterN + (kClusterN > 1 ? rank : 0);
     }
 
-    // This CTA's item `local` (0 .. count - 1).
+    // This CTA's item `local` (0 .. count - 1) in the round-robin order.
     __device__ WorkItem item(int local, int rank) const {
+        return local < whole ? whole_item(first + local * step, local, rank) : shared_item(local - whole, whole, rank);
+    }
+    // Unit `unit` (before shared_first), all of its k-tiles, as this CTA's item `local`: its earlier items were whole
+    // units too.
+    __device__ WorkItem whole_item(int unit, int local, int rank) const {
         WorkItem w;
-        if (local < whole) {
-            position(first + local * step, rank, w.tm, w.tn);
-            w.k_begin = 0;
-            w.k_tiles = k_tiles;
-            w.position = local * k_tiles;
-            w.visit_index = local;
-            w.piece = Piece::Whole;
-            return w;
-        }
-        const int j = local - whole;
+        position(unit, rank, w.tm, w.tn);
+        w.k_begin = 0;
+        w.k_tiles = k_tiles;
+        w.position = local * k_tiles;
+        w.visit_index = local;
+        w.piece = Piece::Whole;
+        return w;
+    }
+    // This CTA's item j (0 .. shared_items() - 1) of the stream-K region, after its `taken` whole units.
+    __device__ WorkItem shared_item(int j, int taken, int rank) const {
+        WorkItem w;
         const int unit = shared_begin / k_tiles + j;  // within the region
         const int unit_k = unit * k_tiles;
         const int lo = shared_begin > unit_k ? shared_begin : unit_k;
@@ -151,15 +159,51 @@ struct TileOrder {
         position(shared_first + unit, rank, w.tm, w.tn);
         w.k_begin = lo - unit_k;
         w.k_tiles = hi - lo;
-        w.position = whole * k_tiles + (lo - shared_begin);
+        w.position = taken * k_tiles + (lo - shared_begin);
         // Only a CTA's first shared item can be a Tail (its range starts inside a unit); it has no epilogue.
-        w.visit_index = whole + j - (j > 0 && shared_begin % k_tiles != 0 ? 1 : 0);
+        w.visit_index = taken + j - (j > 0 && shared_begin % k_tiles != 0 ? 1 : 0);
         w.piece = w.k_begin > 0 ? Piece::Tail : w.k_tiles < k_tiles ? Piece::Head : Piece::Whole;
         return w;
     }
     // Where a Head's missing k-tiles are published: the Tail's CTA, the next one. A Tail publishes to its own.
     __device__ int partial_slot(Piece piece) const { return piece == Piece::Head ? first + 1 : first; }
     __device__ bool valid(int tm, int tn) const { return tm < tiles_m && tn < tiles_n; }
+};
+
+// The dynamic tile order (hopper_rules::kDynamicTiles): the operand producer decides its CTA's items as it goes and
+// hands each one to the consumers and the tile-input loader through a ring of kTileFeedSlots items in shared memory,
+// with a full and an empty mbarrier per slot. A CTA's first unit is its own index, as in the round-robin order; the
+// next ones come from a counter in global memory (after GemmProblem::partial_flags), so a CTA that runs faster takes
+// more of them. Once the counter passes the stream-K region (TileOrder::shared_first), each CTA goes on with its own
+// items of that region, then an end item (tm < 0) for each ping-pong consumer's next turn.
+constexpr int kTileFeedSlots = 4;
+
+struct TileFeed {
+    WorkItem* items;       // kTileFeedSlots of them, in shared memory
+    unsigned full, empty;  // their mbarriers (shared-window addresses)
+
+    // Item `local` for a reader, false at the end. kWholeWarps: every thread of the reading warps calls this, and
+    // lane 0 of each frees the slot once the warp has read it; else the one calling thread frees it.
+    template <bool kWholeWarps>
+    __device__ bool take(int local, WorkItem& w) const {
+        const auto slot = PipelineState<kTileFeedSlots>::at(local);
+        sm90::mbarrier_wait(full + 8 * slot.index, slot.phase);
+        w = items[slot.index];
+        if (kWholeWarps) {
+            __syncwarp();
+            if (threadIdx.x % 32 == 0) sm90::mbarrier_arrive(empty + 8 * slot.index);
+        } else {
+            sm90::mbarrier_arrive(empty + 8 * slot.index);
+        }
+        return w.tm >= 0;
+    }
+    // The producer's side: once every reader has taken the slot's previous item, item `local` is w.
+    __device__ void put(int local, const WorkItem& w) const {
+        const auto slot = PipelineState<kTileFeedSlots>::at(local);
+        sm90::mbarrier_wait(empty + 8 * slot.index, slot.phase ^ 1);
+        items[slot.index] = w;
+        sm90::mbarrier_arrive(full + 8 * slot.index);  // (arrive releases the item's stores to the readers' wait)
+    }
 };
 
 // One box of an operand into this CTA's stage, or (shared by kCtas CTAs of a cluster) into every CTA's.
@@ -173,16 +217,18 @@ __device__ __forceinline__ void hopper_load_box(unsigned dst, const TmaDescripto
 
 // The operand producer (one thread of warpgroup 0): for every k-tile of every item of this CTA, waits until the
 // next stage is free (in a cluster: free in every CTA, since this producer's multicast writes into all of them),
-// then loads A and B into it by TMA, completing on the stage's full barrier.
+// then loads A and B into it by TMA, completing on the stage's full barrier. With the dynamic tile order it also
+// decides the items and feeds them to the other roles (TileFeed); `counters` are the workspace's (kernel_abi.cuh;
+// null without a workspace: the round-robin units, still fed).
 template <class Tr>
 __device__ __forceinline__ void hopper_produce(unsigned stages_base, unsigned full, unsigned empty,
                                                const TileOrder<Tr::kClusterM, Tr::kClusterN, Tr::kStreamK>& order,
                                                int rank,
-                                               const TmaDescriptor* tma_a, const TmaDescriptor* tma_b) {
+                                               const TmaDescriptor* tma_a, const TmaDescriptor* tma_b,
+                                               const TileFeed& feed, unsigned* counters) {
     constexpr int BM = Tr::kBM, BN = Tr::kBN;
     PipelineState<Tr::kStages> stage{0, 0};
-    for (int local = 0; local < order.count; ++local) {
-        const WorkItem w = order.item(local, rank);
+    const auto load_item = [&](const WorkItem& w) {
         // A tile beyond M or N (second of a pair) loads the last valid rows or columns instead: what it computes
         // is discarded.
         const int m0 = (w.tm < order.tiles_m ? w.tm : order.tiles_m - 1) * BM;
@@ -190,6 +236,17 @@ __device__ __forceinline__ void hopper_produce(unsigned stages_base, unsigned fu
         // The rank along the dimension that shares the operand: which share of it this CTA loads.
         const int a_share = Tr::kClusterN > 1 ? rank : 0, b_share = Tr::kClusterM > 1 ? rank : 0;
         for (int kt = w.k_begin; kt < w.k_begin + w.k_tiles; ++kt, stage.advance()) {
+            // l2_prefetch: the K-major boxes of this item's k-tile kL2PrefetchTiles ahead are asked of L2 before the
+            // wait for a free stage, so that DRAM's latency is paid ahead of the load.
+            if constexpr (Tr::kL2Prefetch) {
+                const int ahead = kt + hopper_rules::kL2PrefetchTiles;
+                if (ahead < w.k_begin + w.k_tiles) {
+                    if constexpr (Tr::kAKMajor)
+                        sm90::tma_prefetch_2d(tma_a, ahead * Tr::BK, m0 + a_share * Tr::kABoxRows);
+                    if constexpr (Tr::kBKMajor)
+                        sm90::tma_prefetch_2d(tma_b, ahead * Tr::BK, n0 + b_share * Tr::kBBoxRows);
+                }
+            }
             sm90::mbarrier_wait(empty + 8 * stage.index, stage.phase ^ 1);
             const unsigned bar = full + 8 * stage.index;
             // Each CTA's stage receives all of A and B, whoever issues the copies.
@@ -219,23 +276,67 @@ __device__ __forceinline__ void hopper_produce(unsigned stages_base, unsigned fu
                                                    n0 + 64 * (c + b_share), k0);
             }
         }
+    };
+    if constexpr (!Tr::kDynamicTiles) {
+        for (int local = 0; local < order.count; ++local) load_item(order.item(local, rank));
+    } else {
+        int taken = 0;  // whole units so far (they all come before the stream-K region's items)
+        int unit = order.first < order.shared_first ? order.first : order.shared_first;
+        for (int local = 0;; ++local) {
+            WorkItem w;
+            int next = order.shared_first;
+            if (unit < order.shared_first) {
+                w = order.whole_item(unit, taken, rank);
+                ++taken;
+                // The next unit, asked for now and first needed after this item's loads, which hide the atomic.
+                next = counters != nullptr ? order.step + static_cast<int>(atomicAdd(counters, 1u))
+                                           : unit + order.step;
+            } else if (local - taken < order.shared_items()) {
+                w = order.shared_item(local - taken, taken, rank);
+            } else {
+                // Ends for both ping-pong consumers (each looks at every other item).
+                WorkItem end{};
+                end.tm = -1;
+                feed.put(local, end);
+                feed.put(local + 1, end);
+                break;
+            }
+            feed.put(local, w);
+            load_item(w);
+            unit = next < order.shared_first ? next : order.shared_first;
+        }
+        // The last CTA done taking units zeroes the counters for the next launch: every CTA's last atomicAdd on
+        // counters[0] (its result already used) precedes its arrival on counters[1].
+        if (counters != nullptr) {
+            __threadfence();
+            if (atomicAdd(counters + 1, 1u) == gridDim.x - 1) {
+                atomicExch(counters, 0u);
+                atomicExch(counters + 1, 0u);
+            }
+        }
     }
 }
 
 // The tile-input loader (one thread of the producer warpgroup, beside the operand producer): for every tile of
-// this CTA in order, every chunk of kChunkColumns columns, loads the tile inputs' BM rows of the chunk into the
-// next buffer of the ring once its visits are done with it. Ring position p uses buffer p % kHopperInputSlots.
+// this CTA in order (as fed, with the dynamic tile order), every chunk of kChunkColumns columns, loads the tile
+// inputs' BM rows of the chunk into the next buffer of the ring once its visits are done with it. Ring position p
+// uses buffer p % kHopperInputSlots.
 template <class Tr>
 __device__ __forceinline__ void hopper_load_tile_inputs(const TmaDescriptor* maps, unsigned buffers, unsigned full,
                                                         unsigned empty,
                                                         const TileOrder<Tr::kClusterM, Tr::kClusterN, Tr::kStreamK>&
                                                             order,
-                                                        int rank, int n) {
+                                                        int rank, int n, const TileFeed& feed) {
     using In = typename Tr::StagedIn;
     constexpr int BM = Tr::kBM, BN = Tr::kBN;
     int position = 0;
-    for (int local = 0; local < order.count; ++local) {
-        const WorkItem w = order.item(local, rank);
+    for (int local = 0; Tr::kDynamicTiles || local < order.count; ++local) {
+        WorkItem w;
+        if constexpr (Tr::kDynamicTiles) {
+            if (!feed.template take<false>(local, w)) break;
+        } else {
+            w = order.item(local, rank);
+        }
         if (w.piece == Piece::Tail) continue;  // no epilogue, so no inputs (and no ring positions)
         const int tm = w.tm, tn = w.tn;
         for (int chunk = 0; chunk < Tr::kChunks; ++chunk, ++position) {

@@ -12,7 +12,7 @@ coda::CacheEntry sample_entry() {
     coda::CacheEntry e;
     e.cubin = std::string("\x7f" "ELF\0\1\2\3 binary", 15);
     e.kernel_name = "_ZN4coda12tile_programIN3gen8EpilogueEEEvNS_11TileProblemENT_4ArgsE";
-    e.resources = {{"_ZN4coda12tile_program", 64, 0, 0, 16, 1024}, {"other", 255, 8, 12, 48, 0}};
+    e.resources = {{"_ZN4coda12tile_program", 64, 0, 0, 16, 1024, 0}, {"other", 255, 8, 12, 48, 0, 1}};
     e.description = "rmsnorm-3f2a9c sm_90a tile bm=64 bn=128";
     e.source = "// generated\n#include \"coda/tile_program.cuh\"\n";
     return e;
@@ -40,6 +40,8 @@ TEST_CASE("a kernel file round-trips every field", "[cache]") {
     CHECK(d.resources[1].spill_load_bytes == 12);
     CHECK(d.resources[1].stack_frame_bytes == 48);
     CHECK(d.resources[0].shared_bytes == 1024);
+    CHECK(d.resources[0].wgmma_serialized == 0);
+    CHECK(d.resources[1].wgmma_serialized == 1);
     CHECK(bytes.compare(0, 8, "CODAKERN") == 0);
 }
 

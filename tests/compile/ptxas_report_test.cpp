@@ -47,6 +47,25 @@ TEST_CASE("ptxas report: properties after the registers line still join", "[comp
     CHECK(kernels[0].spill_store_bytes == 4);
 }
 
+TEST_CASE("ptxas report: a note that wgmmas were serialized marks the function it names", "[compile]") {
+    // As ptxas 13 words it (one line, the function's mangled name quoted at its end).
+    const char* log =
+        "ptxas info    : Compiling entry function 'fast' for 'sm_90a'\n"
+        "ptxas info    : Used 168 registers, used 16 barriers\n"
+        "ptxas info    : Compiling entry function 'slow' for 'sm_90a'\n"
+        "ptxas info    : (C7514) Potential Performance Loss: wgmma.mma_async instructions are serialized due to non "
+        "wgmma instructions reading accumulator registers of  a wgmma between start and end of the pipeline stage in "
+        "the function 'slow'\n"
+        "ptxas info    : Used 168 registers, used 16 barriers\n";
+    const auto kernels = coda::parse_ptxas_report(log);
+    REQUIRE(kernels.size() == 2);
+    CHECK(kernels[0].function == "fast");
+    CHECK(kernels[0].wgmma_serialized == 0);
+    CHECK(kernels[1].function == "slow");
+    CHECK(kernels[1].wgmma_serialized == 1);
+    CHECK(kernels[1].registers == 168);
+}
+
 TEST_CASE("ptxas report: a log without a report gives nothing", "[compile]") {
     CHECK(coda::parse_ptxas_report("").empty());
     CHECK(coda::parse_ptxas_report("warning: something unrelated\nUsed 5 registers\n").empty());
