@@ -743,10 +743,9 @@ __device__ __forceinline__ void hopper_gemm_body(const GemmProblem& problem, con
         __syncthreads();
 
     const int rank = Tr::kCluster > 1 ? sm90::cluster_rank() : 0;
-    const TileOrder<Tr::kClusterM, Tr::kClusterN, Tr::kStreamK> order((problem.m + Tr::kBM - 1) / Tr::kBM,
-                                                         (problem.n + Tr::kBN - 1) / Tr::kBN,
-                                                         (problem.k + Tr::BK - 1) / Tr::BK,
-                                                         problem.partials != nullptr);
+    const TileOrder<Tr::kClusterM, Tr::kClusterN, Tr::kStreamK> order(
+        (problem.m + Tr::kBM - 1) / Tr::kBM, (problem.n + Tr::kBN - 1) / Tr::kBN, (problem.k + Tr::BK - 1) / Tr::BK,
+        problem.partials != nullptr, static_cast<int>(blockIdx.x), static_cast<int>(gridDim.x));
     // Staging needs every tile tensor (input or output, staged or not) 16-byte aligned in base and row pitch, and
     // every tile output's logical rows whole 16-byte units. The host runs a staging kernel only on launches that
     // meet that rule (hopper_tma.cpp, tile_tensors_stageable) and the direct variant on the others; a launch that
