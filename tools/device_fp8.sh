@@ -113,7 +113,7 @@ for step in "$@"; do
         extras=${AB_CONFIGS:-"|early_turn|l2_prefetch|dynamic_tiles|early_turn l2_prefetch dynamic_tiles|cluster=2|cluster_n=2|cooperative bn=256 stages=4|cooperative bn=256 stages=4 cluster=2|cooperative bn=256 stages=4 dynamic_tiles|cooperative bm=256 stages=4 cluster_n=2"}
       else
         graph=$graphs/identity_fp8_blockwise.coda base="hopper bm=128 bn=128 bk=64 stages=6 cooperative"
-        extras=${AB_CONFIGS:-"|block_sum_pair|l2_prefetch|dynamic_tiles|block_sum_pair l2_prefetch"}
+        extras=${AB_CONFIGS:-"|block_sum_pair|l2_prefetch|dynamic_tiles|block_sum_pair l2_prefetch|cluster=2|cluster_n=2"}
       fi
       configs=()
       IFS='|' read -r -a words <<< "$extras"
