@@ -20,6 +20,8 @@
 #   curve   tools/fp8_loss_curve.py, 300 steps of fp32, bf16 and FP8 (CURVE_RECIPES: the recipes, default all three)
 #   experiments  the C++ GPU tests of the mainloop experiments (README "Mainloop experiments") and the BF16 tests the
 #           template changes touch
+#   experiments-blocks  the FP8 blocks' GPU tests with every experiment on (CODA_HOPPER_EXPERIMENTS), then the
+#           block-wise ones with block_sum_pair (which gives way to dynamic_tiles)
 #   ab      each experiment against the default config of the FP8 identity, and the wider tiles and 2-CTA clusters
 #           cuBLAS-like kernels use, per shape in one `coda tune --solo --config ...` (AB_SHAPES; AB_CONFIGS: each
 #           config's words after the default's, '|'-separated, "" = the default itself)
@@ -100,6 +102,15 @@ for step in "$@"; do
       timeout "$step_s" "$build/tests/coda_gpu_tests" "[experiments],the block's epilogues*,stream-K*,bound launches*" \
         --durations yes > "$out/gpu_experiments.log" 2>&1 || status=1
       grep -E "FAILED|passed|failed|with expansion" "$out/gpu_experiments.log" | tail -n 20 ;;
+    experiments-blocks)
+      echo "== the FP8 blocks' GPU tests with the experiments on"
+      CODA_HOPPER_EXPERIMENTS=early_turn,l2_prefetch,dynamic_tiles timeout "$step_s" "$build/tests/coda_gpu_tests" \
+        "the block's FP8 epilogues*,the block's block-wise FP8 epilogues*,the block's epilogues*" --durations yes \
+        > "$out/gpu_experiments_blocks.log" 2>&1 || status=1
+      CODA_HOPPER_EXPERIMENTS=block_sum_pair timeout "$step_s" "$build/tests/coda_gpu_tests" \
+        "the block's block-wise FP8 epilogues*" --durations yes \
+        >> "$out/gpu_experiments_blocks.log" 2>&1 || status=1
+      grep -E "FAILED|passed|failed|with expansion" "$out/gpu_experiments_blocks.log" | tail -n 20 ;;
     ab|abblock)
       # The identity graphs (coda bench gemm's), as files for `coda tune`. Each shape: every config alone, settled,
       # twice in opposite orders (--solo); its table names each config's text.
@@ -125,7 +136,7 @@ for step in "$@"; do
           >> "$out/fp8_$step.log" 2>&1 || status=1
       done
       grep -v "^\[" "$out/fp8_$step.log" | tail -n 60 ;;
-    *) echo "device_fp8.sh: unknown step '$step' (tests, regress, python, gemm, interleaved, layer, model, profile, curve, experiments, ab, abblock)" >&2; exit 2 ;;
+    *) echo "device_fp8.sh: unknown step '$step' (tests, regress, python, gemm, interleaved, layer, model, profile, curve, experiments, experiments-blocks, ab, abblock)" >&2; exit 2 ;;
   esac
 done
 exit $status
