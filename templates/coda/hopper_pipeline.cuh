@@ -173,14 +173,17 @@ __device__ __forceinline__ void hopper_produce(unsigned stages_base, unsigned fu
     } else {
         DynamicOrder<Tr::kClusterM, Tr::kClusterN, Tr::kStreamK> dynamic(order);
         // The counter's value before this claim; null counters: the unit taken now, so that the next is a grid
-        // further (the round-robin units, still fed).
+        // further (the round-robin units, still fed). The address adds the lane, 0 for this thread: one ptxas cannot
+        // prove warp-uniform keeps the atomic whole, so that nothing waits for it before advance().
         const auto claim = [&] {
-            return counters != nullptr ? static_cast<int>(atomicAdd(counters, 1u)) : dynamic.unit;
+            return counters != nullptr
+                       ? static_cast<int>(sm90::fetch_add_relaxed_gpu(counters + sm90::lane_id(), 1u))
+                       : dynamic.unit;
         };
         for (int local = 0;; ++local) {
             WorkItem w;
-            int claimed = 0;
-            if (!dynamic.next(order, local, rank, claim, w, claimed)) {
+            int ticket = -1;
+            if (!dynamic.next(order, local, rank, claim, w, ticket)) {
                 // Ends for both ping-pong consumers (each looks at every other item).
                 WorkItem end{};
                 end.tm = -1;
@@ -190,7 +193,7 @@ __device__ __forceinline__ void hopper_produce(unsigned stages_base, unsigned fu
             }
             feed.put(local, w);
             load_item(w);
-            dynamic.advance(order, claimed);
+            dynamic.advance(order, ticket);
         }
         // The last CTA done taking units zeroes the counters for the next launch: every CTA's last atomicAdd on
         // counters[0] (its result already used) precedes its arrival on counters[1].

@@ -134,26 +134,28 @@ struct DynamicOrder {
     CODA_HOST_DEVICE explicit DynamicOrder(const TileOrder<kClusterM, kClusterN, kStreamK>& order)
         : unit(order.first < order.shared_first ? order.first : order.shared_first) {}
 
-    // Item `local` of this CTA into w, false at the end. For a whole unit it claims the next one first (its result
-    // is needed only by the next call).
+    // Item `local` of this CTA into w, false at the end. For a whole unit it claims the next one first: `ticket`
+    // receives the claim's value as it is (-1: no claim), which nothing reads before advance(), after the item's
+    // loads (an arithmetic use here would wait for the atomic at once).
     template <class Claim>
     CODA_HOST_DEVICE bool next(const TileOrder<kClusterM, kClusterN, kStreamK>& order, int local, int rank,
-                               const Claim& claim, WorkItem& w, int& claimed) {
+                               const Claim& claim, WorkItem& w, int& ticket) {
         if (unit < order.shared_first) {
             w = order.whole_item(unit, taken, rank);
             ++taken;
-            claimed = order.step + claim();
+            ticket = claim();
             return true;
         }
         if (local - taken < order.shared_items()) {
             w = order.shared_item(local - taken, taken, rank);
-            claimed = order.shared_first;
+            ticket = -1;
             return true;
         }
         return false;
     }
-    // After the item's loads: the unit claimed for the next one.
-    CODA_HOST_DEVICE void advance(const TileOrder<kClusterM, kClusterN, kStreamK>& order, int claimed) {
+    // After the item's loads: the unit its claim gave the next one (a grid on from the counter's value).
+    CODA_HOST_DEVICE void advance(const TileOrder<kClusterM, kClusterN, kStreamK>& order, int ticket) {
+        const int claimed = ticket >= 0 ? order.step + ticket : order.shared_first;
         unit = claimed < order.shared_first ? claimed : order.shared_first;
     }
 };

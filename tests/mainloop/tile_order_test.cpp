@@ -61,15 +61,15 @@ Walk dynamic(const Grid& g, std::mt19937& rng, int& claims) {
         const std::size_t pick = std::uniform_int_distribution<std::size_t>(0, running.size() - 1)(rng);
         const int cta = running[pick];
         WorkItem w{};
-        int claimed = 0;
+        int ticket = -1;
         const int local = static_cast<int>(walk.items[cta].size());
-        if (!cursors[cta].next(orders[cta], local, 0, [&] { return counter++; }, w, claimed)) {
+        if (!cursors[cta].next(orders[cta], local, 0, [&] { return counter++; }, w, ticket)) {
             walk.whole[cta] = cursors[cta].taken;
             running.erase(running.begin() + static_cast<std::ptrdiff_t>(pick));
             continue;
         }
         walk.items[cta].push_back(w);
-        cursors[cta].advance(orders[cta], claimed);
+        cursors[cta].advance(orders[cta], ticket);
     }
     claims = counter;
     return walk;
@@ -166,13 +166,13 @@ TEST_CASE("the dynamic order with the round-robin claims is the round-robin orde
             DynamicOrder<1, 1, true> cursor(order);
             int local = 0;
             WorkItem w{};
-            int claimed = 0;
-            while (cursor.next(order, local, 0, [&] { return cursor.unit; }, w, claimed)) {
+            int ticket = -1;
+            while (cursor.next(order, local, 0, [&] { return cursor.unit; }, w, ticket)) {
                 REQUIRE(local < order.count);
                 const WorkItem r = order.item(local, 0);
                 CHECK(std::tie(w.tm, w.tn, w.k_begin, w.k_tiles, w.position, w.visit_index, w.piece) ==
                       std::tie(r.tm, r.tn, r.k_begin, r.k_tiles, r.position, r.visit_index, r.piece));
-                cursor.advance(order, claimed);
+                cursor.advance(order, ticket);
                 ++local;
             }
             CHECK(local == order.count);
