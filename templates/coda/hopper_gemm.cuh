@@ -13,7 +13,8 @@
 //     (Cm x Cn: the cluster's CTAs along M and N, at most 2 in all.)
 //     TMA needs the base 16-byte aligned and the leading dimension a multiple of 8 elements (16 bytes): the
 //     host checks both. Any M, N, K >= 1 (N even): edges are zero-filled by TMA and masked in the epilogue.
-//   - Launch: grid = min(tiles, CTAs that fit on the GPU) (persistent: CTA b owns tiles b, b + grid, ...),
+//   - Launch: grid = min(tiles, CTAs that fit on the GPU) (persistent: CTA b owns tiles b, b + grid, ..., or with the
+//     dynamic_tiles experiment tile b and those it claims: tile_order.cuh),
 //     block = kThreads (384), dynamic shared memory = kSmemBytes (the host raises the per-kernel limit).
 //     hopper_gemm_pair runs clusters of 2 CTAs (__cluster_dims__), along M (sharing B) or along N (sharing A):
 //     the grid is whole clusters, at most as many as fit at once, and each cluster walks units of two M-tiles of
