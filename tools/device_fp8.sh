@@ -25,7 +25,8 @@
 #           to dynamic_tiles)
 #   ab      each experiment against the default config of the FP8 identity, and the wider tiles and 2-CTA clusters
 #           cuBLAS-like kernels use, per shape in one `coda tune --solo --config ...` (AB_SHAPES; AB_CONFIGS: each
-#           config's words after the default's, '|'-separated, "" = the default itself)
+#           config's words after the default's, '|'-separated, "" = the default itself); tools/tune_table.py makes
+#           fp8_ab.md of the log: each config's time over the default's per shape, and their geometric means
 #   abblock the same for the block-scaled identity (cooperative 128 x 128: block_sum_pair, l2_prefetch, dynamic_tiles)
 # Usage: bash tools/device_fp8.sh tests regress python gemm ... ; BUILD=carry/build by default; STEP_S: each step's
 # time limit (default 540 s); LAYER_BUDGET_S: bench_block.py's --budget-s (default 400).
@@ -136,7 +137,8 @@ for step in "$@"; do
         timeout "$step_s" "$build/coda" tune "$graph" --m "$m" --n "$n" --k "$k" --solo --iters 30 "${configs[@]}" \
           >> "$out/fp8_$step.log" 2>&1 || status=1
       done
-      grep -v "^\[" "$out/fp8_$step.log" | tail -n 60 ;;
+      python3 tools/tune_table.py "$out/fp8_$step.log" > "$out/fp8_$step.md" || status=1
+      tail -n 20 "$out/fp8_$step.md" ;;
     *) echo "device_fp8.sh: unknown step '$step' (tests, regress, python, gemm, interleaved, layer, model, profile, curve, experiments, experiments-blocks, ab, abblock)" >&2; exit 2 ;;
   esac
 done
