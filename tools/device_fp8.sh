@@ -20,9 +20,9 @@
 #   curve   tools/fp8_loss_curve.py, 300 steps of fp32, bf16 and FP8 (CURVE_RECIPES: the recipes, default all three)
 #   experiments  the C++ GPU tests of the mainloop experiments (README "Mainloop experiments") and the BF16 tests the
 #           template changes touch
-#   experiments-blocks  the blocks' GPU tests (BF16, FP8, block-wise: every epilogue on the configs they run on) with
-#           every experiment on (CODA_HOPPER_EXPERIMENTS), then the block-wise ones with block_sum_pair (which gives way
-#           to dynamic_tiles)
+#   experiments-blocks  the FP8 blocks' GPU tests (tensorwise and block-wise: every epilogue on the configs they run
+#           on) with every experiment on (CODA_HOPPER_EXPERIMENTS), then the block-wise ones with block_sum_pair (which
+#           gives way to dynamic_tiles)
 #   ab      each experiment against the default config of the FP8 identity, and the wider tiles and 2-CTA clusters
 #           cuBLAS-like kernels use, per shape in one `coda tune --solo --config ...` (AB_SHAPES; AB_CONFIGS: each
 #           config's words after the default's, '|'-separated, "" = the default itself); tools/tune_table.py makes
@@ -107,7 +107,7 @@ for step in "$@"; do
     experiments-blocks)
       echo "== the FP8 blocks' GPU tests with the experiments on"
       CODA_HOPPER_EXPERIMENTS=early_turn,l2_prefetch,dynamic_tiles timeout "$step_s" "$build/tests/coda_gpu_tests" \
-        "the block's FP8 epilogues*,the block's block-wise FP8 epilogues*,the block's epilogues*" --durations yes \
+        "the block's FP8 epilogues*,the block's block-wise FP8 epilogues*" --durations yes \
         > "$out/gpu_experiments_blocks.log" 2>&1 || status=1
       CODA_HOPPER_EXPERIMENTS=block_sum_pair timeout "$step_s" "$build/tests/coda_gpu_tests" \
         "the block's block-wise FP8 epilogues*" --durations yes \
