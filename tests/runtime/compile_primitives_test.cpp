@@ -275,12 +275,14 @@ TEST_CASE("every Hopper experiment compiles for sm_90a without spills or seriali
     const HopperConfig pingpong{128, 128, 6, Schedule::PingPong, 1};
     const HopperConfig cooperative{128, 128, 6, Schedule::Cooperative, 1};
     const HopperConfig pair{128, 128, 6, Schedule::PingPong, 2};
+    const HopperConfig wide{128, 256, 4, Schedule::Cooperative, 1};
     for (DType input : {DType::BF16, DType::E4M3})
         for (bool residual : {false, true}) {
             const Graph g = experiment_graph(input, residual);
             require_compiles_without_spills(g, "sm_90a", cache,
                                             with(pingpong, x::kEarlyTurn | x::kL2Prefetch | x::kDynamicTiles));
             require_compiles_without_spills(g, "sm_90a", cache, with(cooperative, x::kL2Prefetch | x::kDynamicTiles));
+            require_compiles_without_spills(g, "sm_90a", cache, with(wide, x::kDynamicTiles));
             require_compiles_without_spills(g, "sm_90a", cache, with(pair, x::kEarlyTurn | x::kL2Prefetch));
         }
     for (const Graph& g : {test::block_scaled_graph(DType::E4M3), test::block_scaled_graph(DType::E5M2, DType::E4M3)}) {
