@@ -38,6 +38,8 @@ mkdir -p "$out"
 export CODA_CACHE_DIR=${CODA_CACHE_DIR:-$(mktemp -d)} PYTHONUNBUFFERED=1
 step_s=${STEP_S:-540}
 status=0
+# The coda settings every step ran under (CODA_HOPPER_EXPERIMENTS among them), beside its logs.
+env | grep '^CODA_' | sort > "$out/coda_env.txt" || true
 python_ready=0
 python_setup() {  # the wheel and the peers into /tmp/site, as tools/device_torch.sh installs them (no step: just that)
   ((python_ready)) && return 0
