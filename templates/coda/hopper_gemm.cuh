@@ -136,7 +136,6 @@ struct HopperGemmTraits {
     // Block-scaled FP8 (T = block_scaled<...>): each k-tile is one scale block, promoted into acc with its scales.
     static constexpr bool kBlockScaled = detail::BlockScaled<T>::value;
     // The experiments this kernel runs (hopper_rules.cuh; the host passes only those its config can take).
-    static constexpr unsigned kExperiments = EXPERIMENTS;
     static constexpr bool kEarlyTurn = (EXPERIMENTS & hopper_rules::kEarlyTurn) != 0;
     static constexpr bool kL2Prefetch = (EXPERIMENTS & hopper_rules::kL2Prefetch) != 0;
     static constexpr bool kDynamicTiles = (EXPERIMENTS & hopper_rules::kDynamicTiles) != 0;
@@ -446,16 +445,15 @@ __device__ __forceinline__ void hopper_mma_tile_block_scaled(const HopperSmem& s
     clear_accumulator<Tr>(acc);
     const bool warp_leader = threadIdx.x % 32 == 0;
     const BlockScaleReader<Tr> scales(problem, args, tm, tn);
-    const auto load = [&](int kb, float (&raw)[kRows + 1]) { scales.load(kb, raw); };
     const auto multiply = [](const float (&raw)[kRows + 1], float (&scale)[kRows]) {
 #pragma unroll
         for (int rs = 0; rs < kRows; ++rs) scale[rs] = raw[rs] * raw[kRows];
     };
     float scale[kRows];  // the current block's: A_scale[kb][row] * B_scale[tn][kb]
     float raw0[kRows + 1], raw1[kRows + 1];
-    load(k_begin, raw0);
+    scales.load(k_begin, raw0);
     multiply(raw0, scale);
-    if (k_tiles > 1) load(k_begin + 1, raw0);
+    if (k_tiles > 1) scales.load(k_begin + 1, raw0);
     float block[Tr::kM64][Tr::kBN / 2];
     auto stage = PipelineState<Tr::kStages>::at(start);
     // Block kt: `ready` holds block kt + 1's scales (loaded during block kt - 1), `fill` receives block kt + 2's.
@@ -466,7 +464,7 @@ __device__ __forceinline__ void hopper_mma_tile_block_scaled(const HopperSmem& s
         const unsigned stage_offset = static_cast<unsigned>(stage.index) * (Tr::kStageBytes >> 4);
         hopper_mma_stage<Tr, true>(a_low + stage_offset, b_low + stage_offset, block);
         sm90::wgmma_commit();
-        if (kt + 2 < k_tiles) load(k_begin + kt + 2, fill);
+        if (kt + 2 < k_tiles) scales.load(k_begin + kt + 2, fill);
         sm90::wgmma_wait<0>();
 #pragma unroll
         for (int i = 0; i < Tr::kM64; ++i) sm90::fence_registers(block[i]);
