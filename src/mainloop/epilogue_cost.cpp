@@ -56,4 +56,29 @@ bool stores_accumulator_only(const Graph& graph) {
     return true;
 }
 
+bool stores_scaled_accumulator_only(const Graph& graph) {
+    if (graph.domain() != Domain::Gemm || graph.nodes().empty()) return false;
+    // Nodes come in graph order (arguments first), so a product's arguments are judged before it.
+    std::vector<bool> scaled(graph.nodes().size(), false);  // the accumulator times scalars (or the accumulator)
+    std::vector<bool> scalar(graph.nodes().size(), false);  // scalars and their products
+    for (std::size_t i = 0; i < graph.nodes().size(); ++i) {
+        const Node& n = graph.nodes()[i];
+        const auto arg = [&](std::size_t j) { return static_cast<std::size_t>(n.args[j]); };
+        switch (n.op) {
+            case Op::Accumulator: scaled[i] = true; break;
+            case Op::Scalar: scalar[i] = true; break;
+            case Op::Mul:
+                scalar[i] = scalar[arg(0)] && scalar[arg(1)];
+                scaled[i] = (scaled[arg(0)] && scalar[arg(1)]) || (scalar[arg(0)] && scaled[arg(1)]);
+                if (!scalar[i] && !scaled[i]) return false;
+                break;
+            case Op::Store:
+                if (!scaled[arg(0)]) return false;
+                break;
+            default: return false;
+        }
+    }
+    return true;
+}
+
 }  // namespace coda

@@ -358,20 +358,33 @@ public:
         constexpr long long kLongK = 5120;         // plain GEMMs from here on: cooperative 256 x 128 pairs ...
         constexpr long long kPairsMinM = 4096;     // ... on a grid of tiles this large at least
         constexpr long long kPairsMinN = 2048;
-        // The rules below were measured with 16-bit operands; FP8 ones, unmeasured yet, keep the base config, and
-        // block-scaled ones the one tile they take.
+        constexpr long long kFp8PairsMinK = 4096;        // FP8 at shorter K: the pairs also where the grid is ...
+        constexpr long long kFp8PairsMinTiles = 1 << 27;  // ... at least M x N elements (16384 x 8192)
+        const HopperConfig pairs{256, 128, 4, Schedule::Cooperative, 1, 2};
+        // Block-scaled FP8 takes the one tile it has.
         if (graph.spec().block_scales) return HopperConfig{128, 128, 6, Schedule::Cooperative, 1};
         // store_transposed writes each element to global memory itself; beside the 128 accumulators a thread of the
         // other tiles the FP8 block's norm and SwiGLU backwards with it spilled 16-56 bytes (ptxas).
         if (has_transposed_store(graph)) return HopperConfig{128, 128, 6, Schedule::Cooperative, 1};
-        if (size_of(graph.spec().input) == 1) return base_config();
         const long long k = shape.k > 0 ? shape.k : kUnknownK;
         const double per_visit_bytes = epilogue_traffic(graph).per_visit_bytes;
+        // A per-tensor FP8 GEMM (the accumulator times scalars, stored in 16 bits): the same pairs, where the
+        // 16-bit rule below puts them and on grids of 16384 x 8192 and more from K = 4096. Measured with each config
+        // run alone (`coda tune --solo`, docs/PERFORMANCE.md, 2026-12-06, H100), against ping-pong 128 x 128: 0.83x
+        // the time at 16384 x 4096 x 14336, 0.91x at 16384 x 14336 x 4096, 0.93x at 16384 x 8192 x 8192, 0.75x at
+        // the LM head's 8192 x 128256 x 4096, 0.96x at 8192 x 4096 x 11008; 1.03x at 4096 x 4096 x 4096 (stays).
+        // FP8 epilogues with work of their own keep ping-pong, unmeasured.
+        if (size_of(graph.spec().input) == 1) {
+            const bool long_k = k >= kLongK && shape.m >= kPairsMinM && shape.n >= kPairsMinN;
+            const bool large_grid = k >= kFp8PairsMinK && shape.m * shape.n >= kFp8PairsMinTiles;
+            if ((long_k || large_grid) && per_visit_bytes == 0 && stores_scaled_accumulator_only(graph)) return pairs;
+            return base_config();
+        }
         if (per_visit_bytes * kPingPongKPerByte > static_cast<double>(k))
             return HopperConfig{128, 128, 6, Schedule::Cooperative, 1};
         if (k >= kLongK && shape.m >= kPairsMinM && shape.n >= kPairsMinN && graph.spec().a == graph.spec().b &&
             per_visit_bytes == 0 && stores_accumulator_only(graph))
-            return HopperConfig{256, 128, 4, Schedule::Cooperative, 1, 2};
+            return pairs;
         return base_config();
     }
 

@@ -151,11 +151,13 @@ TEST_CASE("choose_config on sm_90a: cooperative 128x128 only where per-visit epi
     CHECK(coda::choose_config(gemm_graph(), "sm_90a", {16384, 4096, 64}, {}, nullptr) == kDefault);
 }
 
-TEST_CASE("choose_config on sm_90a: FP8 operands keep ping-pong 128x128 until their rules are measured", "[tune]") {
+TEST_CASE("choose_config on sm_90a: FP8 operands keep ping-pong 128x128 where their rules were not measured", "[tune]") {
     coda::Graph g = coda::Graph::gemm("fp8", coda::GemmSpec{coda::DType::E4M3, coda::Major::K, coda::Major::K});
     g.store(g.accumulator(), "D", coda::DType::BF16);
-    CHECK(coda::choose_config(g, "sm_90a", {16384, 4096, 8192}, {}, nullptr) == kDefault);  // bf16: 256x128 pairs
+    CHECK(coda::choose_config(g, "sm_90a", {16384, 4096, 4096}, {}, nullptr) == kDefault);
     CHECK(coda::choose_config(g, "sm_90a", {16384, 4096, 64}, {}, nullptr) == kDefault);
+    // A tile input (the 16-bit cooperative-below-256-K-per-byte rule): unmeasured with FP8 operands, ping-pong.
+    CHECK(coda::choose_config(coda::blocks::out_proj_fp8(), "sm_90a", {16384, 4096, 14336}, {}, nullptr) == kDefault);
 }
 
 TEST_CASE("choose_config on sm_90a: a vocabulary-sized N keeps the rules of any other N", "[tune]") {
@@ -214,4 +216,45 @@ TEST_CASE("choose_config on sm_90a: a plain GEMM at K >= 5120 takes cooperative 
     f32_store.store(f32_store.accumulator(), "D", coda::DType::F32);
     REQUIRE(coda::stores_accumulator_only(f32_store));
     CHECK(coda::choose_config(f32_store, "sm_90a", {4096, 4096, 14336}, {}, nullptr) == kDefault);
+}
+
+TEST_CASE("choose_config on sm_90a: a per-tensor FP8 GEMM takes the pairs at long K and on the largest grids",
+          "[tune]") {
+    const KernelConfig pairs = coda::HopperConfig{256, 128, 4, Schedule::Cooperative, 1, 2};
+    const coda::GemmSpec fp8{coda::DType::E4M3, coda::Major::K, coda::Major::K};
+    coda::Graph scaled = coda::Graph::gemm("config_choice_fp8_scaled", fp8);
+    const coda::Value scale = scaled.scalar("scale_a") * scaled.scalar("scale_b");
+    scaled.store(scaled.accumulator() * scale, "D", coda::DType::BF16);
+    REQUIRE(coda::stores_scaled_accumulator_only(scaled));
+    coda::Graph plain = coda::Graph::gemm("config_choice_fp8_plain", fp8);
+    plain.store(plain.accumulator(), "D", coda::DType::BF16);
+    REQUIRE(coda::stores_scaled_accumulator_only(plain));
+    for (const coda::Graph* g : {&scaled, &plain})
+        for (const ProblemShape& shape : {ProblemShape{16384, 4096, 14336}, ProblemShape{16384, 8192, 8192},
+                                          ProblemShape{8192, 4096, 11008}, ProblemShape{16384, 14336, 4096},
+                                          ProblemShape{8192, 128256, 4096}, ProblemShape{16384, 8192, 4096}}) {
+            INFO(g->name() << " " << shape.m << "x" << shape.n << "x" << shape.k);
+            CHECK(coda::choose_config(*g, "sm_90a", shape, {}, nullptr) == pairs);
+        }
+    // Measured slower on the pairs, or not measured: ping-pong.
+    for (const ProblemShape& shape : {ProblemShape{4096, 4096, 4096}, ProblemShape{16384, 6144, 4096},
+                                      ProblemShape{8192, 11008, 4096}, ProblemShape{16384, 8192, 2048},
+                                      ProblemShape{4095, 4096, 14336}, ProblemShape{}}) {
+        INFO(shape.m << "x" << shape.n << "x" << shape.k);
+        CHECK(coda::choose_config(scaled, "sm_90a", shape, {}, nullptr) == kDefault);
+    }
+    // Anything beyond scalar products keeps ping-pong: a row-wise scale, an offset, a scale that is not a scalar.
+    coda::Graph rowwise = coda::Graph::gemm("config_choice_fp8_rowwise", fp8);
+    rowwise.store(rowwise.accumulator() * rowwise.row_input("scale_a", coda::DType::F32), "D", coda::DType::BF16);
+    coda::Graph offset = coda::Graph::gemm("config_choice_fp8_offset", fp8);
+    offset.store(offset.accumulator() * offset.scalar("s") + offset.scalar("b"), "D", coda::DType::BF16);
+    coda::Graph squared = coda::Graph::gemm("config_choice_fp8_squared", fp8);
+    const coda::Value acc = squared.accumulator();
+    squared.store(acc * acc, "D", coda::DType::BF16);
+    for (const coda::Graph* g : {&rowwise, &offset, &squared}) {
+        INFO(g->name());
+        CHECK_FALSE(coda::stores_scaled_accumulator_only(*g));
+        CHECK(coda::choose_config(*g, "sm_90a", {16384, 4096, 14336}, {}, nullptr) == kDefault);
+    }
+    CHECK_FALSE(coda::stores_scaled_accumulator_only(tile_graph()));
 }

@@ -209,11 +209,17 @@ Args RandomBindings::bind(const Kernel& kernel, std::int64_t partial_tiles) {
         // that the accumulator stays near unit size whatever K is.
         const GemmSpec spec = g.graph.spec();
         const DeviceBuffer& a = buffer("A", spec.input, count(m_, k_), Fill::Normal);
-        const DeviceBuffer& b = buffer("B", spec.input, count(k_, n_), Fill::Normal, 1.0 / std::sqrt(double(k_)));
+        const DeviceBuffer& b = buffer("B", spec.b_input(), count(k_, n_), Fill::Normal, 1.0 / std::sqrt(double(k_)));
         args.bind("A", spec.a == Major::MN ? matrix_col_major(ptr(a), spec.input, m_, k_)
                                            : matrix(ptr(a), spec.input, m_, k_));
-        args.bind("B", spec.b == Major::K ? matrix_col_major(ptr(b), spec.input, k_, n_)
-                                          : matrix(ptr(b), spec.input, k_, n_));
+        args.bind("B", spec.b == Major::K ? matrix_col_major(ptr(b), spec.b_input(), k_, n_)
+                                          : matrix(ptr(b), spec.b_input(), k_, n_));
+        if (spec.block_scales) {  // positive, one per 1 x 128 of A and per 128 x 128 of B
+            const std::int64_t kb = (k_ + kScaleBlock - 1) / kScaleBlock, nb = (n_ + kScaleBlock - 1) / kScaleBlock;
+            const DeviceBuffer& sa = buffer("A_scale", DType::F32, count(kb, m_), Fill::Positive);
+            const DeviceBuffer& sb = buffer("B_scale", DType::F32, count(nb, kb), Fill::Positive);
+            args.bind("A_scale", matrix(ptr(sa), DType::F32, kb, m_)).bind("B_scale", matrix(ptr(sb), DType::F32, nb, kb));
+        }
     }
     for (const Binding& binding : g.bindings) {
         if (binding.role == BindingRole::ScalarArg) {
