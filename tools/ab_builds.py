@@ -9,7 +9,7 @@ Usage:
   python3 tools/ab_builds.py carry/build_main carry/build_branch --shapes 4096x4096x4096 8192x4096x11008 \\
       -- bench gemm --fp8 e4m3 --block-scales --identity-only --iters 50
 One build under two environments (a mainloop experiment against the default, README "Mainloop experiments"):
-  python3 tools/ab_builds.py build build --b-env CODA_HOPPER_EXPERIMENTS=dynamic_tiles --shapes ... -- bench gemm ...
+  python3 tools/ab_builds.py build build --b-env CODA_HOPPER_EXPERIMENTS=block_sum_pair --shapes ... -- bench gemm ...
 Writes ab_builds.md (or --name's .md) to $OUT (or --out) and prints it.
 """
 import argparse

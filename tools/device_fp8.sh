@@ -18,16 +18,14 @@
 #   profile tools/profile_block.py --fp8 at d = 4096 with SDPA (PROFILE_RECIPES: default tensorwise+wgrad,
 #           rowwise+wgrad, blockwise), coda's bf16 layer and torchao's recipe + torch.compile beside each
 #   curve   tools/fp8_loss_curve.py, 300 steps of fp32, bf16 and FP8 (CURVE_RECIPES: the recipes, default all three)
-#   experiments  the C++ GPU tests of the mainloop experiments (README "Mainloop experiments") and the BF16 tests the
-#           template changes touch
-#   experiments-blocks  the FP8 blocks' GPU tests (tensorwise and block-wise: every epilogue on the configs they run
-#           on) with every experiment on (CODA_HOPPER_EXPERIMENTS), then the block-wise ones with block_sum_pair (which
-#           gives way to dynamic_tiles)
-#   ab      each experiment against the default config of the FP8 identity, and the wider tiles and 2-CTA clusters
-#           cuBLAS-like kernels use, per shape in one `coda tune --solo --config ...` (AB_SHAPES; AB_CONFIGS: each
-#           config's words after the default's, '|'-separated, "" = the default itself); tools/tune_table.py makes
-#           fp8_ab.md of the log: each config's time over the default's per shape, and their geometric means
-#   abblock the same for the block-scaled identity (cooperative 128 x 128: block_sum_pair, l2_prefetch, dynamic_tiles)
+#   experiments  the C++ GPU tests of the mainloop experiments (README "Mainloop experiments")
+#   experiments-blocks  the block-wise FP8 blocks' GPU tests (every epilogue on the configs they run on) with every
+#           experiment on (CODA_HOPPER_EXPERIMENTS)
+#   ab      the 2-CTA clusters and the wider tiles against ping-pong 128 x 128 for the per-tensor FP8 identity, per shape
+#           in one `coda tune --solo --config ...` (AB_SHAPES; AB_CONFIGS: each config's words after ping-pong's,
+#           '|'-separated, "" = ping-pong itself); tools/tune_table.py makes fp8_ab.md of the log: each config's time
+#           over the first one's per shape, and their geometric means
+#   abblock the same for the block-scaled identity (cooperative 128 x 128: block_sum_pair, the 2-CTA clusters)
 # Usage: bash tools/device_fp8.sh tests regress python gemm ... ; BUILD=carry/build by default; STEP_S: each step's
 # time limit (default 540 s); LAYER_BUDGET_S: bench_block.py's --budget-s (default 400).
 set -uo pipefail
@@ -102,18 +100,15 @@ for step in "$@"; do
         > "$out/fp8_curve.log" 2>&1 || status=1
       tail -n 6 "$out/fp8_curve.log" ;;
     experiments)
-      echo "== C++ GPU tests of the mainloop experiments, and the BF16 ones the template changes touch"
-      timeout "$step_s" "$build/tests/coda_gpu_tests" "[experiments],the block's epilogues*,stream-K*,bound launches*" \
+      echo "== C++ GPU tests of the mainloop experiments"
+      timeout "$step_s" "$build/tests/coda_gpu_tests" "[experiments]" \
         --durations yes > "$out/gpu_experiments.log" 2>&1 || status=1
       grep -E "FAILED|passed|failed|with expansion" "$out/gpu_experiments.log" | tail -n 20 ;;
     experiments-blocks)
-      echo "== the FP8 blocks' GPU tests with the experiments on"
-      CODA_HOPPER_EXPERIMENTS=early_turn,l2_prefetch,dynamic_tiles timeout "$step_s" "$build/tests/coda_gpu_tests" \
-        "the block's FP8 epilogues*,the block's block-wise FP8 epilogues*" --durations yes \
-        > "$out/gpu_experiments_blocks.log" 2>&1 || status=1
+      echo "== the block-wise FP8 blocks' GPU tests with the experiments on"
       CODA_HOPPER_EXPERIMENTS=block_sum_pair timeout "$step_s" "$build/tests/coda_gpu_tests" \
         "the block's block-wise FP8 epilogues*" --durations yes \
-        >> "$out/gpu_experiments_blocks.log" 2>&1 || status=1
+        > "$out/gpu_experiments_blocks.log" 2>&1 || status=1
       grep -E "FAILED|passed|failed|with expansion" "$out/gpu_experiments_blocks.log" | tail -n 20 ;;
     ab|abblock)
       # The identity graphs (coda bench gemm's), as files for `coda tune`. Each shape: every config alone, settled,
@@ -125,10 +120,10 @@ for step in "$@"; do
         "%D = store bf16 %acc" > "$graphs/identity_fp8_blockwise.coda"
       if [ "$step" = ab ]; then
         graph=$graphs/identity_fp8.coda base="hopper bm=128 bn=128 bk=64 stages=6 pingpong"
-        extras=${AB_CONFIGS:-"|early_turn|l2_prefetch|dynamic_tiles|early_turn l2_prefetch dynamic_tiles|cluster=2|cluster_n=2|cooperative bn=256 stages=4|cooperative bn=256 stages=4 cluster=2|cooperative bn=256 stages=4 dynamic_tiles|cooperative bm=256 stages=4 cluster_n=2"}
+        extras=${AB_CONFIGS:-"|cluster=2|cluster_n=2|cooperative bn=256 stages=4|cooperative bn=256 stages=4 cluster=2|cooperative bm=256 stages=4 cluster_n=2"}
       else
         graph=$graphs/identity_fp8_blockwise.coda base="hopper bm=128 bn=128 bk=64 stages=6 cooperative"
-        extras=${AB_CONFIGS:-"|block_sum_pair|l2_prefetch|dynamic_tiles|block_sum_pair l2_prefetch|cluster=2|cluster_n=2"}
+        extras=${AB_CONFIGS:-"|block_sum_pair|cluster=2|cluster_n=2"}
       fi
       configs=()
       IFS='|' read -r -a words <<< "$extras"

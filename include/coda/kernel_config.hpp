@@ -32,16 +32,10 @@ struct PortableConfig {
 // default or drops it (docs/PERFORMANCE.md). Bits of HopperConfig::experiments; in a config's text, each one's word.
 // The environment variable CODA_HOPPER_EXPERIMENTS (README) adds them to the configs coda chooses itself.
 namespace hopper_experiment {
-constexpr unsigned kEarlyTurn = 1u;     // "early_turn" (ping-pong): a consumer hands the tensor cores to the other one
-                                        // once its tile's last wgmmas are issued, not once they are done
-constexpr unsigned kL2Prefetch = 2u;    // "l2_prefetch" (a K-major operand): the producer asks L2 for the K-major
-                                        // operands' boxes 4 k-tiles ahead of their loads
-constexpr unsigned kDynamicTiles = 4u;  // "dynamic_tiles" (no cluster): each CTA takes its next tile from a counter
-                                        // in global memory, so faster SMs take more tiles, instead of every grid-th
-constexpr unsigned kBlockSumPair = 8u;  // "block_sum_pair" (block-scaled FP8): two block sums, so that a consumer's
+constexpr unsigned kBlockSumPair = 1u;  // "block_sum_pair" (block-scaled FP8): two block sums, so that a consumer's
                                         // next block multiplies while it promotes the previous one
-constexpr unsigned kAll = kEarlyTurn | kL2Prefetch | kDynamicTiles | kBlockSumPair;
-// The word of one bit ("early_turn", ...), "" for any other value; and the bit of a word, 0 for none.
+constexpr unsigned kAll = kBlockSumPair;
+// The word of one bit ("block_sum_pair"), "" for any other value; and the bit of a word, 0 for none.
 std::string word(unsigned bit);
 unsigned bit(const std::string& word);
 }  // namespace hopper_experiment

@@ -42,25 +42,17 @@ static_assert(limits::kKernelFixedParamBytes >=
               "limits::kKernelFixedParamBytes must cover the Hopper kernel's fixed parameters");
 constexpr int kTmaAlignment = 16;  // bytes: TMA's rule for a tensor's base and the pitch of its rows
 static_assert(HopperConfig::bk == rules::kBK, "HopperConfig's K step is the template's");
-static_assert(hopper_experiment::kEarlyTurn == rules::kEarlyTurn &&
-                  hopper_experiment::kL2Prefetch == rules::kL2Prefetch &&
-                  hopper_experiment::kDynamicTiles == rules::kDynamicTiles &&
-                  hopper_experiment::kBlockSumPair == rules::kBlockSumPair &&
+static_assert(hopper_experiment::kBlockSumPair == rules::kBlockSumPair &&
                   hopper_experiment::kAll == rules::kAllExperiments,
               "the host's and the kernels' experiment bits must agree");
 
 // The experiments `wanted` that a Hopper kernel of config c for `graph` can take (hopper_rules.cuh's rule).
-unsigned experiments_for(const Graph& graph, const HopperConfig& c, unsigned wanted) {
-    return rules::applicable_experiments(wanted, c.schedule == Schedule::PingPong, c.cluster_m * c.cluster_n,
-                                         graph.spec().a == Major::K, graph.spec().b == Major::K,
-                                         graph.spec().block_scales);
+unsigned experiments_for(const Graph& graph, unsigned wanted) {
+    return rules::applicable_experiments(wanted, graph.spec().block_scales);
 }
 
 constexpr const char* experiment_needs(unsigned bit) {
     switch (bit) {
-        case rules::kEarlyTurn: return "the ping-pong schedule";
-        case rules::kL2Prefetch: return "a K-major operand";
-        case rules::kDynamicTiles: return "a config without clusters (cluster=1 cluster_n=1)";
         case rules::kBlockSumPair: return "a block-scaled FP8 GEMM (block_scales)";
         default: return "nothing: it is no experiment";
     }
@@ -174,9 +166,8 @@ bool stages_tiles(const TmaTileInfo& how) { return how.inputs_by_tma != 0 || how
 // buffers again and again, and encoding costs more than the rest of the launch.
 class HopperLauncher final : public Launcher {
 public:
-    HopperLauncher(const LoadedModule& module, const CheckedGraph& graph, int max_ctas, bool stream_k,
-                   bool dynamic_tiles)
-        : module_(module), graph_(graph), max_ctas_(max_ctas), stream_k_(stream_k), dynamic_tiles_(dynamic_tiles) {}
+    HopperLauncher(const LoadedModule& module, const CheckedGraph& graph, int max_ctas, bool stream_k)
+        : module_(module), graph_(graph), max_ctas_(max_ctas), stream_k_(stream_k) {}
 
     std::string unsupported(const LaunchPlan& plan) const override {
         std::string why = operand_rule(plan);
@@ -203,11 +194,9 @@ public:
         }
         const unsigned grid_x = grid(plan);
         GemmProblem problem = plan.gemm;
-        const std::size_t bytes = stream_k_bytes(plan, grid_x);
-        if (bytes > 0 || dynamic_tiles_) {
+        if (const std::size_t bytes = stream_k_bytes(plan, grid_x)) {
             const StreamKWorkspace workspace = stream_k_workspace(stream, bytes);
-            // (Partials only where the last rounds are shared: the kernel tells stream-K by them.)
-            if (bytes > 0) problem.partials = workspace.partials;
+            problem.partials = workspace.partials;
             problem.partial_flags = workspace.partial_flags;
         }
         void* params[] = {&problem, const_cast<std::uint64_t*>(plan.slots.data()), &tma.a, &tma.b, tile_maps.data()};
@@ -225,8 +214,8 @@ public:
         std::copy(tile_maps.begin(), tile_maps.end(), out.maps.begin() + 2);
         out.function = module_.function;
         out.grid_x = grid(out.plan);
-        // (Bound launches take whole tiles in the round-robin order: their packed problem carries no stream-K
-        // workspace or tile counters, which belong to the stream each launch names.)
+        // (Bound launches take whole tiles: their packed problem carries no stream-K workspace, which belongs to the
+        // stream each launch names.)
         out.threads = static_cast<unsigned>(module_.info.threads);
         out.smem_bytes = static_cast<unsigned>(module_.info.smem_bytes);
         out.params = {&out.plan.gemm, out.plan.slots.data(), &out.maps[0], &out.maps[1], &out.maps[2]};
@@ -265,7 +254,6 @@ private:
     const CheckedGraph& graph_;  // the loaded kernel's, which owns this launcher
     int max_ctas_;
     bool stream_k_;  // the kernel can share its last rounds (hopper_rules::stream_k)
-    bool dynamic_tiles_;  // the kernel takes its tiles from the workspace's counters (hopper_experiment)
     mutable std::mutex mutex_;
     mutable GemmProblem problem_{};
     mutable std::vector<std::uint64_t> slots_;
@@ -358,8 +346,8 @@ public:
         constexpr long long kLongK = 5120;         // plain GEMMs from here on: cooperative 256 x 128 pairs ...
         constexpr long long kPairsMinM = 4096;     // ... on a grid of tiles this large at least
         constexpr long long kPairsMinN = 2048;
-        constexpr long long kFp8PairsMinK = 4096;        // FP8 at shorter K: the pairs also where the grid is ...
-        constexpr long long kFp8PairsMinTiles = 1 << 27;  // ... at least M x N elements (16384 x 8192)
+        constexpr long long kFp8PairsMinK = 4096;            // FP8 at shorter K: the pairs also where the grid is ...
+        constexpr long long kFp8PairsMinElements = 1 << 27;  // ... at least M x N (16384 x 8192)
         const HopperConfig pairs{256, 128, 4, Schedule::Cooperative, 1, 2};
         // Block-scaled FP8 takes the one tile it has.
         if (graph.spec().block_scales) return HopperConfig{128, 128, 6, Schedule::Cooperative, 1};
@@ -375,9 +363,11 @@ public:
         // the LM head's 8192 x 128256 x 4096, 0.96x at 8192 x 4096 x 11008; 1.03x at 4096 x 4096 x 4096 (stays).
         // FP8 epilogues with work of their own keep ping-pong, unmeasured.
         if (size_of(graph.spec().input) == 1) {
-            const bool long_k = k >= kLongK && shape.m >= kPairsMinM && shape.n >= kPairsMinN;
-            const bool large_grid = k >= kFp8PairsMinK && shape.m * shape.n >= kFp8PairsMinTiles;
-            if ((long_k || large_grid) && per_visit_bytes == 0 && stores_scaled_accumulator_only(graph)) return pairs;
+            const bool wide = shape.m >= kPairsMinM && shape.n >= kPairsMinN;
+            const bool long_k = k >= kLongK;
+            const bool large_grid = k >= kFp8PairsMinK && shape.m * shape.n >= kFp8PairsMinElements;
+            if (wide && (long_k || large_grid) && per_visit_bytes == 0 && stores_scaled_accumulator_only(graph))
+                return pairs;
             return base_config();
         }
         if (per_visit_bytes * kPingPongKPerByte > static_cast<double>(k))
@@ -460,7 +450,7 @@ public:
         if (c.experiments & ~hopper_experiment::kAll)
             throw fail(fmt::format("experiments {:#x} are not hopper_experiment bits",
                                    c.experiments & ~hopper_experiment::kAll));
-        const unsigned refused = c.experiments & ~experiments_for(graph, c, c.experiments);
+        const unsigned refused = c.experiments & ~experiments_for(graph, c.experiments);
         for (unsigned bit = 1; bit <= hopper_experiment::kAll; bit <<= 1)
             if ((refused & bit) != 0)
                 throw fail(fmt::format("the experiment {} needs {}", hopper_experiment::word(bit),
@@ -522,8 +512,7 @@ public:
         }
         return std::make_unique<HopperLauncher>(
             module, graph, max_ctas,
-            rules::stream_k(c.cluster_m, c.cluster_n, c.bm, c.schedule == Schedule::PingPong),
-            (c.experiments & hopper_experiment::kDynamicTiles) != 0);
+            rules::stream_k(c.cluster_m, c.cluster_n, c.bm, c.schedule == Schedule::PingPong));
     }
 };
 
@@ -538,7 +527,7 @@ KernelConfig with_hopper_experiments(const Graph& graph, const KernelConfig& con
     const HopperConfig* h = config.hopper();
     if (h == nullptr || wanted == 0 || graph.domain() != Domain::Gemm) return config;
     HopperConfig out = *h;
-    out.experiments |= experiments_for(graph, out, wanted);
+    out.experiments |= experiments_for(graph, wanted);
     return out;
 }
 

@@ -16,9 +16,6 @@ namespace hopper_experiment {
 
 std::string word(unsigned b) {
     switch (b) {
-        case kEarlyTurn: return "early_turn";
-        case kL2Prefetch: return "l2_prefetch";
-        case kDynamicTiles: return "dynamic_tiles";
         case kBlockSumPair: return "block_sum_pair";
         default: return "";
     }

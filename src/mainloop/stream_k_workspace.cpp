@@ -11,9 +11,7 @@
 namespace coda {
 namespace {
 
-// The flags, then the counters, zeroed together; the partial sums start 256-byte aligned after them.
-constexpr std::size_t kFlagBytes = (kStreamKFlags + 64) * sizeof(unsigned);
-static_assert(kWorkspaceCounters <= 64, "the counters live in the flags' padding");
+constexpr std::size_t kFlagBytes = kStreamKFlags * sizeof(unsigned);
 
 struct StreamBuffer {
     DeviceBuffer buffer;

@@ -1,6 +1,5 @@
 // Stream-K's scratch for the Hopper mainloop (hopper_gemm.cuh, TileOrder): where a CTA that multiplied the last
-// k-tiles of a tile publishes its partial sum, and the flags that say it is there; and the dynamic tile order's
-// counters (hopper_experiment::kDynamicTiles). One buffer per CUDA context and
+// k-tiles of a tile publishes its partial sum, and the flags that say it is there. One buffer per CUDA context and
 // stream, shared by every kernel launched on that stream: launches on one stream run one after the other, and each
 // launch leaves every flag at zero (the CTA that reads a partial lowers its flag). Launches on different streams
 // get different buffers, so they may overlap.
@@ -18,8 +17,7 @@ namespace coda {
 
 struct StreamKWorkspace {
     float* partials = nullptr;        // `partial_bytes` bytes, as asked
-    // kStreamKFlags flags, then kWorkspaceCounters counters (templates/coda/kernel_abi.cuh), zero between launches
-    unsigned* partial_flags = nullptr;
+    unsigned* partial_flags = nullptr;  // kStreamKFlags flags (templates/coda/kernel_abi.cuh), zero between launches
 };
 
 // The workspace of the current context's `stream`, with room for `partial_bytes` of partial sums: grown (and its

@@ -13,8 +13,7 @@
 //     (Cm x Cn: the cluster's CTAs along M and N, at most 2 in all.)
 //     TMA needs the base 16-byte aligned and the leading dimension a multiple of 8 elements (16 bytes): the
 //     host checks both. Any M, N, K >= 1 (N even): edges are zero-filled by TMA and masked in the epilogue.
-//   - Launch: grid = min(tiles, CTAs that fit on the GPU) (persistent: CTA b owns tiles b, b + grid, ..., or with the
-//     dynamic_tiles experiment tile b and those it claims: tile_order.cuh),
+//   - Launch: grid = min(tiles, CTAs that fit on the GPU) (persistent: CTA b owns tiles b, b + grid, ...: tile_order.cuh),
 //     block = kThreads (384), dynamic shared memory = kSmemBytes (the host raises the per-kernel limit).
 //     hopper_gemm_pair runs clusters of 2 CTAs (__cluster_dims__), along M (sharing B) or along N (sharing A):
 //     the grid is whole clusters, at most as many as fit at once, and each cluster walks units of two M-tiles of
@@ -99,10 +98,9 @@ struct WgmmaLayout {
 };
 
 // The CTA's dynamic shared memory, from its first swizzle atom on. The stages and the staging buffers are
-// multiples of kSwizzleAtomBytes, so every TMA box and wgmma operand in them starts on an atom. The dynamic tile
-// order's feed (TileFeed) follows; without it, its empty base takes no bytes.
+// multiples of kSwizzleAtomBytes, so every TMA box and wgmma operand in them starts on an atom.
 template <int kStages, int kStageBytes, int kStagingBytes, int kScratchBytes>
-struct HopperSharedCore {
+struct HopperSharedStorage {
     unsigned char stages[kStages][kStageBytes];  // each: A (BM x BK) then B (BN x BK), as TMA swizzled them
     unsigned char staging[kStagingBytes];        // the tile-input ring, then each consumer's output buffers
     float scratch[kScratchBytes / 4];            // end_tile's: one area per ping-pong consumer
@@ -113,20 +111,6 @@ struct HopperSharedCore {
     unsigned long long input_full[kHopperInputSlots];   // input chunk loaded
     unsigned long long input_empty[kHopperInputSlots];  // input chunk read by every warp that visits it
 };
-template <int kSlots>
-struct TileFeedStorage {
-    static constexpr int kFeedSlots = kSlots;
-    unsigned long long feed_full[kSlots];   // item published by the producer
-    unsigned long long feed_empty[kSlots];  // item read by every role that reads it
-    detail::WorkItem feed_items[kSlots];
-};
-template <>
-struct TileFeedStorage<0> {
-    static constexpr int kFeedSlots = 0;
-};
-template <int kStages, int kStageBytes, int kStagingBytes, int kScratchBytes, int kFeedSlots>
-struct HopperSharedStorage : HopperSharedCore<kStages, kStageBytes, kStagingBytes, kScratchBytes>,
-                             TileFeedStorage<kFeedSlots> {};
 
 template <class T, bool A_K_MAJOR, bool B_K_MAJOR, int BM, int BN, int STAGES, bool PING_PONG, int CLUSTER_M,
           int CLUSTER_N, class EPILOGUE, bool DIRECT_TILES = false, unsigned EXPERIMENTS = 0>
@@ -135,11 +119,8 @@ struct HopperGemmTraits {
     using Epilogue = EPILOGUE;
     // Block-scaled FP8 (T = block_scaled<...>): each k-tile is one scale block, promoted into acc with its scales.
     static constexpr bool kBlockScaled = detail::BlockScaled<T>::value;
-    // The experiments this kernel runs (hopper_rules.cuh; the host passes only those its config can take).
-    static constexpr bool kEarlyTurn = (EXPERIMENTS & hopper_rules::kEarlyTurn) != 0;
-    static constexpr bool kL2Prefetch = (EXPERIMENTS & hopper_rules::kL2Prefetch) != 0;
-    static constexpr bool kDynamicTiles = (EXPERIMENTS & hopper_rules::kDynamicTiles) != 0;
-    // (kBlockSumPair, where its second block sum fits, is below.)
+    // The experiments this kernel runs (hopper_rules.cuh; the host passes only those its config can take):
+    // kBlockSumPair, where its second block sum fits, is below.
     static constexpr bool kAKMajor = A_K_MAJOR;
     static constexpr bool kBKMajor = B_K_MAJOR;
     static constexpr bool kPingPong = PING_PONG;
@@ -172,9 +153,7 @@ struct HopperGemmTraits {
     static constexpr int kScratchRegionBytes = kScratchBytes > kMinRegionBytes ? kScratchBytes : kMinRegionBytes;
     static constexpr int kAlignSlack = kSwizzleAtomBytes;  // the dynamic shared memory's base, aligned up to an atom
     static constexpr int kBarrierBytes = 8 * (2 * STAGES + 4 + 2 * kHopperInputSlots);
-    static constexpr int kFeedSlots = kDynamicTiles ? detail::kTileFeedSlots : 0;
-    static constexpr int kFeedBytes = static_cast<int>(sizeof(TileFeedStorage<kFeedSlots>)) * (kDynamicTiles ? 1 : 0);
-    static constexpr int kFixedBytes = kAlignSlack + kScratchRegionBytes + kBarrierBytes + kFeedBytes;
+    static constexpr int kFixedBytes = kAlignSlack + kScratchRegionBytes + kBarrierBytes;
     // Pipeline stages that fit beside `staging` bytes of staged tiles.
     static constexpr int stages_beside(int staging) {
         return (kHopperMaxSmemBytes - kFixedBytes - staging) / kStageBytes;
@@ -247,24 +226,18 @@ struct HopperGemmTraits {
                                        : kInputRegisters * 4 <= kHopperBatchRegisters ? 4
                                        : kInputRegisters * 2 <= kHopperBatchRegisters ? 2
                                                                                       : 1;
-    // block_sum_pair: a second block sum of 64 registers a thread, where it fits. Beside a CTA pair's state, a tile
-    // input or the dynamic order's fed item it spilled 4-16 bytes (ptxas: out_proj_fp8_blockwise,
-    // swiglu_backward_fp8_blockwise, qkv_rope_fp8_blockwise), so those kernels keep one sum.
+    // block_sum_pair: a second block sum of 64 registers a thread, where it fits. Beside a CTA pair's state or a tile
+    // input it spilled 8-16 bytes (ptxas: out_proj_fp8_blockwise, swiglu_backward_fp8_blockwise), so those kernels
+    // keep one sum.
     static constexpr bool kBlockSumPair = (EXPERIMENTS & hopper_rules::kBlockSumPair) != 0 && kCluster == 1 &&
-                                          Epilogue::kTileInputs == 0 && !kDynamicTiles;
+                                          Epilogue::kTileInputs == 0;
     // Arrivals that free an input chunk: lane 0 of every warp that reads it. A stage is free once those of every
     // CTA of the cluster have arrived (its producer's multicast writes into all of them).
     static constexpr int kEmptyArrivals = kWarpgroupThreads / 32 * (kPingPong ? 1 : kConsumers);
     static constexpr int kStageFreeArrivals = kEmptyArrivals * kCluster;
 
-    using Storage = HopperSharedStorage<kStages, kStageBytes, kStagingRegionBytes, kScratchRegionBytes, kFeedSlots>;
+    using Storage = HopperSharedStorage<kStages, kStageBytes, kStagingRegionBytes, kScratchRegionBytes>;
     static constexpr int kSmemBytes = kAlignSlack + static_cast<int>(sizeof(Storage));
-    // Without the feed, the storage (and so the kernel's shared memory) is exactly the core's.
-    using Core = HopperSharedCore<kStages, kStageBytes, kStagingRegionBytes, kScratchRegionBytes>;
-    static_assert(kDynamicTiles || sizeof(Storage) == sizeof(Core),
-                  "coda: an empty tile feed must take no shared memory");
-    // Readers that free a fed item: lane 0 of each consumer warp that multiplies it, and the tile-input loader.
-    static constexpr int kFeedReaders = kEmptyArrivals + (kStageInputs ? 1 : 0);
 
     // What the kernel reports to the host (coda_kernel_info): the tile, the stages left beside the epilogue's shared
     // memory, and how its staged tile tensors travel as tensor maps.
@@ -289,8 +262,7 @@ struct HopperGemmTraits {
     static_assert(kChunks % kOutputBuffers == 0, "coda: each tile's first chunk must take the first output buffer");
     static_assert(kStages >= 2, "coda: the epilogue's scratch leaves room for fewer than 2 pipeline stages");
     static_assert(kSmemBytes <= kHopperMaxSmemBytes, "coda: the shared storage exceeds the budget it was fitted to");
-    static_assert(hopper_rules::inapplicable_experiment(EXPERIMENTS, PING_PONG, kCluster, A_K_MAJOR, B_K_MAJOR,
-                                                        kBlockScaled) == 0,
+    static_assert(hopper_rules::inapplicable_experiment(EXPERIMENTS, kBlockScaled) == 0,
                   "coda: an experiment this kernel cannot take (hopper_rules::inapplicable_experiment)");
 };
 
@@ -301,18 +273,15 @@ namespace detail {
 struct HopperSmem {
     unsigned stages, staging, full, empty, turn, visits_done, input_full, input_empty;
     float* scratch;
-    TileFeed feed;  // the dynamic tile order's (all zero without it)
 
     template <class Storage>
     __device__ static HopperSmem at(unsigned base, Storage* s) {
         const auto address = [&](const void* member) {
             return base + static_cast<unsigned>(static_cast<const char*>(member) - reinterpret_cast<const char*>(s));
         };
-        TileFeed feed{nullptr, 0, 0};
-        if constexpr (Storage::kFeedSlots > 0) feed = {s->feed_items, address(s->feed_full), address(s->feed_empty)};
         return {address(s->stages),      address(s->staging),     address(s->full),
                 address(s->empty),       address(s->turn),        address(s->visits_done),
-                address(s->input_full),  address(s->input_empty), s->scratch, feed};
+                address(s->input_full),  address(s->input_empty), s->scratch};
     }
 };
 
@@ -331,10 +300,6 @@ __device__ __forceinline__ void hopper_init_barriers(const HopperSmem& smem) {
         sm90::mbarrier_init(smem.input_full + 8 * s, 1);
         sm90::mbarrier_init(smem.input_empty + 8 * s, Tr::kEmptyArrivals);
     }
-    for (int s = 0; s < Tr::kFeedSlots; ++s) {
-        sm90::mbarrier_init(smem.feed.full + 8 * s, 1);
-        sm90::mbarrier_init(smem.feed.empty + 8 * s, Tr::kFeedReaders);
-    }
     sm90::fence_barrier_init();
 }
 
@@ -348,12 +313,10 @@ __device__ __forceinline__ void clear_accumulator(float (&acc)[Tr::kM64][Tr::kBN
 
 // One tile's mainloop on a consumer warpgroup: waits for each of the tile's k_tiles stages (from ring position
 // `start`), issues their wgmmas into acc and frees each stage once the next one's are in flight.
-// early_turn (ping-pong): the consumer arrives on its `turn` barrier once its last wgmmas are issued, before they
-// drain, so that the other consumer's wgmmas queue behind them.
 template <class Tr, class Prefetch>
 __device__ __forceinline__ void hopper_mma_tile(const HopperSmem& smem, unsigned a_low, unsigned b_low, int start,
                                                 int k_tiles, int prefetch_at, float (&acc)[Tr::kM64][Tr::kBN / 2],
-                                                const Prefetch& prefetch, unsigned turn) {
+                                                const Prefetch& prefetch) {
     clear_accumulator<Tr>(acc);
     const bool warp_leader = threadIdx.x % 32 == 0;
     auto stage = PipelineState<Tr::kStages>::at(start);
@@ -371,8 +334,6 @@ __device__ __forceinline__ void hopper_mma_tile(const HopperSmem& smem, unsigned
         previous = stage.index;
         stage.advance();
     }
-    if constexpr (Tr::kEarlyTurn)
-        if (threadIdx.x % kWarpgroupThreads == 0) sm90::mbarrier_arrive(turn);
     sm90::wgmma_wait<0>();
 #pragma unroll
     for (int i = 0; i < Tr::kM64; ++i) sm90::fence_registers(acc[i]);
@@ -662,10 +623,8 @@ __device__ __forceinline__ void hopper_consume(const GemmProblem& problem, const
             hopper_mma_tile_block_scaled<Tr>(smem, problem, args, a_low, b_low, w.position, w.k_begin, w.k_tiles, tm,
                                              tn, prefetch_at, acc, prefetch);
         else
-            hopper_mma_tile<Tr>(smem, a_low, b_low, w.position, w.k_tiles, prefetch_at, acc, prefetch,
-                                smem.turn + 8 * consumer);
-        // (early_turn arrived once the last wgmmas were issued.)
-        if (Tr::kPingPong && !Tr::kEarlyTurn && warpgroup_leader) sm90::mbarrier_arrive(smem.turn + 8 * consumer);
+            hopper_mma_tile<Tr>(smem, a_low, b_low, w.position, w.k_tiles, prefetch_at, acc, prefetch);
+        if (Tr::kPingPong && warpgroup_leader) sm90::mbarrier_arrive(smem.turn + 8 * consumer);
 
         if (w.piece == Piece::Tail) {
             publish_partial<Tr>(problem, order.partial_slot(w.piece), consumer, acc, staging_barrier);
@@ -702,17 +661,9 @@ __device__ __forceinline__ void hopper_consume(const GemmProblem& problem, const
         // (A tile beyond M or N visited nothing; it has no partials to write.)
         if (order.valid(tm, tn)) Epilogue::template end_tile<L>(args, st, scratch, TileCoord{tm, tn, problem.m, problem.n});
     };
-    if constexpr (!Tr::kDynamicTiles) {
-        for (int local = 0; local < order.count; ++local) {
-            if (Tr::kPingPong && local % 2 != consumer) continue;
-            consume(local, order.item(local, rank));
-        }
-    } else {
-        for (int local = Tr::kPingPong ? consumer : 0;; local += Tr::kPingPong ? 2 : 1) {
-            WorkItem w;
-            if (!smem.feed.template take<true>(local, w)) break;
-            consume(local, w);
-        }
+    for (int local = 0; local < order.count; ++local) {
+        if (Tr::kPingPong && local % 2 != consumer) continue;
+        consume(local, order.item(local, rank));
     }
     // The last TMA stores must be done before the CTA's shared memory goes away.
     if (Tr::kStageOutputs && warpgroup_leader) sm90::bulk_wait<0, false>();
@@ -762,12 +713,11 @@ __device__ __forceinline__ void hopper_gemm_body(const GemmProblem& problem, con
         if (threadIdx.x == 0) {
             sm90::prefetch_tma_descriptor(&tma_a);
             sm90::prefetch_tma_descriptor(&tma_b);
-            hopper_produce<Tr>(smem.stages, smem.full, smem.empty, order, rank, &tma_a, &tma_b, smem.feed,
-                               problem.partial_flags != nullptr ? problem.partial_flags + kStreamKFlags : nullptr);
+            hopper_produce<Tr>(smem.stages, smem.full, smem.empty, order, rank, &tma_a, &tma_b);
         } else if (threadIdx.x == 32 && Tr::kStageInputs) {
             for (int i = 0; i < Tr::kTileMaps; ++i) sm90::prefetch_tma_descriptor(&tile_maps.map[i]);
             hopper_load_tile_inputs<Tr>(tile_maps.map, smem.staging, smem.input_full, smem.input_empty, order, rank,
-                                        problem.n, smem.feed);
+                                        problem.n);
         }
         // A CTA of a cluster leaves only with its partner: until then, the partner's arrivals and multicasts may
         // still land in this CTA's shared memory. (Each warp gathers first: lanes 0 of warps 0 and 1 are late.)

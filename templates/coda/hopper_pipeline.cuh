@@ -1,6 +1,5 @@
 // The Hopper mainloop's pipelines (hopper_gemm.cuh): its tuning constants, the ring position every mbarrier ring
-// shares (PipelineState), the dynamic tile order's feed of items (the order itself: tile_order.cuh), and the two
-// producer roles: the operands' TMA loads into the stage ring and the tile inputs' TMA loads into the input ring; plus
+// shares (PipelineState), and the two producer roles (the tile order they follow: tile_order.cuh): the operands' TMA loads into the stage ring and the tile inputs' TMA loads into the input ring; plus
 // one stage's wgmmas, which the consumers issue. sm_90a; NVRTC, no host headers.
 #pragma once
 
@@ -61,42 +60,6 @@ struct PipelineState {
 // The parity to wait for on a barrier that completes once per use, before its use number `use` (0, 1, ...).
 __device__ __forceinline__ unsigned parity_of_use(int use) { return static_cast<unsigned>(use) & 1u; }
 
-// The dynamic tile order (hopper_rules::kDynamicTiles): the operand producer decides its CTA's items as it goes and
-// hands each one to the consumers and the tile-input loader through a ring of kTileFeedSlots items in shared memory,
-// with a full and an empty mbarrier per slot. A CTA's first unit is its own index, as in the round-robin order; the
-// next ones come from a counter in global memory (after GemmProblem::partial_flags), so a CTA that runs faster takes
-// more of them. Once the counter passes the stream-K region (TileOrder::shared_first), each CTA goes on with its own
-// items of that region, then an end item (tm < 0) for each ping-pong consumer's next turn.
-constexpr int kTileFeedSlots = 4;
-
-struct TileFeed {
-    WorkItem* items;       // kTileFeedSlots of them, in shared memory
-    unsigned full, empty;  // their mbarriers (shared-window addresses)
-
-    // Item `local` for a reader, false at the end. kWholeWarps: every thread of the reading warps calls this, and
-    // lane 0 of each frees the slot once the warp has read it; else the one calling thread frees it.
-    template <bool kWholeWarps>
-    __device__ bool take(int local, WorkItem& w) const {
-        const auto slot = PipelineState<kTileFeedSlots>::at(local);
-        sm90::mbarrier_wait(full + 8 * slot.index, slot.phase);
-        w = items[slot.index];
-        if (kWholeWarps) {
-            __syncwarp();
-            if (threadIdx.x % 32 == 0) sm90::mbarrier_arrive(empty + 8 * slot.index);
-        } else {
-            sm90::mbarrier_arrive(empty + 8 * slot.index);
-        }
-        return w.tm >= 0;
-    }
-    // The producer's side: once every reader has taken the slot's previous item, item `local` is w.
-    __device__ void put(int local, const WorkItem& w) const {
-        const auto slot = PipelineState<kTileFeedSlots>::at(local);
-        sm90::mbarrier_wait(empty + 8 * slot.index, slot.phase ^ 1);
-        items[slot.index] = w;
-        sm90::mbarrier_arrive(full + 8 * slot.index);  // (arrive releases the item's stores to the readers' wait)
-    }
-};
-
 // One box of an operand into this CTA's stage, or (shared by kCtas CTAs of a cluster) into every CTA's.
 template <int kCtas>
 __device__ __forceinline__ void hopper_load_box(unsigned dst, const TmaDescriptor* map, unsigned bar, int c0, int c1) {
@@ -108,15 +71,12 @@ __device__ __forceinline__ void hopper_load_box(unsigned dst, const TmaDescripto
 
 // The operand producer (one thread of warpgroup 0): for every k-tile of every item of this CTA, waits until the
 // next stage is free (in a cluster: free in every CTA, since this producer's multicast writes into all of them),
-// then loads A and B into it by TMA, completing on the stage's full barrier. With the dynamic tile order it also
-// decides the items and feeds them to the other roles (TileFeed); `counters` are the workspace's (kernel_abi.cuh;
-// null without a workspace: the round-robin units, still fed).
+// then loads A and B into it by TMA, completing on the stage's full barrier.
 template <class Tr>
 __device__ __forceinline__ void hopper_produce(unsigned stages_base, unsigned full, unsigned empty,
                                                const TileOrder<Tr::kClusterM, Tr::kClusterN, Tr::kStreamK>& order,
                                                int rank,
-                                               const TmaDescriptor* tma_a, const TmaDescriptor* tma_b,
-                                               const TileFeed& feed, unsigned* counters) {
+                                               const TmaDescriptor* tma_a, const TmaDescriptor* tma_b) {
     constexpr int BM = Tr::kBM, BN = Tr::kBN;
     PipelineState<Tr::kStages> stage{0, 0};
     const auto load_item = [&](const WorkItem& w) {
@@ -127,17 +87,6 @@ __device__ __forceinline__ void hopper_produce(unsigned stages_base, unsigned fu
         // The rank along the dimension that shares the operand: which share of it this CTA loads.
         const int a_share = Tr::kClusterN > 1 ? rank : 0, b_share = Tr::kClusterM > 1 ? rank : 0;
         for (int kt = w.k_begin; kt < w.k_begin + w.k_tiles; ++kt, stage.advance()) {
-            // l2_prefetch: the K-major boxes of this item's k-tile kL2PrefetchTiles ahead are asked of L2 before the
-            // wait for a free stage, so that DRAM's latency is paid ahead of the load.
-            if constexpr (Tr::kL2Prefetch) {
-                const int ahead = kt + hopper_rules::kL2PrefetchTiles;
-                if (ahead < w.k_begin + w.k_tiles) {
-                    if constexpr (Tr::kAKMajor)
-                        sm90::tma_prefetch_2d(tma_a, ahead * Tr::BK, m0 + a_share * Tr::kABoxRows);
-                    if constexpr (Tr::kBKMajor)
-                        sm90::tma_prefetch_2d(tma_b, ahead * Tr::BK, n0 + b_share * Tr::kBBoxRows);
-                }
-            }
             sm90::mbarrier_wait(empty + 8 * stage.index, stage.phase ^ 1);
             const unsigned bar = full + 8 * stage.index;
             // Each CTA's stage receives all of A and B, whoever issues the copies.
@@ -168,47 +117,11 @@ __device__ __forceinline__ void hopper_produce(unsigned stages_base, unsigned fu
             }
         }
     };
-    if constexpr (!Tr::kDynamicTiles) {
-        for (int local = 0; local < order.count; ++local) load_item(order.item(local, rank));
-    } else {
-        DynamicOrder<Tr::kClusterM, Tr::kClusterN, Tr::kStreamK> dynamic(order);
-        // The counter's value before this claim; null counters: the unit taken now, so that the next is a grid
-        // further (the round-robin units, still fed). The address adds the lane, 0 for this thread: one ptxas cannot
-        // prove warp-uniform keeps the atomic whole, so that nothing waits for it before advance().
-        const auto claim = [&] {
-            return counters != nullptr
-                       ? static_cast<int>(sm90::fetch_add_relaxed_gpu(counters + sm90::lane_id(), 1u))
-                       : dynamic.unit;
-        };
-        for (int local = 0;; ++local) {
-            WorkItem w;
-            int ticket = -1;
-            if (!dynamic.next(order, local, rank, claim, w, ticket)) {
-                // Ends for both ping-pong consumers (each looks at every other item).
-                WorkItem end{};
-                end.tm = -1;
-                feed.put(local, end);
-                feed.put(local + 1, end);
-                break;
-            }
-            feed.put(local, w);
-            load_item(w);
-            dynamic.advance(order, ticket);
-        }
-        // The last CTA done taking units zeroes the counters for the next launch: every CTA's last atomicAdd on
-        // counters[0] (its result already used) precedes its arrival on counters[1].
-        if (counters != nullptr) {
-            __threadfence();
-            if (atomicAdd(counters + 1, 1u) == gridDim.x - 1) {
-                atomicExch(counters, 0u);
-                atomicExch(counters + 1, 0u);
-            }
-        }
-    }
+    for (int local = 0; local < order.count; ++local) load_item(order.item(local, rank));
 }
 
 // The tile-input loader (one thread of the producer warpgroup, beside the operand producer): for every tile of
-// this CTA in order (as fed, with the dynamic tile order), every chunk of kChunkColumns columns, loads the tile
+// this CTA in order, every chunk of kChunkColumns columns, loads the tile
 // inputs' BM rows of the chunk into the next buffer of the ring once its visits are done with it. Ring position p
 // uses buffer p % kHopperInputSlots.
 template <class Tr>
@@ -216,17 +129,12 @@ __device__ __forceinline__ void hopper_load_tile_inputs(const TmaDescriptor* map
                                                         unsigned empty,
                                                         const TileOrder<Tr::kClusterM, Tr::kClusterN, Tr::kStreamK>&
                                                             order,
-                                                        int rank, int n, const TileFeed& feed) {
+                                                        int rank, int n) {
     using In = typename Tr::StagedIn;
     constexpr int BM = Tr::kBM, BN = Tr::kBN;
     int position = 0;
-    for (int local = 0; Tr::kDynamicTiles || local < order.count; ++local) {
-        WorkItem w;
-        if constexpr (Tr::kDynamicTiles) {
-            if (!feed.template take<false>(local, w)) break;
-        } else {
-            w = order.item(local, rank);
-        }
+    for (int local = 0; local < order.count; ++local) {
+        const WorkItem w = order.item(local, rank);
         if (w.piece == Piece::Tail) continue;  // no epilogue, so no inputs (and no ring positions)
         const int tm = w.tm, tn = w.tn;
         for (int chunk = 0; chunk < Tr::kChunks; ++chunk, ++position) {

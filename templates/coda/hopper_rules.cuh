@@ -32,36 +32,22 @@ CODA_HOST_DEVICE constexpr bool stream_k(int cluster_m, int cluster_n, int bm, b
 // Changes to the mainloop under measurement: each is off unless a config asks for it (HopperConfig::experiments on
 // the host, the kernels' EXPERIMENTS argument), until an A/B on a GPU makes it the default or drops it
 // (docs/PERFORMANCE.md). Bits of a mask; the host's names for them are in include/coda/kernel_config.hpp.
-constexpr unsigned kEarlyTurn = 1u;     // ping-pong: a consumer hands the tensor cores over once its last wgmmas are
-                                        // issued, not once they are done
-constexpr unsigned kL2Prefetch = 2u;    // the producer asks L2 for K-major operand boxes kL2PrefetchTiles k-tiles ahead
-constexpr unsigned kDynamicTiles = 4u;  // CTAs take their next tile from a counter in global memory, not round-robin
-constexpr unsigned kBlockSumPair = 8u;  // block-scaled: two block sums, one's wgmmas in flight while the other is
+constexpr unsigned kBlockSumPair = 1u;  // block-scaled: two block sums, one's wgmmas in flight while the other is
                                         // promoted
-constexpr unsigned kAllExperiments = kEarlyTurn | kL2Prefetch | kDynamicTiles | kBlockSumPair;
-constexpr int kL2PrefetchTiles = 4;
+constexpr unsigned kAllExperiments = kBlockSumPair;
 
-// The first experiment of `experiments` a kernel cannot take, or 0: early_turn needs ping-pong, l2_prefetch a
-// K-major operand, dynamic_tiles no cluster (a cluster's CTAs would have to agree on each tile), block_sum_pair a
-// block-scaled GEMM.
-CODA_HOST_DEVICE constexpr unsigned inapplicable_experiment(unsigned experiments, bool pingpong, int cluster_ctas,
-                                                            bool a_k_major, bool b_k_major, bool block_scaled) {
-    return (experiments & ~kAllExperiments) != 0              ? experiments & ~kAllExperiments
-           : (experiments & kEarlyTurn) != 0 && !pingpong     ? kEarlyTurn
-           : (experiments & kL2Prefetch) != 0 && !a_k_major && !b_k_major ? kL2Prefetch
-           : (experiments & kDynamicTiles) != 0 && cluster_ctas != 1 ? kDynamicTiles
+// The first experiment of `experiments` a kernel cannot take, or 0: block_sum_pair needs a block-scaled GEMM.
+CODA_HOST_DEVICE constexpr unsigned inapplicable_experiment(unsigned experiments, bool block_scaled) {
+    return (experiments & ~kAllExperiments) != 0               ? experiments & ~kAllExperiments
            : (experiments & kBlockSumPair) != 0 && !block_scaled ? kBlockSumPair
-                                                                 : 0u;
+                                                                  : 0u;
 }
 
 // The experiments of `wanted` that a kernel can take (the others dropped).
-CODA_HOST_DEVICE constexpr unsigned applicable_experiments(unsigned wanted, bool pingpong, int cluster_ctas,
-                                                           bool a_k_major, bool b_k_major, bool block_scaled) {
+CODA_HOST_DEVICE constexpr unsigned applicable_experiments(unsigned wanted, bool block_scaled) {
     unsigned out = 0;
     for (unsigned bit = 1; bit <= kAllExperiments; bit <<= 1)
-        if ((wanted & bit) != 0 &&
-            inapplicable_experiment(bit, pingpong, cluster_ctas, a_k_major, b_k_major, block_scaled) == 0)
-            out |= bit;
+        if ((wanted & bit) != 0 && inapplicable_experiment(bit, block_scaled) == 0) out |= bit;
     return out;
 }
 

@@ -24,16 +24,11 @@ struct GemmProblem {
     int flags;      // kGemmVectorA | kGemmVectorB: 16-byte loads are legal for that operand
     // The Hopper mainloop's stream-K workspace (hopper_gemm.cuh, TileOrder), or null for none: a tile's partial
     // sum per CTA (BM x BN floats each), and a flag per CTA and consumer warpgroup, zero between launches.
-    // With the dynamic tile order (hopper_rules::kDynamicTiles) partial_flags is set even without partials, and its
-    // two counters follow the flags (kWorkspaceCounters).
     float* partials;
     unsigned* partial_flags;
 };
-// The workspace's flags: two per CTA (one per consumer warpgroup) for grids of up to kStreamKFlags / 2 CTAs. Then
-// the dynamic tile order's counters, also zero between launches: the next unit to hand out, and the CTAs done taking
-// units (the last one zeroes both).
+// The workspace's flags: two per CTA (one per consumer warpgroup) for grids of up to kStreamKFlags / 2 CTAs.
 constexpr int kStreamKFlags = 4096;
-constexpr int kWorkspaceCounters = 2;
 // GemmSpec::block_scales' k-block (coda::kScaleBlock on the host): one FP8 k-tile of the Hopper mainloop. A
 // block-scaled GEMM's scales travel in its epilogue's parameter slots (Epilogue::kBlockScaleSlot: A_scale's pointer
 // and leading dimension, then B_scale's), so that the GemmProblem of every other kernel stays as it was.

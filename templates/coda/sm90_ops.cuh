@@ -135,19 +135,6 @@ __device__ __forceinline__ unsigned load_acquire_gpu(const unsigned* p) {
     asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
     return v;
 }
-// *p += v, returning the old value; relaxed. (ptxas turns an atomic at an address it can prove warp-uniform into a
-// warp-aggregated sequence whose shuffle waits for the result at once: a caller that wants the wait where the result
-// is used passes an address that depends on the lane.)
-__device__ __forceinline__ unsigned lane_id() {
-    unsigned lane;
-    asm volatile("mov.u32 %0, %%laneid;" : "=r"(lane));  // opaque to the compiler: not known from threadIdx
-    return lane;
-}
-__device__ __forceinline__ unsigned fetch_add_relaxed_gpu(unsigned* p, unsigned v) {
-    unsigned old;
-    asm volatile("atom.relaxed.gpu.global.add.u32 %0, [%1], %2;" : "=r"(old) : "l"(p), "r"(v) : "memory");
-    return old;
-}
 
 // ---- clusters -------------------------------------------------------------------------------------------
 __device__ __forceinline__ int cluster_rank() {

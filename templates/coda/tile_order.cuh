@@ -1,6 +1,6 @@
 // The persistent Hopper GEMM's tile order (hopper_gemm.cuh): which tiles, or pieces of tiles, each CTA multiplies and in
-// what order, round-robin or dynamic (hopper_rules::kDynamicTiles). Integer logic only, callable on the host too
-// (tests/mainloop/tile_order_test.cpp walks whole grids of it). NVRTC, no host headers.
+// what order. Integer logic only, callable on the host too (tests/mainloop/tile_order_test.cpp walks whole grids of
+// it). NVRTC, no host headers.
 #pragma once
 
 #include "coda/kernel_abi.cuh"
@@ -118,46 +118,6 @@ struct TileOrder {
     // Where a Head's missing k-tiles are published: the Tail's CTA, the next one. A Tail publishes to its own.
     CODA_HOST_DEVICE int partial_slot(Piece piece) const { return piece == Piece::Head ? first + 1 : first; }
     CODA_HOST_DEVICE bool valid(int tm, int tn) const { return tm < tiles_m && tn < tiles_n; }
-};
-
-// The dynamic tile order's decisions (hopper_rules::kDynamicTiles), as the operand producer makes them: a CTA's first
-// unit is its own (as round-robin); the next ones are claimed from a counter shared by the grid (claim() returns the
-// counter's value before the claim), one claim at the start of each whole unit's loads, so that the claim's latency
-// hides behind them. Once a claimed unit falls in the stream-K region (or beyond the units), the CTA goes on with its
-// own items of the region, then ends. Every unit before the region goes to exactly one CTA, and each CTA's ring
-// positions and visit indices run on as in the round-robin order (item()).
-template <int kClusterM, int kClusterN, bool kStreamK>
-struct DynamicOrder {
-    int taken = 0;  // whole units taken so far (they come before the region's items)
-    int unit;       // the unit the next whole item takes; shared_first when none is left
-
-    CODA_HOST_DEVICE explicit DynamicOrder(const TileOrder<kClusterM, kClusterN, kStreamK>& order)
-        : unit(order.first < order.shared_first ? order.first : order.shared_first) {}
-
-    // Item `local` of this CTA into w, false at the end. For a whole unit it claims the next one first: `ticket`
-    // receives the claim's value as it is (-1: no claim), which nothing reads before advance(), after the item's
-    // loads (an arithmetic use here would wait for the atomic at once).
-    template <class Claim>
-    CODA_HOST_DEVICE bool next(const TileOrder<kClusterM, kClusterN, kStreamK>& order, int local, int rank,
-                               const Claim& claim, WorkItem& w, int& ticket) {
-        if (unit < order.shared_first) {
-            w = order.whole_item(unit, taken, rank);
-            ++taken;
-            ticket = claim();
-            return true;
-        }
-        if (local - taken < order.shared_items()) {
-            w = order.shared_item(local - taken, taken, rank);
-            ticket = -1;
-            return true;
-        }
-        return false;
-    }
-    // After the item's loads: the unit its claim gave the next one (a grid on from the counter's value).
-    CODA_HOST_DEVICE void advance(const TileOrder<kClusterM, kClusterN, kStreamK>& order, int ticket) {
-        const int claimed = ticket >= 0 ? order.step + ticket : order.shared_first;
-        unit = claimed < order.shared_first ? claimed : order.shared_first;
-    }
 };
 
 }  // namespace detail

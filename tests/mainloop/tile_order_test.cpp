@@ -1,12 +1,10 @@
 // The Hopper GEMM's tile order (templates/coda/tile_order.cuh) walked on the host for whole grids: round-robin, with
-// and without stream-K's shared rounds, and the dynamic order with its claims served in random interleavings of the
-// CTAs. Every k-tile of every tile is multiplied exactly once, each CTA's ring positions and visit indices run on
-// without gaps, and every stream-K Head has its Tail first in the next CTA's items.
+// and without stream-K's shared rounds, and with clusters. Every k-tile of every tile is multiplied exactly once, each
+// CTA's ring positions and visit indices run on without gaps, and every stream-K Head has its Tail first in the next
+// CTA's items.
 #include <catch2/catch.hpp>
 
 #include <map>
-#include <random>
-#include <tuple>
 #include <vector>
 
 #include "coda/tile_order.cuh"
@@ -14,7 +12,6 @@
 namespace coda {
 namespace {
 
-using detail::DynamicOrder;
 using detail::Piece;
 using detail::TileOrder;
 using detail::WorkItem;
@@ -40,38 +37,6 @@ Walk round_robin(const Grid& g) {
         for (int local = 0; local < order.count; ++local) walk.items[cta].push_back(order.item(local, rank));
         walk.whole[cta] = order.whole;
     }
-    return walk;
-}
-
-// The dynamic order as the CTAs' producers run it: at each step a random CTA takes its next item, claiming from one
-// counter. `claims` (out): how many claims the grid made.
-template <bool kSK>
-Walk dynamic(const Grid& g, std::mt19937& rng, int& claims) {
-    std::vector<TileOrder<1, 1, kSK>> orders;
-    std::vector<DynamicOrder<1, 1, kSK>> cursors;
-    for (int cta = 0; cta < g.ctas; ++cta) {
-        orders.emplace_back(g.tiles_m, g.tiles_n, g.k_tiles, g.stream_k, cta, g.ctas);
-        cursors.emplace_back(orders.back());
-    }
-    Walk walk{std::vector<std::vector<WorkItem>>(g.ctas), std::vector<int>(g.ctas)};
-    std::vector<int> running(g.ctas);
-    for (int cta = 0; cta < g.ctas; ++cta) running[cta] = cta;
-    int counter = 0;
-    while (!running.empty()) {
-        const std::size_t pick = std::uniform_int_distribution<std::size_t>(0, running.size() - 1)(rng);
-        const int cta = running[pick];
-        WorkItem w{};
-        int ticket = -1;
-        const int local = static_cast<int>(walk.items[cta].size());
-        if (!cursors[cta].next(orders[cta], local, 0, [&] { return counter++; }, w, ticket)) {
-            walk.whole[cta] = cursors[cta].taken;
-            running.erase(running.begin() + static_cast<std::ptrdiff_t>(pick));
-            continue;
-        }
-        walk.items[cta].push_back(w);
-        cursors[cta].advance(orders[cta], ticket);
-    }
-    claims = counter;
     return walk;
 }
 
@@ -122,9 +87,7 @@ void check_walk(const Grid& g, const Walk& walk) {
     CHECK(twice == 0);
 }
 
-TEST_CASE("the tile order multiplies every k-tile once: round-robin, stream-K, and dynamic in any interleaving",
-          "[mainloop]") {
-    std::mt19937 rng(2812);
+TEST_CASE("the tile order multiplies every k-tile once: round-robin, with and without stream-K", "[mainloop]") {
     const std::vector<Grid> grids = {
         {128, 32, 112, true, 132},  // 16384 x 4096 x 14336: 31 rounds and 4 tiles, stream-K's two shared rounds
         {128, 32, 112, false, 132},
@@ -139,44 +102,8 @@ TEST_CASE("the tile order multiplies every k-tile once: round-robin, stream-K, a
         INFO(g.tiles_m << " x " << g.tiles_n << " tiles, " << g.k_tiles << " k-tiles, stream-K " << g.stream_k
                        << ", " << g.ctas << " CTAs");
         check_walk<true>(g, round_robin<1, 1, true>(g));
-        for (int run = 0; run < 3; ++run) {
-            int claims = 0;
-            const Walk walk = dynamic<true>(g, rng, claims);
-            check_walk<true>(g, walk);
-            // Every unit before the region is taken once.
-            const TileOrder<1, 1, true> order(g.tiles_m, g.tiles_n, g.k_tiles, g.stream_k, 0, g.ctas);
-            int taken = 0;
-            for (int whole : walk.whole) taken += whole;
-            CHECK(taken == order.shared_first);
-            CHECK(claims == order.shared_first);  // one claim per whole unit taken, the last of each CTA's in vain
-        }
         // Without stream-K's kernels (kStreamK false) the region is empty: whole units only.
         check_walk<false>(g, round_robin<1, 1, false>(g));
-        int claims = 0;
-        check_walk<false>(g, dynamic<false>(g, rng, claims));
-    }
-}
-
-TEST_CASE("the dynamic order with the round-robin claims is the round-robin order, item for item", "[mainloop]") {
-    // What a dynamic kernel runs without a workspace (a bound launch): each claim returns the unit being taken.
-    for (const Grid& g : {Grid{128, 32, 112, true, 132}, Grid{9, 1, 3, true, 4}, Grid{5, 7, 2, false, 6}}) {
-        for (int cta = 0; cta < g.ctas; ++cta) {
-            INFO("CTA " << cta);
-            const TileOrder<1, 1, true> order(g.tiles_m, g.tiles_n, g.k_tiles, g.stream_k, cta, g.ctas);
-            DynamicOrder<1, 1, true> cursor(order);
-            int local = 0;
-            WorkItem w{};
-            int ticket = -1;
-            while (cursor.next(order, local, 0, [&] { return cursor.unit; }, w, ticket)) {
-                REQUIRE(local < order.count);
-                const WorkItem r = order.item(local, 0);
-                CHECK(std::tie(w.tm, w.tn, w.k_begin, w.k_tiles, w.position, w.visit_index, w.piece) ==
-                      std::tie(r.tm, r.tn, r.k_begin, r.k_tiles, r.position, r.visit_index, r.piece));
-                cursor.advance(order, ticket);
-                ++local;
-            }
-            CHECK(local == order.count);
-        }
     }
 }
 

@@ -252,51 +252,22 @@ TEST_CASE("block-scaled FP8 compiles for sm_90a on its cooperative 128 x 128 til
     }
 }
 
-// A BF16 or FP8 GEMM with row and column scales, with or without a residual tile input (which the staging kernels'
-// loader reads in the order the producer feeds it, with the dynamic tile order).
-Graph experiment_graph(DType input, bool residual) {
-    Graph g = Graph::gemm(fmt::format("experiment_{}{}", to_string(input), residual ? "_residual" : ""),
-                          GemmSpec{input, Major::K, Major::K});
-    Value y = g.mul(g.accumulator(), g.mul(g.row_input("scale_a", DType::F32), g.col_input("scale_b", DType::F32)));
-    if (residual) y = g.add(y, g.tile_input("residual", DType::BF16));
-    g.store(y, "D", DType::BF16);
-    return g;
-}
-
 TEST_CASE("every Hopper experiment compiles for sm_90a without spills or serialized wgmmas on the kernels that take "
           "it", "[compile]") {
     namespace x = hopper_experiment;
     test::TempDir dir("coda-experiments");
     KernelCache cache(dir.path(), false);
-    const auto with = [](HopperConfig c, unsigned experiments) {
-        c.experiments = experiments;
-        return KernelConfig(c);
-    };
-    const HopperConfig pingpong{128, 128, 6, Schedule::PingPong, 1};
-    const HopperConfig cooperative{128, 128, 6, Schedule::Cooperative, 1};
-    const HopperConfig pair{128, 128, 6, Schedule::PingPong, 2};
-    const HopperConfig wide{128, 256, 4, Schedule::Cooperative, 1};
-    for (DType input : {DType::BF16, DType::E4M3})
-        for (bool residual : {false, true}) {
-            const Graph g = experiment_graph(input, residual);
-            require_compiles_without_spills(g, "sm_90a", cache,
-                                            with(pingpong, x::kEarlyTurn | x::kL2Prefetch | x::kDynamicTiles));
-            require_compiles_without_spills(g, "sm_90a", cache, with(cooperative, x::kL2Prefetch | x::kDynamicTiles));
-            require_compiles_without_spills(g, "sm_90a", cache, with(wide, x::kDynamicTiles));
-            require_compiles_without_spills(g, "sm_90a", cache, with(pair, x::kEarlyTurn | x::kL2Prefetch));
-        }
-    for (const Graph& g : {test::block_scaled_graph(DType::E4M3), test::block_scaled_graph(DType::E5M2, DType::E4M3)}) {
-        require_compiles_without_spills(g, "sm_90a", cache, with(cooperative, x::kBlockSumPair | x::kL2Prefetch));
-        require_compiles_without_spills(g, "sm_90a", cache, with(cooperative, x::kDynamicTiles));
+    HopperConfig pair{128, 128, 6, Schedule::Cooperative, 1};
+    pair.experiments = x::kBlockSumPair;
+    for (const Graph& g : {test::block_scaled_graph(DType::E4M3), test::block_scaled_graph(DType::E5M2, DType::E4M3)})
+        require_compiles_without_spills(g, "sm_90a", cache, KernelConfig(pair));
+    // The block's block-scaled epilogues as CODA_HOPPER_EXPERIMENTS gives them every experiment they can take (those
+    // with a tile input keep one block sum: the template's kBlockSumPair).
+    for (const Graph& g : {blocks::out_proj_fp8_blockwise(), blocks::gate_up_swiglu_fp8_blockwise()}) {
+        const KernelConfig config = with_hopper_experiments(g, hopper_mainloop().default_config(g, {}), x::kAll);
+        REQUIRE(config.hopper()->experiments == x::kBlockSumPair);
+        require_compiles_without_spills(g, "sm_90a", cache, config);
     }
-    // The block's FP8 epilogues as CODA_HOPPER_EXPERIMENTS gives them every experiment they can take, one at a time
-    // (as the A/Bs run them).
-    for (unsigned bit = 1; bit <= x::kAll; bit <<= 1)
-        for (const Graph& g : {blocks::out_proj_fp8(), blocks::gate_up_swiglu_fp8(),
-                               blocks::out_proj_fp8_blockwise(), blocks::gate_up_swiglu_fp8_blockwise()}) {
-            const KernelConfig config = with_hopper_experiments(g, hopper_mainloop().default_config(g, {}), bit);
-            if (config.hopper()->experiments != 0) require_compiles_without_spills(g, "sm_90a", cache, config);
-        }
 }
 
 TEST_CASE("reduce_group compiles on every Hopper config and in tile programs without spills, and is an error on the portable mainloop", "[compile]") {
