@@ -20,12 +20,12 @@
 #   curve   tools/fp8_loss_curve.py, 300 steps of fp32, bf16 and FP8 (CURVE_RECIPES: the recipes, default all three)
 #   experiments  the C++ GPU tests of the mainloop experiments (README "Mainloop experiments")
 #   experiments-blocks  the block-wise FP8 blocks' GPU tests (every epilogue on the configs they run on) with every
-#           experiment on (CODA_HOPPER_EXPERIMENTS)
+#           experiment on (CODA_HOPPER_EXPERIMENTS=smem_scales,block_sum_pair), then with smem_scales alone
 #   ab      the 2-CTA clusters and the wider tiles against ping-pong 128 x 128 for the per-tensor FP8 identity, per shape
 #           in one `coda tune --solo --config ...` (AB_SHAPES; AB_CONFIGS: each config's words after ping-pong's,
 #           '|'-separated, "" = ping-pong itself); tools/tune_table.py makes fp8_ab.md of the log: each config's time
 #           over the first one's per shape, and their geometric means
-#   abblock the same for the block-scaled identity (cooperative 128 x 128: block_sum_pair, the 2-CTA clusters)
+#   abblock the same for the block-scaled identity (cooperative 128 x 128: smem_scales, block_sum_pair, both)
 # Usage: bash tools/device_fp8.sh tests regress python gemm ... ; BUILD=carry/build by default; STEP_S: each step's
 # time limit (default 540 s); LAYER_BUDGET_S: bench_block.py's --budget-s (default 400).
 set -uo pipefail
@@ -106,10 +106,13 @@ for step in "$@"; do
       grep -E "FAILED|passed|failed|with expansion" "$out/gpu_experiments.log" | tail -n 20 ;;
     experiments-blocks)
       echo "== the block-wise FP8 blocks' GPU tests with the experiments on"
-      CODA_HOPPER_EXPERIMENTS=block_sum_pair timeout "$step_s" "$build/tests/coda_gpu_tests" \
-        "the block's block-wise FP8 epilogues*" --durations yes \
-        > "$out/gpu_experiments_blocks.log" 2>&1 || status=1
-      grep -E "FAILED|passed|failed|with expansion" "$out/gpu_experiments_blocks.log" | tail -n 20 ;;
+      for experiments in smem_scales,block_sum_pair smem_scales; do
+        CODA_HOPPER_EXPERIMENTS=$experiments timeout "$step_s" "$build/tests/coda_gpu_tests" \
+          "the block's block-wise FP8 epilogues*" --durations yes \
+          > "$out/gpu_experiments_blocks_${experiments//,/-}.log" 2>&1 || status=1
+        echo "-- $experiments"
+        grep -E "FAILED|passed|failed|with expansion" "$out/gpu_experiments_blocks_${experiments//,/-}.log" | tail -n 20
+      done ;;
     ab|abblock)
       # The identity graphs (coda bench gemm's), as files for `coda tune`. Each shape: every config alone, settled,
       # twice in opposite orders (--solo); its table names each config's text.
@@ -123,7 +126,7 @@ for step in "$@"; do
         extras=${AB_CONFIGS:-"|cluster=2|cluster_n=2|cooperative bn=256 stages=4|cooperative bn=256 stages=4 cluster=2|cooperative bm=256 stages=4 cluster_n=2"}
       else
         graph=$graphs/identity_fp8_blockwise.coda base="hopper bm=128 bn=128 bk=64 stages=6 cooperative"
-        extras=${AB_CONFIGS:-"|block_sum_pair|cluster=2|cluster_n=2"}
+        extras=${AB_CONFIGS:-"|smem_scales|smem_scales block_sum_pair|block_sum_pair"}
       fi
       configs=()
       IFS='|' read -r -a words <<< "$extras"

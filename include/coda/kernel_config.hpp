@@ -34,7 +34,9 @@ struct PortableConfig {
 namespace hopper_experiment {
 constexpr unsigned kBlockSumPair = 1u;  // "block_sum_pair" (block-scaled FP8): two block sums, so that a consumer's
                                         // next block multiplies while it promotes the previous one
-constexpr unsigned kAll = kBlockSumPair;
+constexpr unsigned kSmemScales = 2u;    // "smem_scales" (block-scaled FP8): a producer warp copies each stage's
+                                        // scales into shared memory beside it, where the consumers read them
+constexpr unsigned kAll = kBlockSumPair | kSmemScales;
 // The word of one bit ("block_sum_pair"), "" for any other value; and the bit of a word, 0 for none.
 std::string word(unsigned bit);
 unsigned bit(const std::string& word);

@@ -17,6 +17,7 @@ namespace hopper_experiment {
 std::string word(unsigned b) {
     switch (b) {
         case kBlockSumPair: return "block_sum_pair";
+        case kSmemScales: return "smem_scales";
         default: return "";
     }
 }

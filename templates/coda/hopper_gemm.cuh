@@ -18,7 +18,8 @@
 //     hopper_gemm_pair runs clusters of 2 CTAs (__cluster_dims__), along M (sharing B) or along N (sharing A):
 //     the grid is whole clusters, at most as many as fit at once, and each cluster walks units of two M-tiles of
 //     one N-tile or two N-tiles of one M-tile (TileOrder).
-//   - Roles: warpgroup 0 produces (one thread issues the operands' TMA copies, another the tile inputs'; it gives
+//   - Roles: warpgroup 0 produces (one thread issues the operands' TMA copies, another the tile inputs', with
+//     smem_scales a warp copies each stage's block scales into shared memory; it gives
 //     registers away: hopper_pipeline.cuh), warpgroups 1 and 2 consume (hopper_consume below, each tile's
 //     mainloop then its epilogue: hopper_epilogue.cuh). Cooperative: both consume every stage and share one BM x BN tile, rows
 //     split in halves. Ping-pong: they own alternate tiles; an order barrier makes their mainloops take turns,
@@ -110,6 +111,15 @@ struct HopperSharedStorage {
     unsigned long long visits_done[2];           // ping-pong with staged inputs: consumer c finished a tile's visits
     unsigned long long input_full[kHopperInputSlots];   // input chunk loaded
     unsigned long long input_empty[kHopperInputSlots];  // input chunk read by every warp that visits it
+    static constexpr bool kHasScales = false;
+};
+
+// With smem_scales: each stage's block scales after the rest (kScaleFloats of them per stage: A's of every row of the
+// tile, then B's), so that every other member keeps its offset.
+template <int kStages, int kStageBytes, int kStagingBytes, int kScratchBytes, int kScaleFloats>
+struct HopperSharedStorageWithScales : HopperSharedStorage<kStages, kStageBytes, kStagingBytes, kScratchBytes> {
+    float scales[kStages][kScaleFloats];
+    static constexpr bool kHasScales = true;
 };
 
 template <class T, bool A_K_MAJOR, bool B_K_MAJOR, int BM, int BN, int STAGES, bool PING_PONG, int CLUSTER_M,
@@ -153,7 +163,12 @@ struct HopperGemmTraits {
     static constexpr int kScratchRegionBytes = kScratchBytes > kMinRegionBytes ? kScratchBytes : kMinRegionBytes;
     static constexpr int kAlignSlack = kSwizzleAtomBytes;  // the dynamic shared memory's base, aligned up to an atom
     static constexpr int kBarrierBytes = 8 * (2 * STAGES + 4 + 2 * kHopperInputSlots);
-    static constexpr int kFixedBytes = kAlignSlack + kScratchRegionBytes + kBarrierBytes;
+    // smem_scales (block-scaled): a slot of scales per stage, A's of the BM rows then B's, padded to 16 bytes. Sized
+    // by STAGES, the most stages there can be.
+    static constexpr bool kSmemScales = kBlockScaled && (EXPERIMENTS & hopper_rules::kSmemScales) != 0;
+    static constexpr int kScaleSlotFloats = BM + 4;
+    static constexpr int kScaleRegionBytes = kSmemScales ? STAGES * kScaleSlotFloats * 4 : 0;
+    static constexpr int kFixedBytes = kAlignSlack + kScratchRegionBytes + kBarrierBytes + kScaleRegionBytes;
     // Pipeline stages that fit beside `staging` bytes of staged tiles.
     static constexpr int stages_beside(int staging) {
         return (kHopperMaxSmemBytes - kFixedBytes - staging) / kStageBytes;
@@ -236,7 +251,14 @@ struct HopperGemmTraits {
     static constexpr int kEmptyArrivals = kWarpgroupThreads / 32 * (kPingPong ? 1 : kConsumers);
     static constexpr int kStageFreeArrivals = kEmptyArrivals * kCluster;
 
-    using Storage = HopperSharedStorage<kStages, kStageBytes, kStagingRegionBytes, kScratchRegionBytes>;
+    // Each stage's full barrier: the operand producer's arrival (with the TMA bytes), and with smem_scales one per
+    // lane of the scale loader's warp, once its copies are done.
+    static constexpr int kStageFullArrivals = 1 + (kSmemScales ? 32 : 0);
+
+    using Storage = typename detail::Pick<
+        kSmemScales,
+        HopperSharedStorageWithScales<kStages, kStageBytes, kStagingRegionBytes, kScratchRegionBytes, kScaleSlotFloats>,
+        HopperSharedStorage<kStages, kStageBytes, kStagingRegionBytes, kScratchRegionBytes>>::type;
     static constexpr int kSmemBytes = kAlignSlack + static_cast<int>(sizeof(Storage));
 
     // What the kernel reports to the host (coda_kernel_info): the tile, the stages left beside the epilogue's shared
@@ -273,15 +295,19 @@ namespace detail {
 struct HopperSmem {
     unsigned stages, staging, full, empty, turn, visits_done, input_full, input_empty;
     float* scratch;
+    unsigned scales;  // smem_scales: stage 0's slot of block scales (0 without)
 
     template <class Storage>
     __device__ static HopperSmem at(unsigned base, Storage* s) {
         const auto address = [&](const void* member) {
             return base + static_cast<unsigned>(static_cast<const char*>(member) - reinterpret_cast<const char*>(s));
         };
+        unsigned scales = 0;
+        if constexpr (Storage::kHasScales) scales = address(s->scales);
         return {address(s->stages),      address(s->staging),     address(s->full),
                 address(s->empty),       address(s->turn),        address(s->visits_done),
-                address(s->input_full),  address(s->input_empty), s->scratch};
+                address(s->input_full),  address(s->input_empty), s->scratch,
+                scales};
     }
 };
 
@@ -289,7 +315,7 @@ struct HopperSmem {
 template <class Tr>
 __device__ __forceinline__ void hopper_init_barriers(const HopperSmem& smem) {
     for (int s = 0; s < Tr::kStages; ++s) {
-        sm90::mbarrier_init(smem.full + 8 * s, 1);
+        sm90::mbarrier_init(smem.full + 8 * s, Tr::kStageFullArrivals);
         sm90::mbarrier_init(smem.empty + 8 * s, Tr::kStageFreeArrivals);
     }
     for (int c = 0; c < Tr::kConsumers; ++c) {
@@ -440,6 +466,60 @@ __device__ __forceinline__ void hopper_mma_tile_block_scaled(const HopperSmem& s
     }
 }
 
+// smem_scales: this thread's scales of a stage, from the stage's slot that the scale loader filled
+// (hopper_load_scales): A_scale[kb][row] of each of its row slots times B_scale[tn][kb].
+template <class Tr>
+struct SmemScaleReader {
+    static constexpr int kRows = 2 * Tr::kM64;
+    static constexpr unsigned kSlotBytes = Tr::kScaleSlotFloats * 4;
+    unsigned slots;
+    unsigned row_offset[kRows];  // bytes into a slot
+
+    __device__ explicit SmemScaleReader(unsigned scales) : slots(scales) {
+#pragma unroll
+        for (int rs = 0; rs < kRows; ++rs) row_offset[rs] = 4u * static_cast<unsigned>(Tr::Layout::slot_row(rs));
+    }
+    // Read before the stage is freed: the loader refills the slot once it is.
+    __device__ void read(int stage_index, float (&scale)[kRows]) const {
+        const unsigned slot = slots + static_cast<unsigned>(stage_index) * kSlotBytes;
+        const float b = sm90::load_shared_f32(slot + 4u * Tr::kBM);
+#pragma unroll
+        for (int rs = 0; rs < kRows; ++rs) scale[rs] = sm90::load_shared_f32(slot + row_offset[rs]) * b;
+    }
+};
+
+// hopper_mma_tile_block_scaled with smem_scales: each block's scales come with its stage, in shared memory, so they
+// are read after the stage's full barrier (their latency hidden behind the block's wgmmas) instead of loaded ahead
+// from global memory.
+template <class Tr, class Prefetch>
+__device__ __forceinline__ void hopper_mma_tile_block_smem(const HopperSmem& smem, unsigned a_low, unsigned b_low,
+                                                           int start, int k_tiles, int prefetch_at,
+                                                           float (&acc)[Tr::kM64][Tr::kBN / 2],
+                                                           const Prefetch& prefetch) {
+    constexpr int kRows = SmemScaleReader<Tr>::kRows;
+    clear_accumulator<Tr>(acc);
+    const bool warp_leader = threadIdx.x % 32 == 0;
+    const SmemScaleReader<Tr> scales(smem.scales);
+    float block[Tr::kM64][Tr::kBN / 2];
+    auto stage = PipelineState<Tr::kStages>::at(start);
+    for (int kt = 0; kt < k_tiles; ++kt) {
+        if (kt == prefetch_at) prefetch();
+        sm90::mbarrier_wait(smem.full + 8 * stage.index, stage.phase);
+        sm90::wgmma_fence();
+        const unsigned stage_offset = static_cast<unsigned>(stage.index) * (Tr::kStageBytes >> 4);
+        hopper_mma_stage<Tr, true>(a_low + stage_offset, b_low + stage_offset, block);
+        sm90::wgmma_commit();
+        float scale[kRows];
+        scales.read(stage.index, scale);
+        sm90::wgmma_wait<0>();
+#pragma unroll
+        for (int i = 0; i < Tr::kM64; ++i) sm90::fence_registers(block[i]);
+        if (warp_leader) free_stage<Tr::kCluster>(smem.empty + 8 * stage.index);
+        promote_block<Tr>(acc, block, scale);
+        stage.advance();
+    }
+}
+
 // hopper_mma_tile_block_scaled with two block sums that alternate (block_sum_pair): block kt's wgmmas are issued into
 // one before block kt - 1, in the other, is promoted, so that each consumer keeps a block in flight on the tensor
 // cores while it promotes (with one sum, both consumers of the cooperative tile stand on the same stage and promote
@@ -456,9 +536,10 @@ __device__ __forceinline__ void hopper_mma_tile_block_pair(const HopperSmem& sme
     clear_accumulator<Tr>(acc);
     const bool warp_leader = threadIdx.x % 32 == 0;
     const BlockScaleReader<Tr> scales(problem, args, tm, tn);
+    const SmemScaleReader<Tr> smem_scales(smem.scales);
     float scale[kRows];  // the issued, not yet promoted block's A_scale[kb][row] * B_scale[tn][kb]
-    float raw[kRows + 1];  // the next block's scales as loaded
-    scales.load(k_begin, raw);
+    float raw[kRows + 1];  // the next block's scales as loaded (without smem_scales)
+    if constexpr (!Tr::kSmemScales) scales.load(k_begin, raw);
     float sum0[Tr::kM64][Tr::kBN / 2], sum1[Tr::kM64][Tr::kBN / 2];
     auto stage = PipelineState<Tr::kStages>::at(start);
     int pending = 0;  // the stage of the issued, not yet promoted block
@@ -481,9 +562,13 @@ __device__ __forceinline__ void hopper_mma_tile_block_pair(const HopperSmem& sme
             sm90::wgmma_wait<1>();  // block kt - 1's wgmmas are done; block kt's may run on
             promote(other);
         }
+        if constexpr (Tr::kSmemScales) {
+            smem_scales.read(stage.index, scale);  // block kt's stage is freed only at its promotion
+        } else {
 #pragma unroll
-        for (int rs = 0; rs < kRows; ++rs) scale[rs] = raw[rs] * raw[kRows];
-        if (kt + 1 < k_tiles) scales.load(k_begin + kt + 1, raw);
+            for (int rs = 0; rs < kRows; ++rs) scale[rs] = raw[rs] * raw[kRows];
+            if (kt + 1 < k_tiles) scales.load(k_begin + kt + 1, raw);
+        }
         pending = stage.index;
         stage.advance();
     };
@@ -619,6 +704,8 @@ __device__ __forceinline__ void hopper_consume(const GemmProblem& problem, const
         if constexpr (Tr::kBlockSumPair)
             hopper_mma_tile_block_pair<Tr>(smem, problem, args, a_low, b_low, w.position, w.k_begin, w.k_tiles, tm,
                                            tn, prefetch_at, acc, prefetch);
+        else if constexpr (Tr::kSmemScales)
+            hopper_mma_tile_block_smem<Tr>(smem, a_low, b_low, w.position, w.k_tiles, prefetch_at, acc, prefetch);
         else if constexpr (Tr::kBlockScaled)
             hopper_mma_tile_block_scaled<Tr>(smem, problem, args, a_low, b_low, w.position, w.k_begin, w.k_tiles, tm,
                                              tn, prefetch_at, acc, prefetch);
@@ -718,6 +805,9 @@ __device__ __forceinline__ void hopper_gemm_body(const GemmProblem& problem, con
             for (int i = 0; i < Tr::kTileMaps; ++i) sm90::prefetch_tma_descriptor(&tile_maps.map[i]);
             hopper_load_tile_inputs<Tr>(tile_maps.map, smem.staging, smem.input_full, smem.input_empty, order, rank,
                                         problem.n);
+        } else if (threadIdx.x / 32 == 2) {
+            if constexpr (Tr::kSmemScales)
+                hopper_load_scales<Tr>(problem, args, smem.scales, smem.full, smem.empty, order, rank);
         }
         // A CTA of a cluster leaves only with its partner: until then, the partner's arrivals and multicasts may
         // still land in this CTA's shared memory. (Each warp gathers first: lanes 0 of warps 0 and 1 are late.)

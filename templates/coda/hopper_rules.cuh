@@ -34,13 +34,18 @@ CODA_HOST_DEVICE constexpr bool stream_k(int cluster_m, int cluster_n, int bm, b
 // (docs/PERFORMANCE.md). Bits of a mask; the host's names for them are in include/coda/kernel_config.hpp.
 constexpr unsigned kBlockSumPair = 1u;  // block-scaled: two block sums, one's wgmmas in flight while the other is
                                         // promoted
-constexpr unsigned kAllExperiments = kBlockSumPair;
+constexpr unsigned kSmemScales = 2u;    // block-scaled: a producer warp copies each stage's scales into shared memory
+                                        // beside it; the consumers read them there instead of from global memory
+constexpr unsigned kAllExperiments = kBlockSumPair | kSmemScales;
+constexpr unsigned kBlockScaledExperiments = kBlockSumPair | kSmemScales;
 
-// The first experiment of `experiments` a kernel cannot take, or 0: block_sum_pair needs a block-scaled GEMM.
+// The first experiment of `experiments` a kernel cannot take, or 0: block_sum_pair and smem_scales need a
+// block-scaled GEMM.
+CODA_HOST_DEVICE constexpr unsigned lowest_bit(unsigned bits) { return bits & (~bits + 1u); }
 CODA_HOST_DEVICE constexpr unsigned inapplicable_experiment(unsigned experiments, bool block_scaled) {
-    return (experiments & ~kAllExperiments) != 0               ? experiments & ~kAllExperiments
-           : (experiments & kBlockSumPair) != 0 && !block_scaled ? kBlockSumPair
-                                                                  : 0u;
+    return (experiments & ~kAllExperiments) != 0 ? lowest_bit(experiments & ~kAllExperiments)
+           : !block_scaled                       ? lowest_bit(experiments & kBlockScaledExperiments)
+                                                 : 0u;
 }
 
 // The experiments of `wanted` that a kernel can take (the others dropped).

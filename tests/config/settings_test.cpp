@@ -118,6 +118,8 @@ TEST_CASE("each CODA_ variable is parsed", "[config]") {
     CHECK(coda::Settings::from_environment().hopper_experiments == x::kBlockSumPair);
     env.set("CODA_HOPPER_EXPERIMENTS", "Block_Sum_Pair,block_sum_pair");
     CHECK(coda::Settings::from_environment().hopper_experiments == x::kBlockSumPair);
+    env.set("CODA_HOPPER_EXPERIMENTS", "smem_scales,block_sum_pair");
+    CHECK(coda::Settings::from_environment().hopper_experiments == (x::kBlockSumPair | x::kSmemScales));
     env.set("CODA_HOPPER_EXPERIMENTS", "none");
     CHECK(coda::Settings::from_environment().hopper_experiments == 0);
 }
@@ -186,7 +188,7 @@ TEST_CASE("invalid values throw an error naming the variable and the value", "[c
         INFO(experiments);
         CHECK(message.find("CODA_HOPPER_EXPERIMENTS") != std::string::npos);
         CHECK(message.find(std::string("'") + experiments + "'") != std::string::npos);
-        CHECK(message.find("expected none or a comma-separated list of block_sum_pair") != std::string::npos);
+        CHECK(message.find("expected none or a comma-separated list of block_sum_pair, smem_scales") != std::string::npos);
     }
 }
 

@@ -213,11 +213,16 @@ TEST_CASE("Hopper experiments: in a config's text and key, refused where the ker
     CHECK(m.key_text(KernelConfig(c)) != m.key_text(KernelConfig(HopperConfig{128, 128, 6, Schedule::Cooperative, 1})));
     for (unsigned bit = 1; bit <= x::kAll; bit <<= 1) CHECK(x::bit(x::word(bit)) == bit);
     CHECK(x::bit("block-sum-pair") == 0);
-    CHECK(x::word(2).empty());
+    CHECK(x::word(4).empty());
+    HopperConfig both = c;
+    both.experiments = x::kBlockSumPair | x::kSmemScales;
+    CHECK(KernelConfig(both).to_text() == "hopper bm=128 bn=128 bk=64 stages=6 cooperative cluster=1 block_sum_pair smem_scales");
+    CHECK(KernelConfig::parse("hopper smem_scales cooperative block_sum_pair") == KernelConfig(both));
     // The kernel's template arguments: the default ones left out, so that sources without experiments stay as they
     // were.
     const Graph block_scaled = test::block_scaled_graph(DType::E4M3);
     CHECK_THAT(m.instantiate(block_scaled, KernelConfig(c)).kernel, Catch::EndsWith("coda_gen::Epilogue, false, 1u>"));
+    CHECK_THAT(m.instantiate(block_scaled, KernelConfig(both)).kernel, Catch::EndsWith("coda_gen::Epilogue, false, 3u>"));
     CHECK_THAT(m.instantiate(block_scaled, KernelConfig(HopperConfig{128, 128, 6, Schedule::Cooperative, 1})).kernel,
                Catch::EndsWith("coda_gen::Epilogue>"));
 
@@ -230,6 +235,8 @@ TEST_CASE("Hopper experiments: in a config's text and key, refused where the ker
     HopperConfig plain;
     plain.experiments = x::kBlockSumPair;
     refuses(g, plain, "the experiment block_sum_pair needs a block-scaled FP8 GEMM");
+    plain.experiments = x::kSmemScales;
+    refuses(g, plain, "the experiment smem_scales needs a block-scaled FP8 GEMM");
     plain.experiments = 64;
     refuses(g, plain, "experiments 0x40 are not hopper_experiment bits");
     CHECK_NOTHROW(m.validate(block_scaled, KernelConfig(c), "sm_90a"));
@@ -240,7 +247,7 @@ TEST_CASE("Hopper experiments: in a config's text and key, refused where the ker
     CHECK(with_hopper_experiments(block_scaled, m.default_config(block_scaled, {}), 0) ==
           m.default_config(block_scaled, {}));
     CHECK(with_hopper_experiments(block_scaled, m.default_config(block_scaled, {}), x::kAll).hopper()->experiments ==
-          x::kBlockSumPair);
+          (x::kBlockSumPair | x::kSmemScales));
 }
 
 }  // namespace

@@ -257,15 +257,22 @@ TEST_CASE("every Hopper experiment compiles for sm_90a without spills or seriali
     namespace x = hopper_experiment;
     test::TempDir dir("coda-experiments");
     KernelCache cache(dir.path(), false);
-    HopperConfig pair{128, 128, 6, Schedule::Cooperative, 1};
-    pair.experiments = x::kBlockSumPair;
-    for (const Graph& g : {test::block_scaled_graph(DType::E4M3), test::block_scaled_graph(DType::E5M2, DType::E4M3)})
-        require_compiles_without_spills(g, "sm_90a", cache, KernelConfig(pair));
+    // Each experiment and both together, alone and in the clusters block-scaled kernels take.
+    for (const unsigned experiments : {x::kBlockSumPair, x::kSmemScales, x::kBlockSumPair | x::kSmemScales})
+        for (const auto& [cluster_m, cluster_n] : std::vector<std::pair<int, int>>{{1, 1}, {2, 1}, {1, 2}}) {
+            HopperConfig config{128, 128, 6, Schedule::Cooperative, cluster_m, cluster_n};
+            config.experiments = experiments;
+            for (const Graph& g :
+                 {test::block_scaled_graph(DType::E4M3), test::block_scaled_graph(DType::E5M2, DType::E4M3)})
+                require_compiles_without_spills(g, "sm_90a", cache, KernelConfig(config));
+        }
     // The block's block-scaled epilogues as CODA_HOPPER_EXPERIMENTS gives them every experiment they can take (those
     // with a tile input keep one block sum: the template's kBlockSumPair).
-    for (const Graph& g : {blocks::out_proj_fp8_blockwise(), blocks::gate_up_swiglu_fp8_blockwise()}) {
+    for (const Graph& g : blocks::llama_block_fp8_blockwise()) {
+        if (g.domain() != Domain::Gemm) continue;
+        INFO(g.name());
         const KernelConfig config = with_hopper_experiments(g, hopper_mainloop().default_config(g, {}), x::kAll);
-        REQUIRE(config.hopper()->experiments == x::kBlockSumPair);
+        REQUIRE(config.hopper()->experiments == (x::kBlockSumPair | x::kSmemScales));
         require_compiles_without_spills(g, "sm_90a", cache, config);
     }
 }
