@@ -26,6 +26,9 @@
 #           '|'-separated, "" = ping-pong itself); tools/tune_table.py makes fp8_ab.md of the log: each config's time
 #           over the first one's per shape, and their geometric means
 #   abblock the same for the block-scaled identity (cooperative 128 x 128: smem_scales, block_sum_pair, both)
+#   ncublock  ncu of one launch of the block-scaled identity at NCU_SHAPE (default 8192x4096x11008), under each of
+#           NCU_EXPERIMENTS (default "none smem_scales"): the full set, and its source page as csv with every SASS
+#           instruction's stall samples (ncu_block_<experiments>_source.csv; tools/ncu_hotspots.py lists the top ones)
 # Usage: bash tools/device_fp8.sh tests regress python gemm ... ; BUILD=carry/build by default; STEP_S: each step's
 # time limit (default 540 s); LAYER_BUDGET_S: bench_block.py's --budget-s (default 400).
 set -uo pipefail
@@ -139,7 +142,25 @@ for step in "$@"; do
       done
       python3 tools/tune_table.py "$out/fp8_$step.log" > "$out/fp8_$step.md" || status=1
       tail -n 20 "$out/fp8_$step.md" ;;
-    *) echo "device_fp8.sh: unknown step '$step' (tests, regress, python, gemm, interleaved, layer, model, profile, curve, experiments, experiments-blocks, ab, abblock)" >&2; exit 2 ;;
+    ncublock)
+      IFS=x read -r m n k <<< "${NCU_SHAPE:-8192x4096x11008}"
+      for experiments in ${NCU_EXPERIMENTS:-none smem_scales}; do
+        report="$out/ncu_block_${experiments//,/-}"
+        echo "== ncu of the block-scaled identity, $m x $n x $k, CODA_HOPPER_EXPERIMENTS=$experiments"
+        # bench gemm runs the per-tensor identity beside it; at the default shape that one runs on the pairs
+        # (hopper_gemm_pair), so the launches named hopper_gemm are the block-scaled one's (cooperative 128 x 128).
+        CODA_HOPPER_EXPERIMENTS=$experiments timeout "$step_s" ncu --clock-control none --set full --import-source no \
+          -k hopper_gemm --launch-skip 1 --launch-count 1 -f -o "$report" \
+          "$build/coda" bench gemm --fp8 e4m3 --block-scales --identity-only --m "$m" --n "$n" --k "$k" --iters 3 \
+          > "$report.log" 2>&1 || status=1
+        if [ -s "$report.ncu-rep" ]; then
+          ncu --import "$report.ncu-rep" --page details > "$report.txt" 2>> "$report.log" || status=1
+          ncu --import "$report.ncu-rep" --page source --csv --print-source sass > "${report}_source.csv" \
+            2>> "$report.log" || status=1
+          python3 tools/ncu_hotspots.py "${report}_source.csv" | head -n 30 || status=1
+        fi
+      done ;;
+    *) echo "device_fp8.sh: unknown step '$step' (tests, regress, python, gemm, interleaved, layer, model, profile, curve, experiments, experiments-blocks, ab, abblock, ncublock)" >&2; exit 2 ;;
   esac
 done
 exit $status
