@@ -3,7 +3,8 @@
 # Needs carry/build (tools/pack_device_build.sh) and, for the Python steps, carry/wheels and carry/peers
 # (tools/pack_device_python.sh --peers). Logs go to $OUT (default ./device-logs).
 #   tests   the C++ GPU tests of FP8 (GEMMs of one and two types, block scales, reduce_group, FP8 tile tensors, the
-#           FP8 blocks, tensorwise and block-wise)
+#           FP8 blocks, tensorwise, block-wise and row-wise): about 560 s on an H200, so over one call's 540 s step;
+#           tests-gemm (about 320 s) and tests-blocks (about 240 s) are its two halves
 #   regress the BF16 GPU tests of what the FP8 work touched in the Hopper templates (the block's epilogues, stream-K,
 #           the random GEMMs); their SASS at the default configs is unchanged (tools/compare_cubins.py)
 #   python  the Python GPU tests of FP8 (scaled_mm against torch._scaled_mm, block scales, the FP8 layers and models)
@@ -50,11 +51,17 @@ python_setup() {  # the wheel and the peers into /tmp/site, as tools/device_torc
 }
 for step in "$@"; do
   case $step in
-    tests)
-      echo "== C++ GPU tests of FP8"
-      timeout "$step_s" "$build/tests/coda_gpu_tests" "[fp8],the block's FP8 epilogues*,the block's block-wise FP8 epilogues*,the block's row-wise FP8 epilogues*" --durations yes \
-        > "$out/gpu_fp8_tests.log" 2>&1 || status=1
-      grep -E "FAILED|passed|failed|with expansion" "$out/gpu_fp8_tests.log" | tail -n 20 ;;
+    tests|tests-gemm|tests-blocks)
+      blocks="the block's FP8 epilogues*,the block's block-wise FP8 epilogues*,the block's row-wise FP8 epilogues*"
+      case $step in
+        tests) filter="[fp8],$blocks" ;;
+        tests-gemm) filter="[fp8]" ;;  # (the blocks' cases are tagged [gpu] alone)
+        tests-blocks) filter=$blocks ;;
+      esac
+      echo "== C++ GPU tests of FP8 ($step)"
+      timeout "$step_s" "$build/tests/coda_gpu_tests" "$filter" --durations yes \
+        > "$out/gpu_fp8_$step.log" 2>&1 || status=1
+      grep -E "FAILED|passed|failed|with expansion" "$out/gpu_fp8_$step.log" | tail -n 20 ;;
     regress)
       echo "== C++ GPU tests of BF16 that the FP8 work's template changes touch"
       timeout "$step_s" "$build/tests/coda_gpu_tests" "the block's epilogues*,stream-K*,random GEMM*" --durations yes \
@@ -160,7 +167,7 @@ for step in "$@"; do
           python3 tools/ncu_hotspots.py "${report}_source.csv" | head -n 30 || status=1
         fi
       done ;;
-    *) echo "device_fp8.sh: unknown step '$step' (tests, regress, python, gemm, interleaved, layer, model, profile, curve, experiments, experiments-blocks, ab, abblock, ncublock)" >&2; exit 2 ;;
+    *) echo "device_fp8.sh: unknown step '$step' (tests, tests-gemm, tests-blocks, regress, python, gemm, interleaved, layer, model, profile, curve, experiments, experiments-blocks, ab, abblock, ncublock)" >&2; exit 2 ;;
   esac
 done
 exit $status
