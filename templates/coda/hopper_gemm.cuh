@@ -337,6 +337,19 @@ __device__ __forceinline__ void clear_accumulator(float (&acc)[Tr::kM64][Tr::kBN
         for (int r = 0; r < Tr::kBN / 2; ++r) acc[i][r] = 0.0f;
 }
 
+// Waits until the stage at `stage` is loaded and issues its wgmmas into sum as one committed group (kFresh: the first
+// one overwrites sum, a block-scaled k-block's own sum).
+template <class Tr, bool kFresh = false>
+__device__ __forceinline__ void hopper_issue_stage(const HopperSmem& smem, const PipelineState<Tr::kStages>& stage,
+                                                   unsigned a_low, unsigned b_low,
+                                                   float (&sum)[Tr::kM64][Tr::kBN / 2]) {
+    sm90::mbarrier_wait(smem.full + 8 * stage.index, stage.phase);
+    sm90::wgmma_fence();
+    const unsigned stage_offset = static_cast<unsigned>(stage.index) * (Tr::kStageBytes >> 4);
+    hopper_mma_stage<Tr, kFresh>(a_low + stage_offset, b_low + stage_offset, sum);
+    sm90::wgmma_commit();
+}
+
 // One tile's mainloop on a consumer warpgroup: waits for each of the tile's k_tiles stages (from ring position
 // `start`), issues their wgmmas into acc and frees each stage once the next one's are in flight.
 template <class Tr, class Prefetch>
@@ -349,11 +362,7 @@ __device__ __forceinline__ void hopper_mma_tile(const HopperSmem& smem, unsigned
     int previous = -1;
     for (int kt = 0; kt < k_tiles; ++kt) {
         if (kt == prefetch_at) prefetch();
-        sm90::mbarrier_wait(smem.full + 8 * stage.index, stage.phase);
-        sm90::wgmma_fence();
-        const unsigned stage_offset = static_cast<unsigned>(stage.index) * (Tr::kStageBytes >> 4);
-        hopper_mma_stage<Tr>(a_low + stage_offset, b_low + stage_offset, acc);
-        sm90::wgmma_commit();
+        hopper_issue_stage<Tr>(smem, stage, a_low, b_low, acc);
         // The previous stage's wgmmas are done once at most this stage's group is pending: free it.
         sm90::wgmma_wait<1>();
         if (previous >= 0 && warp_leader) free_stage<Tr::kCluster>(smem.empty + 8 * previous);
@@ -446,11 +455,7 @@ __device__ __forceinline__ void hopper_mma_tile_block_scaled(const HopperSmem& s
     // Block kt: `ready` holds block kt + 1's scales (loaded during block kt - 1), `fill` receives block kt + 2's.
     const auto step = [&](int kt, float (&ready)[kRows + 1], float (&fill)[kRows + 1]) {
         if (kt == prefetch_at) prefetch();
-        sm90::mbarrier_wait(smem.full + 8 * stage.index, stage.phase);
-        sm90::wgmma_fence();
-        const unsigned stage_offset = static_cast<unsigned>(stage.index) * (Tr::kStageBytes >> 4);
-        hopper_mma_stage<Tr, true>(a_low + stage_offset, b_low + stage_offset, block);
-        sm90::wgmma_commit();
+        hopper_issue_stage<Tr, true>(smem, stage, a_low, b_low, block);
         if (kt + 2 < k_tiles) scales.load(k_begin + kt + 2, fill);
         sm90::wgmma_wait<0>();
 #pragma unroll
@@ -504,11 +509,7 @@ __device__ __forceinline__ void hopper_mma_tile_block_smem(const HopperSmem& sme
     auto stage = PipelineState<Tr::kStages>::at(start);
     for (int kt = 0; kt < k_tiles; ++kt) {
         if (kt == prefetch_at) prefetch();
-        sm90::mbarrier_wait(smem.full + 8 * stage.index, stage.phase);
-        sm90::wgmma_fence();
-        const unsigned stage_offset = static_cast<unsigned>(stage.index) * (Tr::kStageBytes >> 4);
-        hopper_mma_stage<Tr, true>(a_low + stage_offset, b_low + stage_offset, block);
-        sm90::wgmma_commit();
+        hopper_issue_stage<Tr, true>(smem, stage, a_low, b_low, block);
         float scale[kRows];
         scales.read(stage.index, scale);
         sm90::wgmma_wait<0>();
@@ -553,11 +554,7 @@ __device__ __forceinline__ void hopper_mma_tile_block_pair(const HopperSmem& sme
     // (from `raw`, loaded during block kt - 1) and `raw` receives block kt + 1's, a block ahead of its use.
     const auto step = [&](int kt, float (&issue)[Tr::kM64][Tr::kBN / 2], float (&other)[Tr::kM64][Tr::kBN / 2]) {
         if (kt == prefetch_at) prefetch();
-        sm90::mbarrier_wait(smem.full + 8 * stage.index, stage.phase);
-        sm90::wgmma_fence();
-        const unsigned stage_offset = static_cast<unsigned>(stage.index) * (Tr::kStageBytes >> 4);
-        hopper_mma_stage<Tr, true>(a_low + stage_offset, b_low + stage_offset, issue);
-        sm90::wgmma_commit();
+        hopper_issue_stage<Tr, true>(smem, stage, a_low, b_low, issue);
         if (kt > 0) {
             sm90::wgmma_wait<1>();  // block kt - 1's wgmmas are done; block kt's may run on
             promote(other);
