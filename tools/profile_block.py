@@ -159,28 +159,39 @@ def timeline(profiled):
             profiled.wall_ms)
 
 
-def kernel_rows(profiled, launches, floors):
-    """Rows (label, calls per step, ms per step, floor ms per step) grouped by coda graph or kernel name. coda's
-    launches go through the driver API, so a kernel is matched to the coda.run#i annotation whose span on the
-    GPU's timeline holds it."""
-    events, steps = profiled.events, profiled.steps
+def _labels(events, launches):
+    """label(kernel event) -> (label, coda launch record or None): coda's launches go through the driver API, so a
+    kernel is matched to the coda.run#i annotation whose span on the GPU's timeline holds it."""
     gpu = [e for e in events if e.device_type == torch.autograd.DeviceType.CUDA]
     spans = sorted((e.time_range.start, e.time_range.end, int(e.name[len("coda.run#"):]))
                    for e in gpu if e.name.startswith("coda.run#"))
     starts = [s[0] for s in spans]
-    rows = collections.OrderedDict()
-    for kern in gpu:
-        if kern.name.startswith("coda.run#") or kern.name.startswith("ProfilerStep"):
-            continue
-        label, floor = None, None
+
+    def label(kern):
         i = bisect.bisect_right(starts, kern.time_range.start) - 1
         if i >= 0 and kern.time_range.end <= spans[i][1] + 1:
             rec = launches.records[spans[i][2]]
-            label = f"coda {rec['graph']} {rec['m']}x{rec['n']}" + (f"x{rec['k']}" if rec["k"] else "")
+            return f"coda {rec['graph']} {rec['m']}x{rec['n']}" + (f"x{rec['k']}" if rec["k"] else ""), rec
+        return (kern.name if len(kern.name) < 90 else kern.name[:87] + "..."), None
+    return label
+
+
+def _gpu_kernels(events):
+    return [e for e in events if e.device_type == torch.autograd.DeviceType.CUDA
+            and not e.name.startswith("coda.run#") and not e.name.startswith("ProfilerStep")]
+
+
+def kernel_rows(profiled, launches, floors):
+    """Rows (label, calls per step, ms per step, floor ms per step) grouped by coda graph or kernel name."""
+    events, steps = profiled.events, profiled.steps
+    label_of = _labels(events, launches)
+    rows = collections.OrderedDict()
+    for kern in _gpu_kernels(events):
+        label, rec = label_of(kern)
+        if rec is not None:
             floor = (floors.gemm_ms(rec["m"], rec["n"], rec["k"], rec["a_mn_major"], rec["b_n_major"], rec["fp8"])
                      if rec["k"] else rec["bytes"] / floors.copy_bytes_per_ms)
-        if label is None:
-            label = kern.name if len(kern.name) < 90 else kern.name[:87] + "..."
+        else:
             gemm = "coda::" not in kern.name and any(s in kern.name for s in ("gemm", "nvjet", "xmma", "cutlass"))
             floor = kern.time_range.elapsed_us() / 1000 if gemm else None
         row = rows.setdefault(label, [0, 0.0, 0.0, 0])
@@ -192,19 +203,41 @@ def kernel_rows(profiled, launches, floors):
     return [(label, c / steps, ms / steps, fl / steps if n else None) for label, (c, ms, fl, n) in rows.items()]
 
 
+def gap_rows(profiled, launches, top=12):
+    """Where the GPU idled: each gap between a kernel's end (the latest so far) and the next kernel's start, grouped by
+    the pair of kernels around it; rows (before, after, gaps per step, idle ms per step, longest us), the `top` largest
+    by idle time."""
+    events, steps = profiled.events, profiled.steps
+    label_of = _labels(events, launches)
+    kernels = sorted(_gpu_kernels(events), key=lambda e: e.time_range.start)
+    groups = collections.defaultdict(lambda: [0, 0.0, 0.0])
+    last, end = None, None
+    for kern in kernels:
+        if end is not None and kern.time_range.start > end:
+            gap = kern.time_range.start - end
+            g = groups[(label_of(last)[0], label_of(kern)[0])]
+            g[0] += 1
+            g[1] += gap
+            g[2] = max(g[2], gap)
+        if end is None or kern.time_range.end > end:
+            last, end = kern, kern.time_range.end
+    rows = [(before, after, n / steps, us / 1e3 / steps, longest) for (before, after), (n, us, longest) in groups.items()]
+    return sorted(rows, key=lambda r: -r[3])[:top]
+
+
 def system_rows(profiled, launches, floors):
-    """What table() prints of one system: its kernel rows and its timeline."""
-    return kernel_rows(profiled, launches, floors), timeline(profiled)
+    """What table() prints of one system: its kernel rows, its timeline and its largest gaps."""
+    return kernel_rows(profiled, launches, floors), timeline(profiled), gap_rows(profiled, launches)
 
 
 def table(title, systems):
     lines = [f"### {title}", "", "| system | kernels | GPU span ms | kernels busy ms | GPU idle ms | host issue ms | "
              "wall ms |", "|---|---|---|---|---|---|---|"]
-    for system, (_, (kernels, span, busy, idle, issue, wall)) in systems.items():
+    for system, (_, (kernels, span, busy, idle, issue, wall), _) in systems.items():
         lines.append(f"| {system} | {kernels:g} | {span:.3f} | {busy:.3f} | {idle:.3f} | {issue:.3f} | {wall:.3f} |")
     lines += ["", "| system | kernel (coda: graph M x N [x K]) | calls | ms | floor ms | / floor |",
               "|---|---|---|---|---|---|"]
-    for system, (rows, _) in systems.items():
+    for system, (rows, _, _) in systems.items():
         total = sum(r[2] for r in rows)
         floored = sum(r[3] for r in rows if r[3] is not None)
         for label, calls, ms, floor in sorted(rows, key=lambda r: -r[2]):
@@ -212,6 +245,11 @@ def table(title, systems):
             lines.append(f"| {system} | `{label}` | {calls:g} | {ms:.3f} | {'' if floor is None else f'{floor:.3f}'} "
                          f"| {ratio} |")
         lines.append(f"| {system} | **total** | | **{total:.3f}** | {floored:.3f} (kernels with a floor) | |")
+    lines += ["", "Where the GPU idled: the largest gaps between kernels, by the kernels around them (per step).", "",
+              "| system | kernel before | kernel after | gaps | idle ms | longest us |", "|---|---|---|---|---|---|"]
+    for system, (_, _, gaps) in systems.items():
+        for before, after, n, ms, longest in gaps:
+            lines.append(f"| {system} | `{before}` | `{after}` | {n:g} | {ms:.3f} | {longest:.0f} |")
     return "\n".join(lines) + "\n"
 
 

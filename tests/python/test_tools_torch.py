@@ -89,6 +89,20 @@ def test_timeline_counts_the_gpu_idle_between_kernels_once_per_step():
     assert (issue, wall) == (0.25, 0.75)
 
 
+def test_gaps_are_grouped_by_the_kernels_around_them_and_counted_per_step():
+    # k1 [0, 100] and k2 [50, 150] overlap: the gap after them (to k3 at 200) follows k2, the later end. Step two
+    # repeats the pair k3 -> k1 with a longer gap; coda's annotations are neither kernels nor gaps.
+    events = [gpu_event("k1", 0, 100), gpu_event("k2", 50, 150), gpu_event("coda.run#0", 150, 210),
+              gpu_event("k3", 200, 300), gpu_event("k1", 340, 400), gpu_event("k3", 1000, 1100),
+              gpu_event("k1", 1200, 1300)]
+    rows = profile_block.gap_rows(profile_block.Profiled(events, 2, 0.0, 0.0), types.SimpleNamespace(records=[]))
+    by_pair = {(before, after): rest for before, after, *rest in rows}
+    assert by_pair[("k3", "k1")] == (1.0, pytest.approx(0.07), 100)    # 40 + 100 us over 2 steps
+    assert by_pair[("k1", "k3")] == (0.5, pytest.approx(0.3), 600)
+    assert by_pair[("k2", "k3")] == (0.5, pytest.approx(0.025), 50)
+    assert [r[:2] for r in rows] == [("k1", "k3"), ("k3", "k1"), ("k2", "k3")]  # the largest idle first
+
+
 def test_only_selects_the_llama_section_by_its_name_and_model_does_not():
     sections = [(name, None) for name in ("layer d=2048 sdpa", "model step", "torch.compile fullgraph",
                                           "llama3.2-1b step")]
