@@ -96,7 +96,7 @@ def test_gaps_are_grouped_by_the_kernels_around_them_and_counted_per_step():
               gpu_event("k3", 200, 300), gpu_event("k1", 340, 400), gpu_event("k3", 1000, 1100),
               gpu_event("k1", 1200, 1300)]
     rows = profile_block.gap_rows(profile_block.Profiled(events, 2, 0.0, 0.0), types.SimpleNamespace(records=[]))
-    by_pair = {(before, after): rest for before, after, *rest in rows}
+    by_pair = {(before, after): tuple(rest) for before, after, *rest in rows}
     assert by_pair[("k3", "k1")] == (1.0, pytest.approx(0.07), 100)    # 40 + 100 us over 2 steps
     assert by_pair[("k1", "k3")] == (0.5, pytest.approx(0.3), 600)
     assert by_pair[("k2", "k3")] == (0.5, pytest.approx(0.025), 50)
