@@ -94,7 +94,8 @@ def main():
         m, n, k = shape.split("x")
         for build in "ABBA":
             cmd = [binaries[build], *coda_args, "--m", m, "--n", n, "--k", k]
-            env = dict(os.environ, CODA_CACHE_DIR=caches[build], **extra[build])
+            # --a-env / --b-env win, CODA_CACHE_DIR too (a cache warmed beforehand: `coda warm`).
+            env = {**os.environ, "CODA_CACHE_DIR": caches[build], **extra[build]}
             try:
                 done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=args.timeout_s)
                 text = done.stdout + done.stderr

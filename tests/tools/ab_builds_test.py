@@ -55,6 +55,25 @@ class OneBuildTwoEnvironments(unittest.TestCase):
             self.assertIn("| identity | 64 | 64 | 64 | 2.0000 | 1.5000 | 0.750 |", report)
             self.assertTrue(os.path.exists(os.path.join(out, "fake.log")))
 
+    def test_a_cache_dir_given_with_b_env_replaces_bs_own(self):
+        # The stand-in is faster where its cache dir is the warmed one given with --b-env (not ab_builds' temp dir).
+        with tempfile.TemporaryDirectory() as d:
+            build = os.path.join(d, "build")
+            os.makedirs(build)
+            coda = os.path.join(build, "coda")
+            warmed = os.path.join(d, "warmed")
+            with open(coda, "w") as f:
+                f.write(FAKE_CODA.replace('[ -n "$FAKE_FASTER" ]', f'[ "$CODA_CACHE_DIR" = "{warmed}" ]'))
+            os.chmod(coda, os.stat(coda).st_mode | stat.S_IXUSR)
+            out = os.path.join(d, "out")
+            done = subprocess.run(
+                [sys.executable, os.path.join(TOOLS, "ab_builds.py"), build, build, "--b-env",
+                 f"CODA_CACHE_DIR={warmed}", "--shapes", "64x64x64", "--out", out, "--name", "cache", "--", "bench"],
+                capture_output=True, text=True)
+            self.assertEqual(done.returncode, 0, done.stderr)
+            with open(os.path.join(out, "cache.md")) as f:
+                self.assertIn("| identity | 64 | 64 | 64 | 2.0000 | 1.5000 | 0.750 |", f.read())
+
     def test_env_without_a_value_is_a_usage_error(self):
         done = subprocess.run([sys.executable, os.path.join(TOOLS, "ab_builds.py"), "a", "b", "--b-env", "NOVALUE",
                                "--shapes", "1x1x1", "--", "bench"], capture_output=True, text=True)
