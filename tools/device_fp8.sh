@@ -13,7 +13,8 @@
 #           both at CODA_NCU_SHAPES too (instructions per tile, each SM's active cycles, DRAM bytes: ncu_*.csv)
 #   interleaved  tools/bench_scaled_mm.py --blockwise: coda's FP8 GEMM and torch._scaled_mm in one process, ABBA
 #           turns per shape over the 12-shape set and the LLaMA shapes (the block-scaled ones beside them)
-#   layer   tools/bench_block.py --fp8 at d = 4096 (LAYER_ONLY: another --only text, e.g. "fp8 layer d=2048")
+#   layer   tools/bench_block.py --fp8 at d = 4096 (LAYER_ONLY: another --only text, e.g. "fp8 layer d=2048 sdpa";
+#           LAYER_HOLD_S: also each system alone this many seconds, its sustained ms, MHz, W and J a step)
 #   model   tools/bench_block.py --fp8 --only "llama3.2-1b fp8 step": coda's LLaMA-3.2-1B in FP8 (tensorwise and
 #           rowwise, FP8 weight gradients) against Hugging Face's under torchao + compile (MODEL_LAYERS: default 16)
 #   profile tools/profile_block.py --fp8 at d = 4096 with SDPA (PROFILE_RECIPES: default tensorwise+wgrad,
@@ -89,7 +90,7 @@ for step in "$@"; do
       echo "== tools/bench_block.py --fp8"
       python_setup || exit 1
       timeout "$step_s" python3 tools/bench_block.py --fp8 --out "$out" --rounds 3 --budget-s "${LAYER_BUDGET_S:-400}" \
-        --only "${LAYER_ONLY:-fp8 layer d=4096}" > "$out/fp8_layer.log" 2>&1 || status=1
+        --hold-s "${LAYER_HOLD_S:-0}" --only "${LAYER_ONLY:-fp8 layer d=4096}" > "$out/fp8_layer.log" 2>&1 || status=1
       grep -v "^\[" "$out/fp8_layer.log" | tail -n 20 ;;
     model)
       echo "== tools/bench_block.py --fp8: the LLaMA-3.2-1B step in FP8"

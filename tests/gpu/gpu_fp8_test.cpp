@@ -15,6 +15,8 @@
 #include "verify/device_check.hpp"
 #include "gpu/gpu_support.hpp"
 #include "support/fp8_graphs.hpp"
+#include "support/run_cli.hpp"
+#include "support/temp_dir.hpp"
 
 using namespace coda;
 using namespace coda::test;
@@ -232,4 +234,17 @@ TEST_CASE("FP8 tile tensors: epilogues that write them and tile programs that re
         p.seed = seed++;
         require_pass(verify::check_on_device(reader, p));
     }
+}
+
+TEST_CASE("coda tune times a graph with transposed stores on random inputs of the right shapes", "[gpu][fp8][tools]") {
+    if (!on_hopper()) return;  // FP8 graphs need the Hopper mainloop (the cases above check the error elsewhere)
+    TempDir cache("coda-tune-transposed");
+    // swiglu_backward_fp8_t stores dz and y transposed: [2N x M] and [N x M] outputs, bound as such.
+    const CliRun tune = run_cli_timed("tune tools/graphs/swiglu_backward_fp8_t.coda --m 384 --n 256 --k 512 --iters 5 "
+                                      "--config 'hopper bm=128 bn=128 bk=64 stages=6 cooperative'",
+                                      cache.path().string(), 300);
+    INFO(tune.output);
+    CHECK(tune.status == 0);
+    CHECK_THAT(tune.output, Catch::Contains("swiglu_backward_fp8_t") && !Catch::Contains("SKIPPED") &&
+                                !Catch::Contains("expected shape"));
 }

@@ -245,7 +245,9 @@ Args RandomBindings::bind(const Kernel& kernel, std::int64_t partial_tiles) {
         if (binding.kind == Kind::Tile) {
             const std::int64_t cols = columns(binding.width, n_);
             const DeviceBuffer& t = buffer(binding.name, binding.dtype, count(m_, cols), fill);
-            args.bind(binding.name, matrix(ptr(t), binding.dtype, m_, cols));
+            // store_transposed's output is the tile's transpose: its columns by M.
+            args.bind(binding.name, binding.transposed ? matrix(ptr(t), binding.dtype, cols, m_)
+                                                       : matrix(ptr(t), binding.dtype, m_, cols));
         } else {
             const std::int64_t length = binding.kind == Kind::Row ? m_ : columns(binding.width, n_);
             const DeviceBuffer& v = buffer(binding.name, binding.dtype, static_cast<std::size_t>(length), fill);
