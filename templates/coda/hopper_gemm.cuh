@@ -115,10 +115,11 @@ struct HopperSharedStorage {
 };
 
 // With smem_scales: each stage's block scales after the rest (kScaleFloats of them per stage: A's of every row of the
-// tile, then B's), so that every other member keeps its offset.
+// tile, then B's), so that every other member keeps its offset, and a barrier per stage for them.
 template <int kStages, int kStageBytes, int kStagingBytes, int kScratchBytes, int kScaleFloats>
 struct HopperSharedStorageWithScales : HopperSharedStorage<kStages, kStageBytes, kStagingBytes, kScratchBytes> {
     float scales[kStages][kScaleFloats];
+    unsigned long long scales_full[kStages];  // the stage's scales copied: one arrival a lane of the scale loader
     static constexpr bool kHasScales = true;
 };
 
@@ -163,11 +164,11 @@ struct HopperGemmTraits {
     static constexpr int kScratchRegionBytes = kScratchBytes > kMinRegionBytes ? kScratchBytes : kMinRegionBytes;
     static constexpr int kAlignSlack = kSwizzleAtomBytes;  // the dynamic shared memory's base, aligned up to an atom
     static constexpr int kBarrierBytes = 8 * (2 * STAGES + 4 + 2 * kHopperInputSlots);
-    // smem_scales (block-scaled): a slot of scales per stage, A's of the BM rows then B's, padded to 16 bytes. Sized
-    // by STAGES, the most stages there can be.
+    // smem_scales (block-scaled): a slot of scales per stage, A's of the BM rows then B's, padded to 16 bytes, and
+    // the stage's scale barrier. Sized by STAGES, the most stages there can be.
     static constexpr bool kSmemScales = kBlockScaled && (EXPERIMENTS & hopper_rules::kSmemScales) != 0;
     static constexpr int kScaleSlotFloats = BM + 4;
-    static constexpr int kScaleRegionBytes = kSmemScales ? STAGES * kScaleSlotFloats * 4 : 0;
+    static constexpr int kScaleRegionBytes = kSmemScales ? STAGES * (kScaleSlotFloats * 4 + 8) : 0;
     static constexpr int kFixedBytes = kAlignSlack + kScratchRegionBytes + kBarrierBytes + kScaleRegionBytes;
     // Pipeline stages that fit beside `staging` bytes of staged tiles.
     static constexpr int stages_beside(int staging) {
@@ -251,9 +252,11 @@ struct HopperGemmTraits {
     static constexpr int kEmptyArrivals = kWarpgroupThreads / 32 * (kPingPong ? 1 : kConsumers);
     static constexpr int kStageFreeArrivals = kEmptyArrivals * kCluster;
 
-    // Each stage's full barrier: the operand producer's arrival (with the TMA bytes), and with smem_scales one per
-    // lane of the scale loader's warp, once its copies are done.
-    static constexpr int kStageFullArrivals = 1 + (kSmemScales ? 32 : 0);
+    // Each stage's full barrier: the operand producer's arrival (with the TMA bytes). With smem_scales, the stage's
+    // scales have a barrier of their own, one arrival a lane of the scale loader's warp once its copies are done:
+    // the consumers issue a stage's wgmmas without waiting for its scales, and wait for them while the wgmmas run.
+    static constexpr int kStageFullArrivals = 1;
+    static constexpr int kScalesFullArrivals = 32;
 
     using Storage = typename detail::Pick<
         kSmemScales,
@@ -295,19 +298,23 @@ namespace detail {
 struct HopperSmem {
     unsigned stages, staging, full, empty, turn, visits_done, input_full, input_empty;
     float* scratch;
-    unsigned scales;  // smem_scales: stage 0's slot of block scales (0 without)
+    unsigned scales;       // smem_scales: stage 0's slot of block scales (0 without)
+    unsigned scales_full;  // smem_scales: stage 0's scale barrier (0 without)
 
     template <class Storage>
     __device__ static HopperSmem at(unsigned base, Storage* s) {
         const auto address = [&](const void* member) {
             return base + static_cast<unsigned>(static_cast<const char*>(member) - reinterpret_cast<const char*>(s));
         };
-        unsigned scales = 0;
-        if constexpr (Storage::kHasScales) scales = address(s->scales);
+        unsigned scales = 0, scales_full = 0;
+        if constexpr (Storage::kHasScales) {
+            scales = address(s->scales);
+            scales_full = address(s->scales_full);
+        }
         return {address(s->stages),      address(s->staging),     address(s->full),
                 address(s->empty),       address(s->turn),        address(s->visits_done),
                 address(s->input_full),  address(s->input_empty), s->scratch,
-                scales};
+                scales,                  scales_full};
     }
 };
 
@@ -317,6 +324,7 @@ __device__ __forceinline__ void hopper_init_barriers(const HopperSmem& smem) {
     for (int s = 0; s < Tr::kStages; ++s) {
         sm90::mbarrier_init(smem.full + 8 * s, Tr::kStageFullArrivals);
         sm90::mbarrier_init(smem.empty + 8 * s, Tr::kStageFreeArrivals);
+        if constexpr (Tr::kSmemScales) sm90::mbarrier_init(smem.scales_full + 8 * s, Tr::kScalesFullArrivals);
     }
     for (int c = 0; c < Tr::kConsumers; ++c) {
         sm90::mbarrier_init(smem.turn + 8 * c, 1);
@@ -477,16 +485,18 @@ template <class Tr>
 struct SmemScaleReader {
     static constexpr int kRows = 2 * Tr::kM64;
     static constexpr unsigned kSlotBytes = Tr::kScaleSlotFloats * 4;
-    unsigned slots;
+    unsigned slots, barriers;
     unsigned row_offset[kRows];  // bytes into a slot
 
-    __device__ explicit SmemScaleReader(unsigned scales) : slots(scales) {
+    __device__ SmemScaleReader(unsigned scales, unsigned scales_full) : slots(scales), barriers(scales_full) {
 #pragma unroll
         for (int rs = 0; rs < kRows; ++rs) row_offset[rs] = 4u * static_cast<unsigned>(Tr::Layout::slot_row(rs));
     }
-    // Read before the stage is freed: the loader refills the slot once it is.
-    __device__ void read(int stage_index, float (&scale)[kRows]) const {
-        const unsigned slot = slots + static_cast<unsigned>(stage_index) * kSlotBytes;
+    // Waits for the stage's scales (their barrier has the stage's phase) and reads them; before the stage is freed:
+    // the loader refills the slot once it is.
+    __device__ void read(const PipelineState<Tr::kStages>& stage, float (&scale)[kRows]) const {
+        sm90::mbarrier_wait(barriers + 8 * stage.index, stage.phase);
+        const unsigned slot = slots + static_cast<unsigned>(stage.index) * kSlotBytes;
         const float b = sm90::load_shared_f32(slot + 4u * Tr::kBM);
 #pragma unroll
         for (int rs = 0; rs < kRows; ++rs) scale[rs] = sm90::load_shared_f32(slot + row_offset[rs]) * b;
@@ -494,8 +504,9 @@ struct SmemScaleReader {
 };
 
 // hopper_mma_tile_block_scaled with smem_scales: each block's scales come with its stage, in shared memory, so they
-// are read after the stage's full barrier (their latency hidden behind the block's wgmmas) instead of loaded ahead
-// from global memory.
+// are read after the stage's wgmmas are issued, once their own barrier says they are in (their latency hidden behind
+// the block's wgmmas), instead of loaded ahead from global memory: ptxas puts every global scale load of the loop on
+// one scoreboard, so a product waited for the loads issued just before it however far ahead they were meant to be.
 template <class Tr, class Prefetch>
 __device__ __forceinline__ void hopper_mma_tile_block_smem(const HopperSmem& smem, unsigned a_low, unsigned b_low,
                                                            int start, int k_tiles, int prefetch_at,
@@ -504,14 +515,14 @@ __device__ __forceinline__ void hopper_mma_tile_block_smem(const HopperSmem& sme
     constexpr int kRows = SmemScaleReader<Tr>::kRows;
     clear_accumulator<Tr>(acc);
     const bool warp_leader = threadIdx.x % 32 == 0;
-    const SmemScaleReader<Tr> scales(smem.scales);
+    const SmemScaleReader<Tr> scales(smem.scales, smem.scales_full);
     float block[Tr::kM64][Tr::kBN / 2];
     auto stage = PipelineState<Tr::kStages>::at(start);
     for (int kt = 0; kt < k_tiles; ++kt) {
         if (kt == prefetch_at) prefetch();
         hopper_issue_stage<Tr, true>(smem, stage, a_low, b_low, block);
         float scale[kRows];
-        scales.read(stage.index, scale);
+        scales.read(stage, scale);
         sm90::wgmma_wait<0>();
 #pragma unroll
         for (int i = 0; i < Tr::kM64; ++i) sm90::fence_registers(block[i]);
@@ -537,7 +548,7 @@ __device__ __forceinline__ void hopper_mma_tile_block_pair(const HopperSmem& sme
     clear_accumulator<Tr>(acc);
     const bool warp_leader = threadIdx.x % 32 == 0;
     const BlockScaleReader<Tr> scales(problem, args, tm, tn);
-    const SmemScaleReader<Tr> smem_scales(smem.scales);
+    const SmemScaleReader<Tr> smem_scales(smem.scales, smem.scales_full);
     float scale[kRows];  // the issued, not yet promoted block's A_scale[kb][row] * B_scale[tn][kb]
     float raw[kRows + 1];  // the next block's scales as loaded (without smem_scales)
     if constexpr (!Tr::kSmemScales) scales.load(k_begin, raw);
@@ -560,7 +571,7 @@ __device__ __forceinline__ void hopper_mma_tile_block_pair(const HopperSmem& sme
             promote(other);
         }
         if constexpr (Tr::kSmemScales) {
-            smem_scales.read(stage.index, scale);  // block kt's stage is freed only at its promotion
+            smem_scales.read(stage, scale);  // block kt's stage is freed only at its promotion
         } else {
 #pragma unroll
             for (int rs = 0; rs < kRows; ++rs) scale[rs] = raw[rs] * raw[kRows];
@@ -804,7 +815,7 @@ __device__ __forceinline__ void hopper_gemm_body(const GemmProblem& problem, con
                                         problem.n);
         } else if (threadIdx.x / 32 == 2) {
             if constexpr (Tr::kSmemScales)
-                hopper_load_scales<Tr>(problem, args, smem.scales, smem.full, smem.empty, order, rank);
+                hopper_load_scales<Tr>(problem, args, smem.scales, smem.scales_full, smem.empty, order, rank);
         }
         // A CTA of a cluster leaves only with its partner: until then, the partner's arrivals and multicasts may
         // still land in this CTA's shared memory. (Each warp gathers first: lanes 0 of warps 0 and 1 are late.)

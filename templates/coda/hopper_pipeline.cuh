@@ -156,13 +156,13 @@ __device__ __forceinline__ void hopper_load_tile_inputs(const TmaDescriptor* map
 // The scale loader of a block-scaled kernel with smem_scales (one warp of the producer warpgroup): for every k-tile
 // of every item of this CTA, in the operand producer's order, waits until the stage is free and copies the stage's
 // scales into its slot: A_scale[kb][row] of the tile's BM rows (lane l takes rows l, l + 32, ...), then
-// B_scale[tn][kb]. Each lane arrives on the stage's full barrier once its copies are done (the barrier counts 32
-// such arrivals: Tr::kStageFullArrivals). Rows past M and tiles past N (a cluster partner's) get 0, as in global
+// B_scale[tn][kb]. Each lane arrives on the stage's scale barrier once its copies are done (the barrier counts 32
+// such arrivals: Tr::kScalesFullArrivals). Rows past M and tiles past N (a cluster partner's) get 0, as in global
 // memory's reader (BlockScaleReader): cp.async writes zeros where it reads nothing. The scales' pointers and leading
 // dimensions are the epilogue's parameter slots from kBlockScaleSlot on (kernel_abi.cuh).
 template <class Tr>
 __device__ __forceinline__ void hopper_load_scales(const GemmProblem& problem, const typename Tr::Epilogue::Args& args,
-                                                   unsigned scales, unsigned full, unsigned empty,
+                                                   unsigned scales, unsigned scales_full, unsigned empty,
                                                    const TileOrder<Tr::kClusterM, Tr::kClusterN, Tr::kStreamK>& order,
                                                    int rank) {
     constexpr int BM = Tr::kBM, BN = Tr::kBN;
@@ -190,7 +190,7 @@ __device__ __forceinline__ void hopper_load_scales(const GemmProblem& problem, c
                 sm90::cp_async_4(slot + 4 * r, inside ? a_row + m : a_scale, inside ? 4u : 0u);
             }
             if (lane == 0) sm90::cp_async_4(slot + 4 * BM, b_bytes != 0 ? b_row + kt : b_scale, b_bytes);
-            sm90::cp_async_arrive_noinc(full + 8 * stage.index);
+            sm90::cp_async_arrive_noinc(scales_full + 8 * stage.index);
         }
     }
 }
