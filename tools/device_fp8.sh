@@ -31,6 +31,9 @@
 #   ncublock  ncu of one launch of the block-scaled identity at NCU_SHAPE (default 8192x4096x11008), under each of
 #           NCU_EXPERIMENTS (default "none smem_scales"): the full set, and its source page as csv with every SASS
 #           instruction's stall samples (ncu_block_<experiments>_source.csv; tools/ncu_hotspots.py lists the top ones)
+#   ncugraph  the same for one launch of a graph's GEMM kernel through `coda tune` (NCU_GRAPH: a .coda file, default
+#           tools/graphs/swiglu_backward_fp8_t.coda; NCU_SHAPE, default 16384x14336x4096; NCU_CONFIG, default the
+#           config `coda dump` names): the slowest epilogues of the FP8 layer over their GEMM floor (PERFORMANCE.md)
 # Usage: bash tools/device_fp8.sh tests regress python gemm ... ; BUILD=carry/build by default; STEP_S: each step's
 # time limit (default 540 s); LAYER_BUDGET_S: bench_block.py's --budget-s (default 400).
 set -uo pipefail
@@ -168,7 +171,24 @@ for step in "$@"; do
           python3 tools/ncu_hotspots.py "${report}_source.csv" | head -n 30 || status=1
         fi
       done ;;
-    *) echo "device_fp8.sh: unknown step '$step' (tests, tests-gemm, tests-blocks, regress, python, gemm, interleaved, layer, model, profile, curve, experiments, experiments-blocks, ab, abblock, ncublock)" >&2; exit 2 ;;
+    ncugraph)
+      graph=${NCU_GRAPH:-tools/graphs/swiglu_backward_fp8_t.coda}
+      IFS=x read -r m n k <<< "${NCU_SHAPE:-16384x14336x4096}"
+      config=${NCU_CONFIG:-$("$build/coda" dump "$graph" | sed -n 's|^// config: ||p' | head -n 1)}
+      report="$out/ncu_$(basename "$graph" .coda)"
+      echo "== ncu of $graph, $m x $n x $k, $config"
+      timeout "$step_s" ncu --clock-control none --set full --import-source no -k regex:hopper_gemm --launch-skip 2 \
+        --launch-count 1 -f -o "$report" "$build/coda" tune "$graph" --m "$m" --n "$n" --k "$k" --iters 5 \
+        --config "$config" > "$report.log" 2>&1 || status=1
+      if [ -s "$report.ncu-rep" ]; then
+        ncu --import "$report.ncu-rep" --page details > "$report.txt" 2>> "$report.log" || status=1
+        ncu --import "$report.ncu-rep" --page source --csv --print-source sass > "${report}_source.csv" \
+          2>> "$report.log" || status=1
+        grep -E "Duration|Elapsed Cycles|SM Frequency|Issue Slots Busy|Tensor|Memory Throughput|DRAM Throughput" \
+          "$report.txt" | head -n 12
+        python3 tools/ncu_hotspots.py "${report}_source.csv" | head -n 30 || status=1
+      fi ;;
+    *) echo "device_fp8.sh: unknown step '$step' (tests, tests-gemm, tests-blocks, regress, python, gemm, interleaved, layer, model, profile, curve, experiments, experiments-blocks, ab, abblock, ncublock, ncugraph)" >&2; exit 2 ;;
   esac
 done
 exit $status
