@@ -39,12 +39,14 @@ def section(elf, wanted):
 
 
 def kernel_info(cubin):
-    """templates/coda/kernel_abi.cuh's KernelInfo: version, kind, threads, smem, tile, cluster, stages, TMA info."""
+    """templates/coda/kernel_abi.cuh's KernelInfo: version, kind, threads, smem, tile (m, n), cluster (m, n), stages,
+    then TmaTileInfo (maps, inputs_by_tma, chunk_columns, input_rows, outputs, output_rows, transposed)."""
     raw = section(cubin, ".nv.constant3")
-    if len(raw) < 56:
+    if len(raw) < 64:
         return None
-    v = struct.unpack_from("<14i", raw)
-    return {"smem": v[3], "stages": v[7], "maps": v[8], "tile": f"{v[4]}x{v[5]}", "cluster": v[6]}
+    v = struct.unpack_from("<16i", raw)
+    return {"smem": v[3], "tile": f"{v[4]}x{v[5]}", "cluster": f"{v[6]}x{v[7]}", "stages": v[8], "maps": v[9],
+            "inputs_by_tma": v[10], "staged_outputs": v[13], "staged_transposed": v[15]}
 
 
 def sass(cuobjdump, cubin, scratch):
