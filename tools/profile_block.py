@@ -133,11 +133,14 @@ def profile(step, steps):
     return Profiled(prof.profiler.function_events, steps, (issued - start) * 1e3 / steps, (done - start) * 1e3 / steps)
 
 
-def _kernel_spans(events):
+def _gpu_kernels(events):
     # The GPU's kernels (and memcpy / memset), without the profiler's own annotations of the timeline.
-    return sorted((e.time_range.start, e.time_range.end) for e in events
-                  if e.device_type == torch.autograd.DeviceType.CUDA
-                  and not e.name.startswith("coda.run#") and not e.name.startswith("ProfilerStep"))
+    return [e for e in events if e.device_type == torch.autograd.DeviceType.CUDA
+            and not e.name.startswith("coda.run#") and not e.name.startswith("ProfilerStep")]
+
+
+def _kernel_spans(events):
+    return sorted((e.time_range.start, e.time_range.end) for e in _gpu_kernels(events))
 
 
 def timeline(profiled):
@@ -174,11 +177,6 @@ def _labels(events, launches):
             return f"coda {rec['graph']} {rec['m']}x{rec['n']}" + (f"x{rec['k']}" if rec["k"] else ""), rec
         return (kern.name if len(kern.name) < 90 else kern.name[:87] + "..."), None
     return label
-
-
-def _gpu_kernels(events):
-    return [e for e in events if e.device_type == torch.autograd.DeviceType.CUDA
-            and not e.name.startswith("coda.run#") and not e.name.startswith("ProfilerStep")]
 
 
 def kernel_rows(profiled, launches, floors):
