@@ -73,11 +73,15 @@ struct WgmmaLayout {
     __device__ static int group() { return thread_index() / kWarpgroupThreads; }
     __device__ static int warp() { return (thread_index() / 32) % 4; }
     __device__ static int lane() { return static_cast<int>(threadIdx.x) % 32; }
-    // Row slot 2i + h is row lane/4 + 8h of warp w's 16 rows in m64 block i.
-    __device__ static int slot_row(int row_slot) {
-        return group() * kWgM + (row_slot / 2) * 64 + warp() * 16 + (row_slot % 2) * 8 + lane() / 4;
+    // Row slot 2i + h is row lane/4 + 8h of warp w's 16 rows in m64 block i (of the thread's warpgroup's rows).
+    __device__ static int group_row(int row_slot) {
+        return (row_slot / 2) * 64 + warp() * 16 + (row_slot % 2) * 8 + lane() / 4;
     }
+    __device__ static int slot_row(int row_slot) { return group() * kWgM + group_row(row_slot); }
     __device__ static int slot_col(int col_slot) { return col_slot * 8 + 2 * (lane() % 4); }
+    // A column slot's column within its chunk of kSlots column slots (the staged tiles', hopper_staging.cuh).
+    template <int kSlots>
+    __device__ static int chunk_col(int col_slot) { return (col_slot % kSlots) * 8 + 2 * (lane() % 4); }
     __device__ static int row_sharer() { return lane() % 4; }
     __device__ static int col_sharer() { return (group() * 4 + warp()) * 8 + lane() / 4; }
     // reduce_group's values of every row slot and group, combined over the row's quad (no shared memory).
@@ -181,8 +185,8 @@ struct HopperGemmTraits {
         kM64 * BN / 2 + kStateRegisters + kHopperStagingRegisters <= kHopperConsumerRegisters;
     static constexpr int kChunkColumns = 8 * kHopperChunkSlots;
     static constexpr int kChunks = BN / kChunkColumns;
-    using StagedIn = TmaTileInputs<Epilogue, BM, kChunkColumns>;
-    using StagedOut = StagedTileOutputs<Epilogue, kWgM, kHopperChunkSlots>;
+    using StagedIn = TmaTileInputs<Epilogue, Layout, BM, kChunkColumns>;
+    using StagedOut = StagedTileOutputs<Epilogue, Layout, kWgM, kHopperChunkSlots>;
     // Swizzled TMA boxes start on swizzle atoms: so do the output buffers (after the input ring).
     static constexpr int kStagedOutPerGroup = (StagedOut::kBytes + kSwizzleAtomBytes - 1) / kSwizzleAtomBytes * kSwizzleAtomBytes;
     // DIRECT_TILES: no staging; the visits read and write tile tensors in global memory. The host runs this variant

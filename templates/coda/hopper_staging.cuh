@@ -23,6 +23,9 @@
 //   - Tensors are numbered as in the Epilogue's tables (kTileInputs / tile_input_pair_bytes / tile_input, and
 //     likewise for outputs).
 //   - Layout: SwizzledChunk (TMA-swizzled boxes, one tensor map per tensor), for inputs and outputs alike.
+//   - A visit's place in a chunk comes from its Coord's row and column slots through the mainloop's layout L
+//     (WgmmaLayout: slot_row for the CTA's rows, group_row for a warpgroup's, chunk_col): the visits of a chunk are
+//     those of its kChunkSlots column slots, and a chunk's m0 is the first row of the rows it holds.
 //   - Staging needs 16-byte units: every tile tensor's base and row pitch must be multiples of 16 bytes (TMA's
 //     rule), and every tile output's logical row too (a TMA store writes whole 16-byte units, whatever the tensor
 //     map's bounds). detail::aligned_16 and detail::whole_row_units check that at run time; the mainloop otherwise
@@ -142,20 +145,16 @@ struct SwizzledChunk {
 
     // Where byte b of row r of tensor i's chunk lies: boxes of span(i) bytes a row, each swizzled by the TMA in
     // 16-byte units.
-    __device__ unsigned address(int i, int r, int b) const {
-        const int s = span(i);
-        const int granule = ((b % s) >> 4) ^ ((r * s >> 7) & (s / 16 - 1));
-        return buffer + box_offset(i, b / s) + r * s + (granule << 4) + (b & 15);
+    // Unsigned, with the row's bits XORed into b: the visits' r and b are a few per-thread values plus constants.
+    __device__ unsigned address(int i, unsigned r, unsigned b) const {
+        const unsigned s = span(i);
+        return buffer + box_offset(i, static_cast<int>(b / s)) + r * s + ((b % s) ^ (((r * s >> 7) & (s / 16 - 1)) << 4));
     }
     // Tensor i's box b of a chunk: its offset in the chunk's buffer, and the TMA's byte column of the box in a
     // chunk whose first column is n0 (the row coordinate is the chunk's first row).
     __host__ __device__ static constexpr int box_offset(int i, int b) { return offset(i) + b * kRows * span(i); }
     __host__ __device__ static constexpr int box_column(int n0, int i, int b) {
         return n0 / 2 * pair_bytes(i) + b * span(i);
-    }
-    // Where tensor i's column pair of the visit at c lies.
-    __device__ unsigned at(int i, const Coord& c) const {
-        return address(i, c.m - m0, ((c.n - n0) / 2) * pair_bytes(i));
     }
     // Where this lane points an ldmatrix / stmatrix.x4 of the 8-row group holding global row m (fragment_address).
     __device__ detail::FragmentLane fragment_lane(int m) const {
@@ -188,16 +187,15 @@ struct TransposedChunk {
     static_assert(kChunkColumns / 2 * kRows % 1024 == 0, "coda: a transposed chunk must be whole swizzle atoms");
 
     // Where byte b of row r of sink j's chunk lies (offset from the chunk's transposed part).
-    __device__ static unsigned address(int j, int r, int b) {
-        const int s = span(j);
-        const int granule = ((b % s) >> 4) ^ ((r * s >> 7) & (s / 16 - 1));
-        return box_offset(j, b / s) + r * s + (granule << 4) + (b & 15);
+    __device__ static unsigned address(int j, unsigned r, unsigned b) {
+        const unsigned s = span(j);
+        return box_offset(j, static_cast<int>(b / s)) + r * s + ((b % s) ^ (((r * s >> 7) & (s / 16 - 1)) << 4));
     }
 };
 
 // Tile inputs loaded by TMA (the producer warpgroup's loader thread, hopper_gemm.cuh) into a ring of chunk
 // buffers, one SwizzledChunk of the CTA tile's rows each.
-template <class Epilogue, int kRows, int kChunkColumns>
+template <class Epilogue, class L, int kRows, int kChunkColumns>
 struct TmaTileInputs : SwizzledChunk<detail::TileInputTable<Epilogue>, kRows, kChunkColumns> {
     using Table = detail::TileInputTable<Epilogue>;
     using Chunk = SwizzledChunk<Table, kRows, kChunkColumns>;
@@ -226,7 +224,16 @@ struct TmaTileInputs : SwizzledChunk<detail::TileInputTable<Epilogue>, kRows, kC
                 return;
             }
         }
-        coda::load_shared<T>(this->at(i, c), out);
+        coda::load_shared<T>(at(i, c), out);
+    }
+
+    // Where tensor i's column pair of the visit at c lies: the chunk holds the CTA's rows. From the visit's slots
+    // (constants in the unrolled visits) and the lane, not c.m - m0 and c.n - n0: then each address is a few
+    // per-thread values and constants. (From the coordinates, signed divisions and swizzles took a fifth of the FP8
+    // SwiGLU backward epilogue's instructions.)
+    __device__ unsigned at(int i, const Coord& c) const {
+        return this->address(i, static_cast<unsigned>(L::slot_row(c.row_slot)),
+                             static_cast<unsigned>(L::template chunk_col<kChunkSlots>(c.col_slot)) / 2 * Chunk::pair_bytes(i));
     }
 
     // Loader thread: the copies of the chunk at (m0, n0) into `dst`, completing on `bar` (kBytes in all).
@@ -257,7 +264,7 @@ struct TileMaps {
 // Tile outputs staged for TMA stores: the visits of one column chunk write one SwizzledChunk of the consumer
 // warpgroup's rows, then one thread stores it (issue). Only the rows and columns inside M x N reach global memory:
 // the tensor maps clip the boxes, so slots a visit skipped (beyond N or M) may hold stale values.
-template <class Epilogue, int kRows, int kChunkSlots>
+template <class Epilogue, class L, int kRows, int kChunkSlots>
 struct StagedTileOutputs : SwizzledChunk<detail::TileOutputTable<Epilogue>, kRows, 8 * kChunkSlots> {
     static constexpr int kChunkColumns = 8 * kChunkSlots;
     static_assert(kChunkSlots == 4, "coda: a fragment store (stmatrix.x4) covers 4 column slots");
@@ -282,20 +289,29 @@ struct StagedTileOutputs : SwizzledChunk<detail::TileOutputTable<Epilogue>, kRow
                 return;
             }
         }
-        coda::store_shared<T>(this->at(i, c), in);
+        coda::store_shared<T>(at(i, c), in);
     }
 
-    // The visit's write of transposed output j: its V elements of row c.m into rows (c.n - n0) / 2 * V + v of j's
-    // transposed chunk; the global pointer is unused.
+    // Where tensor i's column pair of the visit at c lies: the chunk holds the warpgroup's rows.
+    __device__ unsigned at(int i, const Coord& c) const {
+        return this->address(i, static_cast<unsigned>(L::group_row(c.row_slot)), pair_of(c) * Chunk::pair_bytes(i));
+    }
+    // The visit's column pair within the chunk.
+    __device__ static unsigned pair_of(const Coord& c) {
+        return static_cast<unsigned>(L::template chunk_col<kChunkSlots>(c.col_slot)) / 2;
+    }
+
+    // The visit's write of transposed output j: its V elements of row c.m into rows p * V + v of j's transposed
+    // chunk, p the visit's column pair in the chunk; the global pointer is unused.
     template <int V, class T, class R>
     __device__ void store_transposed(int j, T*, long long, const Coord& c, int, const R (&in)[V]) const {
-        const int r = (c.n - this->n0) / 2 * V;
+        const unsigned r = pair_of(c) * V;
+        const unsigned b = static_cast<unsigned>(L::group_row(c.row_slot)) * Transposed::element_bytes(j);
         const unsigned base = this->buffer + Chunk::kBytes;
 #pragma unroll
         for (int v = 0; v < V; ++v) {
             const R element[1] = {in[v]};
-            coda::store_shared<T>(base + Transposed::address(j, r + v, (c.m - this->m0) * Transposed::element_bytes(j)),
-                                  element);
+            coda::store_shared<T>(base + Transposed::address(j, r + v, b), element);
         }
     }
 

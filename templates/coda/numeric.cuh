@@ -16,8 +16,8 @@
 //     in the same visit. Partially overlapping inputs and outputs are unsupported (README).
 //   - Narrowing rounds to nearest even (PTX cvt.rn), keeps subnormals, infinities and NaN; to e4m3 and e5m2 it
 //     saturates to the largest finite value instead of overflowing (satfinite), and needs sm_89 or newer.
-//   - The activations use the accurate expf/erff/tanhf; on sm_90 sigmoid divides with __fdividef where its
-//     denominator is in [1, 2] (exact to 2 ulps there): results match a double reference to a few float ulps.
+//   - The activations use the accurate expf/erff/tanhf; on sm_90 sigmoid multiplies by rcp.approx of its
+//     denominator, which is in [1, 2] (2 ulps in all there): results match a double reference to a few float ulps.
 #pragma once
 
 #include "coda/angle.cuh"
@@ -333,8 +333,8 @@ __device__ __forceinline__ void load8(Reader at, float (&out)[V]) {
 template <class T, int V>
 __device__ __forceinline__ unsigned pack8(const float (&in)[V]) {
     check_width<V>();
-    if constexpr (V == 1)
-        return Convert8<T>::pack(in[0], 0.0f) & 0xffu;
+    if constexpr (V == 1)  // the high byte is 0.0f's: 0 (no mask, which cost an instruction a byte stored)
+        return Convert8<T>::pack(in[0], 0.0f);
     else if constexpr (V == 2)
         return Convert8<T>::pack(in[0], in[1]);
     else
@@ -508,15 +508,18 @@ __device__ __forceinline__ float round_to_f16(float x) {
 }
 
 // 1 / (1 + e^-x) for x >= 0, e^x / (1 + e^x) below: the denominator stays in [1, 2], where the fast division
-// (__fdividef, 2 ulps there) needs no special cases. The IEEE division took a slow-path call and a reconvergence
-// barrier per element, in SwiGLU's forward and backward epilogues. e^-|x| underflows gracefully, so sigmoid keeps its
+// (the numerator times rcp.approx, 2 ulps there) needs no special cases. The IEEE division took a slow-path call and
+// a reconvergence barrier per element, in SwiGLU's forward and backward epilogues; __fdividef, the same product,
+// adds a range check and two rescales for denominators it cannot have here. e^-|x| underflows gracefully, so sigmoid keeps its
 // subnormal values far below 0; NaN stays NaN. About 4 ulps in all, with expf's 2. Before sm_90 the IEEE division
 // stays: without its call, ptxas spilled the tile program swiglu_backward_tile on sm_80 (at the 64 registers it
 // chose there, whatever the formulation).
 __device__ __forceinline__ float sigmoid(float x) {
 #if __CUDA_ARCH__ >= 900
     const float e = expf(-fabsf(x));
-    return __fdividef(x >= 0.0f ? 1.0f : e, 1.0f + e);
+    float inv;  // rcp.approx: 1 ulp
+    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(inv) : "f"(1.0f + e));
+    return (x >= 0.0f ? 1.0f : e) * inv;
 #else
     return 1.0f / (1.0f + expf(-x));
 #endif

@@ -172,7 +172,7 @@ TEST_CASE("log-sum-exp partials are exact at infinite rows and float-accurate at
 }
 
 TEST_CASE("sigmoid and silu keep float accuracy from x = -87 to 100", "[gpu][sigmoid]") {
-    // On sm_90, sigmoid divides with __fdividef over a denominator kept in [1, 2] (templates/coda/numeric.cuh).
+    // On sm_90, sigmoid multiplies by rcp.approx of a denominator kept in [1, 2] (templates/coda/numeric.cuh).
     // Checked through log(sigmoid(x)), whose absolute error is sigmoid's relative error: a sigmoid computed as
     // 1 / (1 + e^-x) with a fast division flushes to 0 below x = -87.3 and loses its digits on the way, which the
     // log shows. -87 keeps sigmoid a normal float (e^-87 = 1.6e-38).
