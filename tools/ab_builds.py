@@ -1,6 +1,6 @@
 """Two builds of coda timed against each other in one GPU session: the A/B of a template or mainloop change.
 
-For each shape, `coda bench gemm` (with the arguments after `--`) runs with build A's binary, then B's, B's, A's
+For each shape, `coda bench gemm` or `coda tune` (the arguments after `--`) runs with build A's binary, then B's, B's, A's
 (ABBA: a drift of clock or temperature within the pair cancels), each build with a kernel cache of its own. Every
 row of the tables it prints (epilogue, M, N, K, ms, ...) is collected; the result is each row's mean time per build,
 B / A, and the geometric mean of B / A per epilogue. B / A below 1: B is faster.
@@ -8,6 +8,9 @@ B / A, and the geometric mean of B / A per epilogue. B / A below 1: B is faster.
 Usage:
   python3 tools/ab_builds.py carry/build_main carry/build_branch --shapes 4096x4096x4096 8192x4096x11008 \\
       -- bench gemm --fp8 e4m3 --block-scales --identity-only --iters 50
+A template change to one epilogue at its shape (coda tune's table, its config pinned):
+  python3 tools/ab_builds.py carry/build_main carry/build_branch --shapes 16384x14336x4096 \\
+      -- tune tools/graphs/swiglu_backward_fp8_t.coda --iters 30 --config "hopper bm=128 bn=128 bk=64 stages=6 cooperative"
 One build under two environments (a mainloop experiment against the default, README "Mainloop experiments"):
   python3 tools/ab_builds.py build build --b-env CODA_HOPPER_EXPERIMENTS=block_sum_pair --shapes ... -- bench gemm ...
 Writes ab_builds.md (or --name's .md) to $OUT (or --out) and prints it.
@@ -15,15 +18,32 @@ Writes ab_builds.md (or --name's .md) to $OUT (or --out) and prints it.
 import argparse
 import math
 import os
+import re
 import subprocess
 import sys
 import tempfile
 
 
+TUNE_SHAPE = re.compile(r"^(\S+)\s+M=(\d+) N=(\d+) K=(\d+)")
+TUNE_ROW = re.compile(r"^\s+((?:hopper|portable)\b.*?)\s+(\d+\.\d+)\s+\d+\.\d+(\s.*)?$")
+
+
 def parse_rows(text):
-    """{(epilogue, M, N, K): ms} of the table rows in `text` (coda bench gemm's: name M N K ms TFLOP/s ...)."""
+    """{(epilogue, M, N, K): ms} of the table rows in `text`: coda bench gemm's (name M N K ms TFLOP/s ...), and
+    coda tune's (a "graph  M=.. N=.. K=.." line, then a row per config: config ms TFLOP/s), named by the graph, or
+    "graph [config]" where the table has several configs."""
     rows = {}
+    tune = {}  # (graph, M, N, K) -> {config: ms}
+    shape = None
     for line in text.splitlines():
+        head = TUNE_SHAPE.match(line)
+        if head:
+            shape = (head.group(1), int(head.group(2)), int(head.group(3)), int(head.group(4)))
+            continue
+        row = TUNE_ROW.match(line)
+        if shape and row:
+            tune.setdefault(shape, {})[row.group(1)] = float(row.group(2))
+            continue
         fields = line.split()
         if len(fields) < 5 or not all(f.isdigit() for f in fields[1:4]):
             continue
@@ -31,6 +51,9 @@ def parse_rows(text):
             rows[(fields[0], int(fields[1]), int(fields[2]), int(fields[3]))] = float(fields[4])
         except ValueError:
             continue
+    for (graph, m, n, k), configs in tune.items():
+        for config, ms in configs.items():
+            rows[(graph if len(configs) == 1 else f"{graph} [{config}]", m, n, k)] = ms
     return rows
 
 

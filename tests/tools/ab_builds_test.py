@@ -34,6 +34,18 @@ class ParseAndSummarize(unittest.TestCase):
         self.assertIn("1 of 4 runs printed no table rows", report)
 
 
+    def test_tune_tables(self):
+        # coda tune's output: one graph and shape a table, a row per config (the fastest and the default marked).
+        one = ("device: H100\nswiglu_backward_fp8_t  M=16384 N=14336 K=4096  (shape class m16384 n16384 k4096)\n"
+               "  config               ms   TFLOP/s\n"
+               "  hopper bm=128 bn=128 bk=64 stages=6 cooperative cluster=1     2.5053     768.0  <- fastest  (default)\n")
+        self.assertEqual(ab_builds.parse_rows(one), {("swiglu_backward_fp8_t", 16384, 14336, 4096): 2.5053})
+        two = ("g  M=64 N=32 K=16\n  config  ms  TFLOP/s\n  hopper bm=128 pingpong     1.5000     9.0  <- fastest\n"
+               "  hopper bm=128 cooperative     2.0000     7.0  (default)\n  the default is 33% slower\n")
+        self.assertEqual(ab_builds.parse_rows(two), {("g [hopper bm=128 pingpong]", 64, 32, 16): 1.5,
+                                                     ("g [hopper bm=128 cooperative]", 64, 32, 16): 2.0})
+
+
 class OneBuildTwoEnvironments(unittest.TestCase):
     def test_b_env_reaches_only_b(self):
         with tempfile.TemporaryDirectory() as d:
