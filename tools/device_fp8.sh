@@ -28,6 +28,10 @@
 #           '|'-separated, "" = ping-pong itself); tools/tune_table.py makes fp8_ab.md of the log: each config's time
 #           over the first one's per shape, and their geometric means
 #   abblock the same for the block-scaled identity (cooperative 128 x 128: smem_scales, block_sum_pair, both)
+#   abgraphs  a template change against the build before it (BASE, default carry/build_base: its coda binary), on the
+#           epilogues of the layer at d = 4096 at their GEMM shapes, each on the config `coda dump` names (ABBA turns of
+#           `coda tune`, tools/ab_builds.py: ab_<graph>.md); AB_GRAPHS: "graph:MxNxK ..." instead of the default set;
+#           BASE_CACHE_DIR: a kernel cache warmed for BASE (`coda warm`), as CODA_CACHE_DIR is for BUILD
 #   ncublock  ncu of one launch of the block-scaled identity at NCU_SHAPE (default 8192x4096x11008), under each of
 #           NCU_EXPERIMENTS (default "none smem_scales"): the full set, and its source page as csv with every SASS
 #           instruction's stall samples (ncu_block_<experiments>_source.csv; tools/ncu_hotspots.py lists the top ones)
@@ -153,6 +157,21 @@ for step in "$@"; do
       done
       python3 tools/tune_table.py "$out/fp8_$step.log" > "$out/fp8_$step.md" || status=1
       tail -n 20 "$out/fp8_$step.md" ;;
+    abgraphs)
+      base=${BASE:-carry/build_base}
+      cache_args=(--b-env "CODA_CACHE_DIR=$CODA_CACHE_DIR")
+      [ -n "${BASE_CACHE_DIR:-}" ] && cache_args+=(--a-env "CODA_CACHE_DIR=$BASE_CACHE_DIR")
+      for pair in ${AB_GRAPHS:-swiglu_backward_fp8_t:16384x14336x4096 rmsnorm_backward_residual_fp8_t:16384x4096x28672 \
+          rmsnorm_backward_residual_fp8_bf16_dx_t:16384x4096x12288 gate_up_swiglu_fp8:16384x28672x4096 \
+          qkv_rope_fp8:16384x12288x4096 out_proj_fp8:16384x4096x14336 swiglu_backward:16384x14336x4096 \
+          gate_up_swiglu:16384x28672x4096}; do
+        graph=${pair%%:*} shape=${pair#*:}
+        config=$("$build/coda" dump "tools/graphs/$graph.coda" | sed -n 's|^// config: ||p' | head -n 1)
+        echo "== abgraphs $graph $shape ($config)"
+        timeout "$step_s" python3 tools/ab_builds.py "$base" "$build" "${cache_args[@]}" --name "ab_$graph" --out "$out" \
+          --timeout-s 30 --shapes "$shape" -- tune "tools/graphs/$graph.coda" --iters 30 --config "$config" \
+          | grep -E "^\| $graph " || status=1
+      done ;;
     ncublock)
       IFS=x read -r m n k <<< "${NCU_SHAPE:-8192x4096x11008}"
       for experiments in ${NCU_EXPERIMENTS:-none smem_scales}; do
@@ -188,7 +207,7 @@ for step in "$@"; do
           "$report.txt" | head -n 12
         python3 tools/ncu_hotspots.py "${report}_source.csv" | head -n 30 || status=1
       fi ;;
-    *) echo "device_fp8.sh: unknown step '$step' (tests, tests-gemm, tests-blocks, regress, python, gemm, interleaved, layer, model, profile, curve, experiments, experiments-blocks, ab, abblock, ncublock, ncugraph)" >&2; exit 2 ;;
+    *) echo "device_fp8.sh: unknown step '$step' (tests, tests-gemm, tests-blocks, regress, python, gemm, interleaved, layer, model, profile, curve, experiments, experiments-blocks, ab, abblock, abgraphs, ncublock, ncugraph)" >&2; exit 2 ;;
   esac
 done
 exit $status
