@@ -22,12 +22,13 @@
 #   curve   tools/fp8_loss_curve.py, 300 steps of fp32, bf16 and FP8 (CURVE_RECIPES: the recipes, default all three)
 #   experiments  the C++ GPU tests of the mainloop experiments (README "Mainloop experiments")
 #   experiments-blocks  the block-wise FP8 blocks' GPU tests (every epilogue on the configs they run on) with every
-#           experiment on (CODA_HOPPER_EXPERIMENTS=smem_scales,block_sum_pair), then with smem_scales alone
+#           experiment on (CODA_HOPPER_EXPERIMENTS=issue_turns,smem_scales,block_sum_pair), and with issue_turns alone
 #   ab      the 2-CTA clusters and the wider tiles against ping-pong 128 x 128 for the per-tensor FP8 identity, per shape
 #           in one `coda tune --solo --config ...` (AB_SHAPES; AB_CONFIGS: each config's words after ping-pong's,
 #           '|'-separated, "" = ping-pong itself); tools/tune_table.py makes fp8_ab.md of the log: each config's time
 #           over the first one's per shape, and their geometric means
-#   abblock the same for the block-scaled identity (cooperative 128 x 128: smem_scales, block_sum_pair, both)
+#   abblock the same for the block-scaled identity (cooperative 128 x 128: issue_turns, with smem_scales, and
+#           smem_scales with block_sum_pair)
 #   abgraphs  a template change against the build before it (BASE, default carry/build_base: its coda binary), on the
 #           epilogues of the layer at d = 4096 at their GEMM shapes, each on the config `coda dump` names (ABBA turns of
 #           `coda tune`, tools/ab_builds.py: ab_<graph>.md); AB_GRAPHS: "graph:MxNxK ..." instead of the default set;
@@ -124,7 +125,7 @@ for step in "$@"; do
       grep -E "FAILED|passed|failed|with expansion" "$out/gpu_experiments.log" | tail -n 20 ;;
     experiments-blocks)
       echo "== the block-wise FP8 blocks' GPU tests with the experiments on"
-      for experiments in smem_scales,block_sum_pair smem_scales; do
+      for experiments in issue_turns issue_turns,smem_scales,block_sum_pair; do
         CODA_HOPPER_EXPERIMENTS=$experiments timeout "$step_s" "$build/tests/coda_gpu_tests" \
           "the block's block-wise FP8 epilogues*" --durations yes \
           > "$out/gpu_experiments_blocks_${experiments//,/-}.log" 2>&1 || status=1
@@ -144,7 +145,7 @@ for step in "$@"; do
         extras=${AB_CONFIGS:-"|cluster=2|cluster_n=2|cooperative bn=256 stages=4|cooperative bn=256 stages=4 cluster=2|cooperative bm=256 stages=4 cluster_n=2"}
       else
         graph=$graphs/identity_fp8_blockwise.coda base="hopper bm=128 bn=128 bk=64 stages=6 cooperative"
-        extras=${AB_CONFIGS:-"|smem_scales|smem_scales block_sum_pair|block_sum_pair"}
+        extras=${AB_CONFIGS:-"|issue_turns|issue_turns smem_scales|smem_scales block_sum_pair"}
       fi
       configs=()
       IFS='|' read -r -a words <<< "$extras"

@@ -36,7 +36,9 @@ constexpr unsigned kBlockSumPair = 1u;  // "block_sum_pair" (block-scaled FP8): 
                                         // next block multiplies while it promotes the previous one
 constexpr unsigned kSmemScales = 2u;    // "smem_scales" (block-scaled FP8): a producer warp copies each stage's
                                         // scales into shared memory beside it, where the consumers read them
-constexpr unsigned kAll = kBlockSumPair | kSmemScales;
+constexpr unsigned kIssueTurns = 4u;    // "issue_turns" (block-scaled FP8): the two consumer warpgroups issue each
+                                        // block's wgmmas in turn, so that one promotes while the other's run
+constexpr unsigned kAll = kBlockSumPair | kSmemScales | kIssueTurns;
 // The word of one bit ("block_sum_pair"), "" for any other value; and the bit of a word, 0 for none.
 std::string word(unsigned bit);
 unsigned bit(const std::string& word);

@@ -44,6 +44,7 @@ constexpr int kTmaAlignment = 16;  // bytes: TMA's rule for a tensor's base and 
 static_assert(HopperConfig::bk == rules::kBK, "HopperConfig's K step is the template's");
 static_assert(hopper_experiment::kBlockSumPair == rules::kBlockSumPair &&
                   hopper_experiment::kSmemScales == rules::kSmemScales &&
+                  hopper_experiment::kIssueTurns == rules::kIssueTurns &&
                   hopper_experiment::kAll == rules::kAllExperiments,
               "the host's and the kernels' experiment bits must agree");
 
@@ -55,7 +56,8 @@ unsigned experiments_for(const Graph& graph, unsigned wanted) {
 constexpr const char* experiment_needs(unsigned bit) {
     switch (bit) {
         case rules::kBlockSumPair:
-        case rules::kSmemScales: return "a block-scaled FP8 GEMM (block_scales)";
+        case rules::kSmemScales:
+        case rules::kIssueTurns: return "a block-scaled FP8 GEMM (block_scales)";
         default: return "nothing: it is no experiment";
     }
 }

@@ -18,6 +18,7 @@ std::string word(unsigned b) {
     switch (b) {
         case kBlockSumPair: return "block_sum_pair";
         case kSmemScales: return "smem_scales";
+        case kIssueTurns: return "issue_turns";
         default: return "";
     }
 }

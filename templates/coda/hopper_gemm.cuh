@@ -45,10 +45,12 @@
 
 namespace coda {
 
-// Named barriers (0 is __syncthreads): one over both consumer warpgroups (a cooperative tile's), and one per
-// consumer warpgroup (a ping-pong tile's, and each consumer's staged output chunks).
+// Named barriers (0 is __syncthreads): one over both consumer warpgroups (a cooperative tile's), one per
+// consumer warpgroup (a ping-pong tile's, and each consumer's staged output chunks), and with issue_turns one per
+// consumer that it waits on for its turn to issue a block's wgmmas (IssueTurns).
 constexpr int kConsumersBarrier = 1;
 __device__ __forceinline__ int warpgroup_barrier(int warpgroup) { return 1 + warpgroup; }
+constexpr int kIssueTurnBarrier = 4;  // consumer c's: kIssueTurnBarrier + c
 
 // The wgmma accumulator layout of a BM x BN tile owned by kGroups consumer warpgroups, each holding kWgM rows
 // as kWgM / 64 blocks of m64. In block i, warp w of a warpgroup holds rows 16w + lane/4 (+ 8) and, for each n8
@@ -251,6 +253,8 @@ struct HopperGemmTraits {
     // keep one sum.
     static constexpr bool kBlockSumPair = (EXPERIMENTS & hopper_rules::kBlockSumPair) != 0 && kCluster == 1 &&
                                           Epilogue::kTileInputs == 0;
+    // issue_turns: the two consumers of a cooperative block-scaled tile issue each block's wgmmas in turn.
+    static constexpr bool kIssueTurns = kBlockScaled && !kPingPong && (EXPERIMENTS & hopper_rules::kIssueTurns) != 0;
     // Arrivals that free an input chunk: lane 0 of every warp that reads it. A stage is free once those of every
     // CTA of the cluster have arrived (its producer's multicast writes into all of them).
     static constexpr int kEmptyArrivals = kWarpgroupThreads / 32 * (kPingPong ? 1 : kConsumers);
@@ -432,6 +436,29 @@ __device__ __forceinline__ void promote_block(float (&acc)[Tr::kM64][Tr::kBN / 2
         for (int r = 0; r < Tr::kBN / 2; ++r) acc[i][r] = fmaf(block[i][r], scale[2 * i + (r / 2) % 2], acc[i][r]);
 }
 
+// issue_turns: the two consumer warpgroups of a cooperative block-scaled tile issue each block's wgmmas in turn,
+// consumer 0 first. Both stand on the same stage barrier, so without turns they issue together, the tensor cores
+// interleave their wgmmas, both wait for the last of them and both promote at once while the tensor cores idle (the
+// block-scaled loop took 1.37x the per-tensor one's cycles, its tensor pipe 54% active: docs/PERFORMANCE.md). In
+// turn, one warpgroup's block runs while the other promotes. Consumer c waits on barrier kIssueTurnBarrier + c
+// (bar.sync, both warpgroups' threads counted) and the other consumer arrives on it (bar.arrive) once it has issued:
+// consumer 0 waits before every block but a tile's first, consumer 1 before every block; consumer 0 hands over after
+// every block, consumer 1 after every block but a tile's last, so each tile leaves no arrival pending.
+template <class Tr>
+struct IssueTurns {
+    int consumer;  // 0 or 1: warpgroup 1 or 2
+    __device__ IssueTurns() : consumer(static_cast<int>(threadIdx.x) / kWarpgroupThreads - 1) {}
+    __device__ void wait(int kt) const {
+        if constexpr (Tr::kIssueTurns)
+            if (consumer == 1 || kt > 0) sm90::named_barrier_sync(kIssueTurnBarrier + consumer, 2 * kWarpgroupThreads);
+    }
+    __device__ void pass(int kt, int k_tiles) const {
+        if constexpr (Tr::kIssueTurns)
+            if (consumer == 0 || kt + 1 < k_tiles)
+                sm90::named_barrier_arrive(kIssueTurnBarrier + 1 - consumer, 2 * kWarpgroupThreads);
+    }
+};
+
 // hopper_mma_tile for block-scaled FP8 (GemmSpec::block_scales): k-tile kt is the scale block k_begin + kt (128 k).
 // Its wgmmas write a block sum of their own (the first one overwrites it), and once they are done each thread adds
 // that sum times A_scale[kb][row] * B_scale[tn][kb] into acc: every block is promoted to fp32 with its own scales,
@@ -453,6 +480,7 @@ __device__ __forceinline__ void hopper_mma_tile_block_scaled(const HopperSmem& s
     clear_accumulator<Tr>(acc);
     const bool warp_leader = threadIdx.x % 32 == 0;
     const BlockScaleReader<Tr> scales(problem, args, tm, tn);
+    const IssueTurns<Tr> turns;
     const auto multiply = [](const float (&raw)[kRows + 1], float (&scale)[kRows]) {
 #pragma unroll
         for (int rs = 0; rs < kRows; ++rs) scale[rs] = raw[rs] * raw[kRows];
@@ -467,7 +495,9 @@ __device__ __forceinline__ void hopper_mma_tile_block_scaled(const HopperSmem& s
     // Block kt: `ready` holds block kt + 1's scales (loaded during block kt - 1), `fill` receives block kt + 2's.
     const auto step = [&](int kt, float (&ready)[kRows + 1], float (&fill)[kRows + 1]) {
         if (kt == prefetch_at) prefetch();
+        turns.wait(kt);
         hopper_issue_stage<Tr, true>(smem, stage, a_low, b_low, block);
+        turns.pass(kt, k_tiles);
         if (kt + 2 < k_tiles) scales.load(k_begin + kt + 2, fill);
         sm90::wgmma_wait<0>();
 #pragma unroll
@@ -520,11 +550,14 @@ __device__ __forceinline__ void hopper_mma_tile_block_smem(const HopperSmem& sme
     clear_accumulator<Tr>(acc);
     const bool warp_leader = threadIdx.x % 32 == 0;
     const SmemScaleReader<Tr> scales(smem.scales, smem.scales_full);
+    const IssueTurns<Tr> turns;
     float block[Tr::kM64][Tr::kBN / 2];
     auto stage = PipelineState<Tr::kStages>::at(start);
     for (int kt = 0; kt < k_tiles; ++kt) {
         if (kt == prefetch_at) prefetch();
+        turns.wait(kt);
         hopper_issue_stage<Tr, true>(smem, stage, a_low, b_low, block);
+        turns.pass(kt, k_tiles);
         float scale[kRows];
         scales.read(stage, scale);
         sm90::wgmma_wait<0>();
@@ -553,6 +586,7 @@ __device__ __forceinline__ void hopper_mma_tile_block_pair(const HopperSmem& sme
     const bool warp_leader = threadIdx.x % 32 == 0;
     const BlockScaleReader<Tr> scales(problem, args, tm, tn);
     const SmemScaleReader<Tr> smem_scales(smem.scales, smem.scales_full);
+    const IssueTurns<Tr> turns;
     float scale[kRows];  // the issued, not yet promoted block's A_scale[kb][row] * B_scale[tn][kb]
     float raw[kRows + 1];  // the next block's scales as loaded (without smem_scales)
     if constexpr (!Tr::kSmemScales) scales.load(k_begin, raw);
@@ -569,7 +603,9 @@ __device__ __forceinline__ void hopper_mma_tile_block_pair(const HopperSmem& sme
     // (from `raw`, loaded during block kt - 1) and `raw` receives block kt + 1's, a block ahead of its use.
     const auto step = [&](int kt, float (&issue)[Tr::kM64][Tr::kBN / 2], float (&other)[Tr::kM64][Tr::kBN / 2]) {
         if (kt == prefetch_at) prefetch();
+        turns.wait(kt);
         hopper_issue_stage<Tr, true>(smem, stage, a_low, b_low, issue);
+        turns.pass(kt, k_tiles);
         if (kt > 0) {
             sm90::wgmma_wait<1>();  // block kt - 1's wgmmas are done; block kt's may run on
             promote(other);

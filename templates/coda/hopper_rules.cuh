@@ -36,11 +36,14 @@ constexpr unsigned kBlockSumPair = 1u;  // block-scaled: two block sums, one's w
                                         // promoted
 constexpr unsigned kSmemScales = 2u;    // block-scaled: a producer warp copies each stage's scales into shared memory
                                         // beside it; the consumers read them there instead of from global memory
-constexpr unsigned kAllExperiments = kBlockSumPair | kSmemScales;
-constexpr unsigned kBlockScaledExperiments = kBlockSumPair | kSmemScales;
+constexpr unsigned kIssueTurns = 4u;    // block-scaled: the two consumer warpgroups issue each block's wgmmas in
+                                        // turn (named barriers), one's block on the tensor cores while the other
+                                        // promotes, instead of both issuing, waiting and promoting at once
+constexpr unsigned kAllExperiments = kBlockSumPair | kSmemScales | kIssueTurns;
+constexpr unsigned kBlockScaledExperiments = kBlockSumPair | kSmemScales | kIssueTurns;
 
-// The first experiment of `experiments` a kernel cannot take, or 0: block_sum_pair and smem_scales need a
-// block-scaled GEMM.
+// The first experiment of `experiments` a kernel cannot take, or 0: block_sum_pair, smem_scales and issue_turns need
+// a block-scaled GEMM (whose tiles are cooperative: two consumer warpgroups).
 CODA_HOST_DEVICE constexpr unsigned lowest_bit(unsigned bits) { return bits & (~bits + 1u); }
 CODA_HOST_DEVICE constexpr unsigned inapplicable_experiment(unsigned experiments, bool block_scaled) {
     return (experiments & ~kAllExperiments) != 0 ? lowest_bit(experiments & ~kAllExperiments)

@@ -187,6 +187,10 @@ __device__ __forceinline__ void claim_registers() {
 __device__ __forceinline__ void named_barrier_sync(int id, int threads) {
     asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
+// Counts this warp's threads toward barrier `id` of `threads` without waiting for it.
+__device__ __forceinline__ void named_barrier_arrive(int id, int threads) {
+    asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
 
 // ---- wgmma ----------------------------------------------------------------------------------------------
 // Shared-memory matrix descriptor for a tile written by TMA with 128-byte swizzling: start address, leading

@@ -188,7 +188,8 @@ TEST_CASE("invalid values throw an error naming the variable and the value", "[c
         INFO(experiments);
         CHECK(message.find("CODA_HOPPER_EXPERIMENTS") != std::string::npos);
         CHECK(message.find(std::string("'") + experiments + "'") != std::string::npos);
-        CHECK(message.find("expected none or a comma-separated list of block_sum_pair, smem_scales") != std::string::npos);
+        CHECK(message.find("expected none or a comma-separated list of block_sum_pair, smem_scales, issue_turns") !=
+              std::string::npos);
     }
 }
 

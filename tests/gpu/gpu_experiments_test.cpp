@@ -1,5 +1,5 @@
 // The Hopper mainloop's experiments (hopper_experiment, include/coda/kernel_config.hpp) against the CPU reference
-// (fp64), each on the configs and graphs that take it: block_sum_pair and smem_scales, alone and together, on
+// (fp64), each on the configs and graphs that take it: block_sum_pair, smem_scales and issue_turns, alone and together, on
 // block-scaled FP8 GEMMs of one and two operand types, alone and in CTA pairs along M and N; one partial block,
 // blocks of 128 with a partial last one, many blocks; and stream-K pieces that start mid-K.
 #include <catch2/catch.hpp>
@@ -41,7 +41,8 @@ TEST_CASE("each Hopper experiment matches the reference on the kernels that take
     if (!on_hopper()) return;  // the Hopper mainloop's (its configs are refused elsewhere: kernel_config tests)
     namespace x = hopper_experiment;
     std::vector<Build> builds;
-    for (const unsigned experiments : {x::kBlockSumPair, x::kSmemScales, x::kBlockSumPair | x::kSmemScales})
+    for (const unsigned experiments : {x::kBlockSumPair, x::kSmemScales, x::kIssueTurns, x::kBlockSumPair | x::kSmemScales,
+                                       x::kIssueTurns | x::kSmemScales, x::kAll})
         for (const auto& [cluster_m, cluster_n] : std::vector<std::pair<int, int>>{{1, 1}, {2, 1}, {1, 2}}) {
             HopperConfig config{128, 128, 6, Schedule::Cooperative, cluster_m, cluster_n};
             config.experiments = experiments;

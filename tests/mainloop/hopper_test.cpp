@@ -213,7 +213,8 @@ TEST_CASE("Hopper experiments: in a config's text and key, refused where the ker
     CHECK(m.key_text(KernelConfig(c)) != m.key_text(KernelConfig(HopperConfig{128, 128, 6, Schedule::Cooperative, 1})));
     for (unsigned bit = 1; bit <= x::kAll; bit <<= 1) CHECK(x::bit(x::word(bit)) == bit);
     CHECK(x::bit("block-sum-pair") == 0);
-    CHECK(x::word(4).empty());
+    CHECK(x::word(8).empty());
+    CHECK(x::word(x::kIssueTurns) == "issue_turns");
     HopperConfig both = c;
     both.experiments = x::kBlockSumPair | x::kSmemScales;
     CHECK(KernelConfig(both).to_text() == "hopper bm=128 bn=128 bk=64 stages=6 cooperative cluster=1 block_sum_pair smem_scales");
@@ -237,6 +238,8 @@ TEST_CASE("Hopper experiments: in a config's text and key, refused where the ker
     refuses(g, plain, "the experiment block_sum_pair needs a block-scaled FP8 GEMM");
     plain.experiments = x::kSmemScales;
     refuses(g, plain, "the experiment smem_scales needs a block-scaled FP8 GEMM");
+    plain.experiments = x::kIssueTurns;
+    refuses(g, plain, "the experiment issue_turns needs a block-scaled FP8 GEMM");
     plain.experiments = 64;
     refuses(g, plain, "experiments 0x40 are not hopper_experiment bits");
     CHECK_NOTHROW(m.validate(block_scaled, KernelConfig(c), "sm_90a"));
@@ -247,7 +250,7 @@ TEST_CASE("Hopper experiments: in a config's text and key, refused where the ker
     CHECK(with_hopper_experiments(block_scaled, m.default_config(block_scaled, {}), 0) ==
           m.default_config(block_scaled, {}));
     CHECK(with_hopper_experiments(block_scaled, m.default_config(block_scaled, {}), x::kAll).hopper()->experiments ==
-          (x::kBlockSumPair | x::kSmemScales));
+          x::kAll);
 }
 
 }  // namespace

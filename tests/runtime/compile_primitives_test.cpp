@@ -257,8 +257,9 @@ TEST_CASE("every Hopper experiment compiles for sm_90a without spills or seriali
     namespace x = hopper_experiment;
     test::TempDir dir("coda-experiments");
     KernelCache cache(dir.path(), false);
-    // Each experiment and both together, alone and in the clusters block-scaled kernels take.
-    for (const unsigned experiments : {x::kBlockSumPair, x::kSmemScales, x::kBlockSumPair | x::kSmemScales})
+    // Each experiment, and together, alone and in the clusters block-scaled kernels take.
+    for (const unsigned experiments : {x::kBlockSumPair, x::kSmemScales, x::kIssueTurns, x::kBlockSumPair | x::kSmemScales,
+                                       x::kIssueTurns | x::kSmemScales, x::kAll})
         for (const auto& [cluster_m, cluster_n] : std::vector<std::pair<int, int>>{{1, 1}, {2, 1}, {1, 2}}) {
             HopperConfig config{128, 128, 6, Schedule::Cooperative, cluster_m, cluster_n};
             config.experiments = experiments;
@@ -272,7 +273,7 @@ TEST_CASE("every Hopper experiment compiles for sm_90a without spills or seriali
         if (g.domain() != Domain::Gemm) continue;
         INFO(g.name());
         const KernelConfig config = with_hopper_experiments(g, hopper_mainloop().default_config(g, {}), x::kAll);
-        REQUIRE(config.hopper()->experiments == (x::kBlockSumPair | x::kSmemScales));
+        REQUIRE(config.hopper()->experiments == x::kAll);
         require_compiles_without_spills(g, "sm_90a", cache, config);
     }
 }
