@@ -464,8 +464,9 @@ struct IssueTurns {
 // that sum times A_scale[kb][row] * B_scale[tn][kb] into acc: every block is promoted to fp32 with its own scales,
 // as DeepSeek-V3's recipe has it. The stage is freed as soon as its wgmmas are done. A warpgroup waits for its own
 // wgmmas before it promotes (ptxas serializes every wgmma of a kernel that reads a pending one's accumulators, so a
-// second block sum in flight gains nothing); the other consumer warpgroup's wgmmas keep the tensor cores busy
-// meanwhile. Rows past M and tiles past N (a cluster partner's) read no scale and add 0.
+// second block sum in flight gains nothing); the other consumer warpgroup's wgmmas are to keep the tensor cores busy
+// meanwhile, but both consumers issue a block at once, so their promotions coincide (issue_turns orders them). Rows
+// past M and tiles past N (a cluster partner's) read no scale and add 0.
 // The scales are loaded two blocks ahead and multiplied one block ahead, in two sets of registers that alternate
 // (the loop body twice): loaded one block ahead, their product sat before the wgmma wait in the SASS, so each block
 // waited for a global load issued just after its wgmmas.
