@@ -438,8 +438,8 @@ __device__ __forceinline__ void promote_block(float (&acc)[Tr::kM64][Tr::kBN / 2
 
 // issue_turns: the two consumer warpgroups of a cooperative block-scaled tile issue each block's wgmmas in turn,
 // consumer 0 first. Both stand on the same stage barrier, so without turns they issue together, the tensor cores
-// interleave their wgmmas, both wait for the last of them and both promote at once while the tensor cores idle (the
-// block-scaled loop took 1.37x the per-tensor one's cycles, its tensor pipe 54% active: docs/PERFORMANCE.md). In
+// interleave their wgmmas, both wait for the last of them and both promote at once while the tensor cores idle (ncu
+// put the block-scaled identity's tensor pipe at 54-56% of its cycles, the per-tensor one's at 92%: README). In
 // turn, one warpgroup's block runs while the other promotes. Consumer c waits on barrier kIssueTurnBarrier + c
 // (bar.sync, both warpgroups' threads counted) and the other consumer arrives on it (bar.arrive) once it has issued:
 // consumer 0 waits before every block but a tile's first, consumer 1 before every block; consumer 0 hands over after
