@@ -63,6 +63,12 @@ struct TileOutputTable {
     __device__ static TileView view(const typename Epilogue::Args& args, int i) { return Epilogue::tile_output(args, i); }
 };
 
+// The column pair of the visit at c within its chunk of kSlots column slots (layout L's chunk_col).
+template <class L, int kSlots>
+__device__ __forceinline__ unsigned chunk_pair(const Coord& c) {
+    return static_cast<unsigned>(L::template chunk_col<kSlots>(c.col_slot)) / 2;
+}
+
 // Whether every tensor of Table has its base and row pitch on multiples of 16 bytes (as staging and TMA need).
 template <class Table, class Args>
 __device__ bool aligned_16(const Args& args) {
@@ -233,7 +239,7 @@ struct TmaTileInputs : SwizzledChunk<detail::TileInputTable<Epilogue>, kRows, kC
     // SwiGLU backward epilogue's instructions.)
     __device__ unsigned at(int i, const Coord& c) const {
         return this->address(i, static_cast<unsigned>(L::slot_row(c.row_slot)),
-                             static_cast<unsigned>(L::template chunk_col<kChunkSlots>(c.col_slot)) / 2 * Chunk::pair_bytes(i));
+                             detail::chunk_pair<L, kChunkSlots>(c) * Chunk::pair_bytes(i));
     }
 
     // Loader thread: the copies of the chunk at (m0, n0) into `dst`, completing on `bar` (kBytes in all).
@@ -294,18 +300,15 @@ struct StagedTileOutputs : SwizzledChunk<detail::TileOutputTable<Epilogue>, kRow
 
     // Where tensor i's column pair of the visit at c lies: the chunk holds the warpgroup's rows.
     __device__ unsigned at(int i, const Coord& c) const {
-        return this->address(i, static_cast<unsigned>(L::group_row(c.row_slot)), pair_of(c) * Chunk::pair_bytes(i));
-    }
-    // The visit's column pair within the chunk.
-    __device__ static unsigned pair_of(const Coord& c) {
-        return static_cast<unsigned>(L::template chunk_col<kChunkSlots>(c.col_slot)) / 2;
+        return this->address(i, static_cast<unsigned>(L::group_row(c.row_slot)),
+                             detail::chunk_pair<L, kChunkSlots>(c) * Chunk::pair_bytes(i));
     }
 
     // The visit's write of transposed output j: its V elements of row c.m into rows p * V + v of j's transposed
     // chunk, p the visit's column pair in the chunk; the global pointer is unused.
     template <int V, class T, class R>
     __device__ void store_transposed(int j, T*, long long, const Coord& c, int, const R (&in)[V]) const {
-        const unsigned r = pair_of(c) * V;
+        const unsigned r = detail::chunk_pair<L, kChunkSlots>(c) * V;
         const unsigned b = static_cast<unsigned>(L::group_row(c.row_slot)) * Transposed::element_bytes(j);
         const unsigned base = this->buffer + Chunk::kBytes;
 #pragma unroll
