@@ -365,7 +365,11 @@ public:
         // run alone (`coda tune --solo`, docs/PERFORMANCE.md, 2026-12-06, H100), against ping-pong 128 x 128: 0.83x
         // the time at 16384 x 4096 x 14336, 0.91x at 16384 x 14336 x 4096, 0.93x at 16384 x 8192 x 8192, 0.75x at
         // the LM head's 8192 x 128256 x 4096, 0.96x at 8192 x 4096 x 11008; 1.03x at 4096 x 4096 x 4096 (stays).
-        // FP8 epilogues with work of their own keep ping-pong, unmeasured.
+        // FP8 epilogues with work of their own keep ping-pong: against cooperative 128 x 256 and the pairs (`coda tune
+        // --solo`, H100, docs/PERFORMANCE.md, 2026-12-06, twenty-first session) the winner changed from one epilogue to
+        // the next at the same shape (the pairs 0.81x gate/up + SwiGLU's time, 1.06x its row-wise variant's; every
+        // backward 1.01-1.54x), and at d = 2048 neither won. The measured winners ship as tuning records instead
+        // (src/tune/builtin_tuning.cpp).
         if (size_of(graph.spec().input) == 1) {
             const bool wide = shape.m >= kPairsMinM && shape.n >= kPairsMinN;
             const bool long_k = k >= kLongK;

@@ -10,6 +10,7 @@
 #include "config/settings.hpp"
 #include "mainloop/hopper.hpp"
 #include "mainloop/mainloops.hpp"
+#include "tune/builtin_tuning.hpp"
 #include "util/log.hpp"
 
 namespace coda {
@@ -47,19 +48,20 @@ TargetDevice device_for(const std::string& arch) {
 }  // namespace
 
 std::optional<KernelConfig> choose_config(const Graph& graph, const std::string& arch, const ProblemShape& shape,
-                                          const TargetDevice& device, const TuningDb* db) {
+                                          const TargetDevice& device, const TuningDb* db, const TuningDb* shipped) {
     // Tile programs and finalizers have a fixed tile.
     if (graph.domain() != Domain::Gemm) return std::nullopt;
     const Mainloop& mainloop = default_gemm_mainloop(arch);
     const auto with_experiments = [&](const KernelConfig& config) {
         return with_hopper_experiments(graph, config, settings().hopper_experiments);
     };
-    if (db != nullptr && !device.name.empty() && !db->records().empty()) {
-        const std::string cls = shape_class(shape);
-        // Most lookups miss on GPU or shape class; only a possible hit pays for the graph's hash.
-        if (db->has(device.name, cls))
-            if (const TuningRecord* r = db->find(device.name, memoized_graph_hash(graph), cls))
-                if (mainloop.owns(r->config)) return with_experiments(r->config);
+    const std::string cls = shape_class(shape);
+    // The user's records first, then the shipped ones. Most lookups miss on GPU or shape class; only a possible hit
+    // pays for the graph's hash.
+    for (const TuningDb* records : {db, shipped}) {
+        if (records == nullptr || device.name.empty() || !records->has(device.name, cls)) continue;
+        if (const TuningRecord* r = records->find(device.name, memoized_graph_hash(graph), cls))
+            if (mainloop.owns(r->config)) return with_experiments(r->config);
     }
     return with_experiments(mainloop.default_config(graph, shape));
 }
@@ -68,7 +70,7 @@ std::optional<KernelConfig> default_config_on(const Graph& graph, const std::str
                                               const TargetDevice& device) {
     if (graph.domain() != Domain::Gemm || device.name.empty()) return choose_config(graph, arch, shape, device, nullptr);
     const std::shared_ptr<const TuningDb> db = process_tuning_db().current();
-    return choose_config(graph, arch, shape, device, db.get());
+    return choose_config(graph, arch, shape, device, db.get(), &builtin_tuning_db());
 }
 
 std::optional<KernelConfig> Runtime::default_config(const Graph& graph, const std::string& arch,

@@ -20,11 +20,12 @@ struct TargetDevice {
     int sm_count = 0;   // 0: unknown
 };
 
-// Tile programs and finalizers: none (their tile is fixed). GEMM graphs: the record of `db` for (device name, graph
-// hash, shape class) when there is one and the arch's default mainloop owns its config, else that mainloop's
-// default_config.
+// Tile programs and finalizers: none (their tile is fixed). GEMM graphs: the record of `db` (the user's tuning file)
+// for (device name, graph hash, shape class) when there is one and the arch's default mainloop owns its config, else
+// such a record of `shipped` (builtin_tuning_db), else that mainloop's default_config.
 std::optional<KernelConfig> choose_config(const Graph& graph, const std::string& arch, const ProblemShape& shape,
-                                          const TargetDevice& device, const TuningDb* db);
+                                          const TargetDevice& device, const TuningDb* db,
+                                          const TuningDb* shipped = nullptr);
 
 // Runtime::default_config for a device the caller already knows (Runtime::compile keeps it per context), with
 // the process's tuning database.

@@ -10,21 +10,11 @@
 #include "coda/blocks.hpp"
 #include "ir/check_graph.hpp"
 #include "ir/text.hpp"
+#include "support/block_graphs.hpp"
 
 using namespace coda;
 
-namespace {
-
-// The BF16 block's graphs and the FP8 block's.
-std::vector<Graph> every_block_graph() {
-    std::vector<Graph> graphs = blocks::llama_block();
-    for (const Graph& g : blocks::llama_block_fp8()) graphs.push_back(g);
-    for (const Graph& g : blocks::llama_block_fp8_blockwise()) graphs.push_back(g);
-    for (const Graph& g : blocks::llama_block_fp8_rowwise()) graphs.push_back(g);
-    return graphs;
-}
-
-}  // namespace
+using test::every_block_graph;
 
 TEST_CASE("every block epilogue validates", "[blocks]") {
     for (const Graph& g : every_block_graph()) {

@@ -20,7 +20,9 @@
 #include "ir/text.hpp"
 #include "mainloop/hopper.hpp"
 #include "mainloop/stream_k_workspace.hpp"
+#include "support/block_graphs.hpp"
 #include "support/random_graph.hpp"
+#include "tune/builtin_tuning.hpp"
 #include "verify/device_check.hpp"
 #include "gpu/gpu_support.hpp"
 
@@ -158,6 +160,33 @@ TEST_CASE("the block's row-wise FP8 epilogues match the reference at odd shapes"
     check_block_graphs(blocks::llama_block_fp8_rowwise(),
                        {{1000, 1000, 1008, 0}, {1, 512, 4096, 0}, {257, 130, 144, 16}},
                        {"out_proj_fp8_rowwise", "swiglu_backward_fp8_rowwise"}, 500);
+}
+
+TEST_CASE("the shipped tuning records' kernels match the reference at odd shapes", "[gpu][fp8]") {
+    // The configs coda picks on their GPU at the layer's shapes (src/tune/builtin_tuning.cpp), checked here at
+    // shapes the reference can afford, on whichever Hopper GPU runs the test: ragged tiles, CTA pairs half past N.
+    Driver::instance().ensure_context();
+    if (Driver::instance().current_device().arch != "sm_90a") return;  // FP8 runs on the Hopper mainloop alone
+    std::vector<Build> builds;
+    for (const TuningRecord& r : builtin_tuning_db().records()) {
+        const std::optional<Graph> g = block_graph_with_hash(r.graph_hash);
+        REQUIRE(g.has_value());
+        builds.push_back({*g, options_for(r.config)});
+    }
+    warm_in_parallel(builds);
+    std::uint64_t seed = 600;
+    for (const Build& b : builds)
+        for (const Shape& s : std::vector<Shape>{{1000, 1000, 1008, 0}, {257, 130, 144, 16}, {528, 1040, 1008, 0}}) {
+            INFO("config: " << b.options.config->to_text() << "\ngraph " << b.graph.name()
+                            << fmt::format(" M={} N={} K={} pad={}", s.m, s.n, s.k, s.pad));
+            verify::CheckProblem p;
+            p.m = s.m;
+            p.n = s.n;
+            p.k = s.k;
+            p.operand_pad = s.pad;
+            p.seed = seed++;
+            require_pass(verify::check_on_device(Runtime::instance().compile(b.graph, b.options), p));
+        }
 }
 
 TEST_CASE("random GEMM epilogues over all layouts and both dtypes match the reference", "[gpu]") {

@@ -11,10 +11,12 @@
 #include "coda/blocks.hpp"
 #include "mainloop/hopper.hpp"
 #include "mainloop/portable.hpp"
+#include "support/block_graphs.hpp"
 #include "support/fp8_graphs.hpp"
 #include "mainloop/mainloops.hpp"
 #include "runtime/pipeline.hpp"
 #include "support/temp_dir.hpp"
+#include "tune/builtin_tuning.hpp"
 
 using namespace coda;
 
@@ -439,4 +441,14 @@ TEST_CASE("every built-in block epilogue compiles for sm_80 and sm_90a without s
             direct.direct = true;
             require_compiles_without_spills(g, "sm_90a", cache, direct);
         }
+}
+
+TEST_CASE("the shipped tuning records' kernels compile for sm_90a without spills", "[compile]") {
+    test::TempDir dir("coda-shipped-tuning");
+    KernelCache cache(dir.path(), false);
+    for (const TuningRecord& r : builtin_tuning_db().records()) {
+        const std::optional<Graph> g = test::block_graph_with_hash(r.graph_hash);
+        REQUIRE(g.has_value());  // (the [tune] test names the record whose graph is gone)
+        require_compiles_without_spills(*g, "sm_90a", cache, r.config);
+    }
 }

@@ -1,0 +1,18 @@
+// The ready-made block epilogues of every recipe, for tests that look one up or go through all of them.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "coda/graph.hpp"
+
+namespace coda::test {
+
+// The BF16 block's graphs, then the FP8 blocks' (tensorwise, block-wise, row-wise).
+std::vector<Graph> every_block_graph();
+
+// The block graph whose graph_hash is `hash`, if any.
+std::optional<Graph> block_graph_with_hash(const std::string& hash);
+
+}  // namespace coda::test
