@@ -46,6 +46,12 @@ EPS = 1e-5
 LAYER_SIZES = [(2048, 8192, 16, 16), (4096, 14336, 32, 32), (4096, 14336, 32, 8)]
 START = time.perf_counter()
 HOLD_S = 0.0  # --hold-s: each system also run alone this long (power_hold.hold)
+SYSTEMS = []  # --systems: the FP8 layers' systems whose name contains one of these (all when empty)
+
+
+def kept_systems(systems):
+    """`systems` less those --systems leaves out (each left out is never compiled or run)."""
+    return {name: fn for name, fn in systems.items() if not SYSTEMS or any(text in name for text in SYSTEMS)}
 
 
 def log(*a):
@@ -399,11 +405,12 @@ def fp8_layer_rows(d, f, heads, attention, rounds, per_round, skip_compile, kv_h
             except Exception as e:  # noqa: BLE001
                 log(f"torchao {recipe} unavailable: {e!r}")
     systems["FP8 GEMM floor"] = fp8_floor_fn(layer, attention)
+    systems = kept_systems(systems)
 
     # The FP8 layer against the fp32 eager reference (a few steps first: its delayed scales calibrate).
     for _ in range(3):
-        systems["coda fp8"]()
-        systems["coda fp8 wgrad"]()
+        step(layer, lambda: layer(x, h8, rstd, next_gamma, pos, SEQ, h_scale)[0])()
+        step(wgrad_layer, lambda: wgrad_layer(x, h8, rstd, next_gamma, pos, SEQ, h_scale)[0])()
     with torch.no_grad():
         out32 = ref.decoder_layer(copy.deepcopy(bf16_layer).float(), x.float(), pos, SEQ)
         err = {}
@@ -418,19 +425,22 @@ def fp8_layer_rows(d, f, heads, attention, rounds, per_round, skip_compile, kv_h
     log(f"fp8 {layer_label(d, f, heads, kv_heads)} {attention}: compiling and warming {list(systems)}")
     ms = time_systems(systems, rounds, per_round)
     mem = {name: peak_gib(fn) for name, fn in systems.items()}
-    floor = ms["FP8 GEMM floor"]
+    floor = ms.get("FP8 GEMM floor")
+
+    def over(a, b):  # ms[a] / ms[b], where both ran (--systems may leave either out)
+        return f"{ms[a] / ms[b]:.3f}x" if a in ms and b in ms else "n/a"
+
     rows = []
     for name in systems:
         note = ""
         if name in err:
-            note = f"rel. error vs fp32 {err[name]:.1e}; {ms['coda bf16'] / ms[name]:.3f}x coda bf16"
+            note = f"rel. error vs fp32 {err[name]:.1e}; {over('coda bf16', name)} coda bf16"
         elif "floor" not in name:
-            note = (f"coda fp8 is {ms[name] / ms['coda fp8']:.3f}x faster, with FP8 wgrad "
-                    f"{ms[name] / ms['coda fp8 wgrad']:.3f}x, blockwise "
-                    f"{ms[name] / ms['coda fp8 blockwise']:.3f}x, rowwise {ms[name] / ms['coda fp8 rowwise']:.3f}x, "
-                    f"with FP8 wgrad {ms[name] / ms['coda fp8 rowwise wgrad']:.3f}x")
+            note = (f"coda fp8 is {over(name, 'coda fp8')} faster, with FP8 wgrad {over(name, 'coda fp8 wgrad')}, "
+                    f"blockwise {over(name, 'coda fp8 blockwise')}, rowwise {over(name, 'coda fp8 rowwise')}, "
+                    f"with FP8 wgrad {over(name, 'coda fp8 rowwise wgrad')}")
         rows.append({"bench": "fp8 " + layer_label(d, f, heads, kv_heads), "attention": attention, "system": name,
-                     "ms": round(ms[name], 3), "x_floor": round(ms[name] / floor, 3),
+                     "ms": round(ms[name], 3), "x_floor": round(ms[name] / floor, 3) if floor else "",
                      "tokens_per_s": round(M / ms[name] * 1e3), "peak_GiB": round(mem[name], 2), "note": note})
     add_holds(rows, systems)
     del systems, layer, wgrad_layer, bf16_layer, fine, fine_h, eager_layer, x
@@ -804,9 +814,13 @@ def main():
     p.add_argument("--hold-s", type=float, default=0.0,
                    help="also run each system alone this many seconds, with nvidia-smi sampling clock and power: "
                         "its sustained ms per step, MHz, W and joules per step (default 0: off)")
+    p.add_argument("--systems", nargs="+", default=[], metavar="TEXT",
+                   help="in the FP8 layer sections, time only the systems whose name contains one of these (e.g. "
+                        "'coda fp8 wgrad' 'torchao tensorwise'): an A/B of two builds in one call")
     args = p.parse_args()
-    global HOLD_S
+    global HOLD_S, SYSTEMS
     HOLD_S = args.hold_s
+    SYSTEMS = args.systems
     os.makedirs(args.out, exist_ok=True)
     torch.backends.cuda.matmul.allow_tf32 = True
     torch._dynamo.config.cache_size_limit = 64

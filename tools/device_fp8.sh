@@ -14,7 +14,8 @@
 #   interleaved  tools/bench_scaled_mm.py --blockwise: coda's FP8 GEMM and torch._scaled_mm in one process, ABBA
 #           turns per shape over the 12-shape set and the LLaMA shapes (the block-scaled ones beside them)
 #   layer   tools/bench_block.py --fp8 at d = 4096 (LAYER_ONLY: another --only text, e.g. "fp8 layer d=2048 sdpa";
-#           LAYER_HOLD_S: also each system alone this many seconds, its sustained ms, MHz, W and J a step)
+#           LAYER_HOLD_S: also each system alone this many seconds, its sustained ms, MHz, W and J a step;
+#           LAYER_SYSTEMS: only the systems whose name contains one of these '|'-separated texts)
 #   model   tools/bench_block.py --fp8 --only "llama3.2-1b fp8 step": coda's LLaMA-3.2-1B in FP8 (tensorwise and
 #           rowwise, FP8 weight gradients) against Hugging Face's under torchao + compile (MODEL_LAYERS: default 16)
 #   profile tools/profile_block.py --fp8 at d = 4096 with SDPA (PROFILE_RECIPES: default tensorwise+wgrad,
@@ -97,8 +98,11 @@ for step in "$@"; do
     layer)
       echo "== tools/bench_block.py --fp8"
       python_setup || exit 1
+      systems=()
+      [ -n "${LAYER_SYSTEMS:-}" ] && IFS='|' read -r -a names <<< "$LAYER_SYSTEMS" && systems=(--systems "${names[@]}")
       timeout "$step_s" python3 tools/bench_block.py --fp8 --out "$out" --rounds 3 --budget-s "${LAYER_BUDGET_S:-400}" \
-        --hold-s "${LAYER_HOLD_S:-0}" --only "${LAYER_ONLY:-fp8 layer d=4096}" > "$out/fp8_layer.log" 2>&1 || status=1
+        --hold-s "${LAYER_HOLD_S:-0}" --only "${LAYER_ONLY:-fp8 layer d=4096}" "${systems[@]}" \
+        > "$out/fp8_layer.log" 2>&1 || status=1
       grep -v "^\[" "$out/fp8_layer.log" | tail -n 20 ;;
     model)
       echo "== tools/bench_block.py --fp8: the LLaMA-3.2-1B step in FP8"

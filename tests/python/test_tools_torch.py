@@ -112,6 +112,17 @@ def test_only_selects_the_llama_section_by_its_name_and_model_does_not():
     assert bench_block.select_sections(sections, []) == sections
 
 
+def test_systems_keeps_the_fp8_systems_named_by_a_part_of_their_name(monkeypatch):
+    systems = {name: None for name in ("coda fp8", "coda fp8 wgrad", "coda fp8 rowwise wgrad", "coda bf16",
+                                       "torchao tensorwise + compile", "FP8 GEMM floor")}
+    monkeypatch.setattr(bench_block, "SYSTEMS", ["coda fp8 wgrad", "torchao tensorwise"])
+    assert list(bench_block.kept_systems(systems)) == ["coda fp8 wgrad", "torchao tensorwise + compile"]
+    monkeypatch.setattr(bench_block, "SYSTEMS", ["wgrad"])
+    assert list(bench_block.kept_systems(systems)) == ["coda fp8 wgrad", "coda fp8 rowwise wgrad"]
+    monkeypatch.setattr(bench_block, "SYSTEMS", [])
+    assert bench_block.kept_systems(systems) == systems
+
+
 def test_llama_rows_say_when_they_run_fewer_layers_than_the_model():
     full = bench_block.llama_label(bench_block.llama_fields(), 2, 8192)
     assert full.startswith("llama3.2-1b step 16 layers d=2048 V=128256 b=2x8192")
