@@ -21,22 +21,19 @@
 #   profile tools/profile_block.py --fp8 at d = 4096 with SDPA (PROFILE_RECIPES: default tensorwise+wgrad,
 #           rowwise+wgrad, blockwise), coda's bf16 layer and torchao's recipe + torch.compile beside each
 #   curve   tools/fp8_loss_curve.py, 300 steps of fp32, bf16 and FP8 (CURVE_RECIPES: the recipes, default all three)
-#   experiments  the C++ GPU tests of the mainloop experiments (README "Mainloop experiments")
-#   experiments-blocks  the block-wise FP8 blocks' GPU tests (every epilogue on the configs they run on) with every
-#           experiment on (CODA_HOPPER_EXPERIMENTS=issue_turns,smem_scales,block_sum_pair), and with issue_turns alone
 #   ab      the 2-CTA clusters and the wider tiles against ping-pong 128 x 128 for the per-tensor FP8 identity, per shape
 #           in one `coda tune --solo --config ...` (AB_SHAPES; AB_CONFIGS: each config's words after ping-pong's,
 #           '|'-separated, "" = ping-pong itself); tools/tune_table.py makes fp8_ab.md of the log: each config's time
 #           over the first one's per shape, and their geometric means
-#   abblock the same for the block-scaled identity (cooperative 128 x 128: issue_turns, with smem_scales, and
-#           smem_scales with block_sum_pair)
+#   abblock the same for the block-scaled identity on cooperative 128 x 128, the one tile it takes (AB_CONFIGS: words
+#           after its; by default its 2-CTA clusters, cluster=2 and cluster_n=2)
 #   abgraphs  a template change against the build before it (BASE, default carry/build_base: its coda binary), on the
 #           epilogues of the layer at d = 4096 at their GEMM shapes, each on the config `coda dump` names (ABBA turns of
 #           `coda tune`, tools/ab_builds.py: ab_<graph>.md); AB_GRAPHS: "graph:MxNxK ..." instead of the default set;
 #           BASE_CACHE_DIR: a kernel cache warmed for BASE (`coda warm`), as CODA_CACHE_DIR is for BUILD
-#   ncublock  ncu of one launch of the block-scaled identity at NCU_SHAPE (default 8192x4096x11008), under each of
-#           NCU_EXPERIMENTS (default "none smem_scales"): the full set, and its source page as csv with every SASS
-#           instruction's stall samples (ncu_block_<experiments>_source.csv; tools/ncu_hotspots.py lists the top ones)
+#   ncublock  ncu of one launch of the block-scaled identity at NCU_SHAPE (default 8192x4096x11008): the full set,
+#           and its source page as csv with every SASS instruction's stall samples (ncu_block_source.csv;
+#           tools/ncu_hotspots.py lists the top ones)
 #   ncugraph  the same for one launch of a graph's GEMM kernel through `coda tune` (NCU_GRAPH: a .coda file, default
 #           tools/graphs/swiglu_backward_fp8_t.coda; NCU_SHAPE, default 16384x14336x4096; NCU_CONFIG, default the
 #           config `coda dump` names): the slowest epilogues of the FP8 layer over their GEMM floor (PERFORMANCE.md)
@@ -50,7 +47,7 @@ mkdir -p "$out"
 export CODA_CACHE_DIR=${CODA_CACHE_DIR:-$(mktemp -d)} PYTHONUNBUFFERED=1
 step_s=${STEP_S:-540}
 status=0
-# The coda settings every step ran under (CODA_HOPPER_EXPERIMENTS among them), beside its logs.
+# The coda settings every step ran under, beside its logs.
 env | grep '^CODA_' | sort > "$out/coda_env.txt" || true
 python_ready=0
 python_setup() {  # the wheel and the peers into /tmp/site, as tools/device_torch.sh installs them (no step: just that)
@@ -122,20 +119,6 @@ for step in "$@"; do
       timeout "$step_s" python3 tools/fp8_loss_curve.py --out "$out" --recipes "${CURVE_RECIPES:-tensorwise,rowwise,blockwise}" \
         > "$out/fp8_curve.log" 2>&1 || status=1
       tail -n 6 "$out/fp8_curve.log" ;;
-    experiments)
-      echo "== C++ GPU tests of the mainloop experiments"
-      timeout "$step_s" "$build/tests/coda_gpu_tests" "[experiments]" \
-        --durations yes > "$out/gpu_experiments.log" 2>&1 || status=1
-      grep -E "FAILED|passed|failed|with expansion" "$out/gpu_experiments.log" | tail -n 20 ;;
-    experiments-blocks)
-      echo "== the block-wise FP8 blocks' GPU tests with the experiments on"
-      for experiments in issue_turns issue_turns,smem_scales,block_sum_pair; do
-        CODA_HOPPER_EXPERIMENTS=$experiments timeout "$step_s" "$build/tests/coda_gpu_tests" \
-          "the block's block-wise FP8 epilogues*" --durations yes \
-          > "$out/gpu_experiments_blocks_${experiments//,/-}.log" 2>&1 || status=1
-        echo "-- $experiments"
-        grep -E "FAILED|passed|failed|with expansion" "$out/gpu_experiments_blocks_${experiments//,/-}.log" | tail -n 20
-      done ;;
     ab|abblock)
       # The identity graphs (coda bench gemm's), as files for `coda tune`. Each shape: every config alone, settled,
       # twice in opposite orders (--solo); its table names each config's text.
@@ -149,7 +132,7 @@ for step in "$@"; do
         extras=${AB_CONFIGS:-"|cluster=2|cluster_n=2|cooperative bn=256 stages=4|cooperative bn=256 stages=4 cluster=2|cooperative bm=256 stages=4 cluster_n=2"}
       else
         graph=$graphs/identity_fp8_blockwise.coda base="hopper bm=128 bn=128 bk=64 stages=6 cooperative"
-        extras=${AB_CONFIGS:-"|issue_turns|issue_turns smem_scales|smem_scales block_sum_pair"}
+        extras=${AB_CONFIGS:-"|cluster=2|cluster_n=2"}
       fi
       configs=()
       IFS='|' read -r -a words <<< "$extras"
@@ -179,22 +162,20 @@ for step in "$@"; do
       done ;;
     ncublock)
       IFS=x read -r m n k <<< "${NCU_SHAPE:-8192x4096x11008}"
-      for experiments in ${NCU_EXPERIMENTS:-none smem_scales}; do
-        report="$out/ncu_block_${experiments//,/-}"
-        echo "== ncu of the block-scaled identity, $m x $n x $k, CODA_HOPPER_EXPERIMENTS=$experiments"
-        # bench gemm runs the per-tensor identity beside it; at the default shape that one runs on the pairs
-        # (hopper_gemm_pair), so the launches named hopper_gemm are the block-scaled one's (cooperative 128 x 128).
-        CODA_HOPPER_EXPERIMENTS=$experiments timeout "$step_s" ncu --clock-control none --set full --import-source no \
-          -k hopper_gemm --launch-skip 1 --launch-count 1 -f -o "$report" \
-          "$build/coda" bench gemm --fp8 e4m3 --block-scales --identity-only --m "$m" --n "$n" --k "$k" --iters 3 \
-          > "$report.log" 2>&1 || status=1
-        if [ -s "$report.ncu-rep" ]; then
-          ncu --import "$report.ncu-rep" --page details > "$report.txt" 2>> "$report.log" || status=1
-          ncu --import "$report.ncu-rep" --page source --csv --print-source sass > "${report}_source.csv" \
-            2>> "$report.log" || status=1
-          python3 tools/ncu_hotspots.py "${report}_source.csv" | head -n 30 || status=1
-        fi
-      done ;;
+      report="$out/ncu_block"
+      echo "== ncu of the block-scaled identity, $m x $n x $k"
+      # bench gemm runs the per-tensor identity beside it; at the default shape that one runs on the pairs
+      # (hopper_gemm_pair), so the launches named hopper_gemm are the block-scaled one's (cooperative 128 x 128).
+      timeout "$step_s" ncu --clock-control none --set full --import-source no \
+        -k hopper_gemm --launch-skip 1 --launch-count 1 -f -o "$report" \
+        "$build/coda" bench gemm --fp8 e4m3 --block-scales --identity-only --m "$m" --n "$n" --k "$k" --iters 3 \
+        > "$report.log" 2>&1 || status=1
+      if [ -s "$report.ncu-rep" ]; then
+        ncu --import "$report.ncu-rep" --page details > "$report.txt" 2>> "$report.log" || status=1
+        ncu --import "$report.ncu-rep" --page source --csv --print-source sass > "${report}_source.csv" \
+          2>> "$report.log" || status=1
+        python3 tools/ncu_hotspots.py "${report}_source.csv" | head -n 30 || status=1
+      fi ;;
     ncugraph)
       graph=${NCU_GRAPH:-tools/graphs/swiglu_backward_fp8_t.coda}
       IFS=x read -r m n k <<< "${NCU_SHAPE:-16384x14336x4096}"
@@ -212,7 +193,7 @@ for step in "$@"; do
           "$report.txt" | head -n 12
         python3 tools/ncu_hotspots.py "${report}_source.csv" | head -n 30 || status=1
       fi ;;
-    *) echo "device_fp8.sh: unknown step '$step' (tests, tests-gemm, tests-blocks, regress, python, gemm, interleaved, layer, model, profile, curve, experiments, experiments-blocks, ab, abblock, abgraphs, ncublock, ncugraph)" >&2; exit 2 ;;
+    *) echo "device_fp8.sh: unknown step '$step' (tests, tests-gemm, tests-blocks, regress, python, gemm, interleaved, layer, model, profile, curve, ab, abblock, abgraphs, ncublock, ncugraph)" >&2; exit 2 ;;
   esac
 done
 exit $status

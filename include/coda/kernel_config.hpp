@@ -28,22 +28,6 @@ struct PortableConfig {
     bool operator!=(const PortableConfig& o) const { return !(*this == o); }
 };
 
-// Changes to the Hopper mainloop under measurement: off in every default config until an A/B on a GPU makes one the
-// default or drops it (docs/PERFORMANCE.md). Bits of HopperConfig::experiments; in a config's text, each one's word.
-// The environment variable CODA_HOPPER_EXPERIMENTS (README) adds them to the configs coda chooses itself.
-namespace hopper_experiment {
-constexpr unsigned kBlockSumPair = 1u;  // "block_sum_pair" (block-scaled FP8): two block sums, so that a consumer's
-                                        // next block multiplies while it promotes the previous one
-constexpr unsigned kSmemScales = 2u;    // "smem_scales" (block-scaled FP8): a producer warp copies each stage's
-                                        // scales into shared memory beside it, where the consumers read them
-constexpr unsigned kIssueTurns = 4u;    // "issue_turns" (block-scaled FP8): the two consumer warpgroups issue each
-                                        // block's wgmmas in turn, so that one promotes while the other's run
-constexpr unsigned kAll = kBlockSumPair | kSmemScales | kIssueTurns;
-// The word of one bit ("block_sum_pair"), "" for any other value; and the bit of a word, 0 for none.
-std::string word(unsigned bit);
-unsigned bit(const std::string& word);
-}  // namespace hopper_experiment
-
 // How the Hopper mainloop's two consumer warpgroups share work.
 //   Cooperative: both work on one bm x bn tile, each on bm/2 rows; the tile's epilogue runs on both.
 //   PingPong:    each owns whole bm x bn tiles, alternating; one's epilogue overlaps the other's mainloop.
@@ -65,14 +49,12 @@ struct HopperConfig {
     // global memory instead: what a launch whose tile tensors are not aligned runs on (compiled on first need). Text:
     // the word "direct".
     bool direct = false;
-    // hopper_experiment bits (above); a config names only those it can take, or validation says why not.
-    unsigned experiments = 0;
 
     static constexpr int bk = 64;
 
     bool operator==(const HopperConfig& o) const {
         return bm == o.bm && bn == o.bn && stages == o.stages && schedule == o.schedule && cluster_m == o.cluster_m &&
-               cluster_n == o.cluster_n && direct == o.direct && experiments == o.experiments;
+               cluster_n == o.cluster_n && direct == o.direct;
     }
     bool operator!=(const HopperConfig& o) const { return !(*this == o); }
 };
@@ -87,7 +69,7 @@ public:
 
     // Canonical text: "portable bm=128 bn=128 bk=32 wm=2 wn=2 stages=4" or
     // "hopper bm=128 bn=128 bk=64 stages=6 pingpong cluster=1" (with " cluster_n=2" for a cluster along N, then
-    // " direct" and each experiment's word where set). It names the mainloop first.
+    // " direct" where set). It names the mainloop first.
     std::string to_text() const;
     // The inverse of to_text. Fields may come in any order; those left out keep the mainloop's default (so
     // "hopper bm=256" is the default Hopper config with bm = 256). A text without a mainloop word is portable.

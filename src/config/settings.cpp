@@ -3,7 +3,6 @@
 #include "config/settings.hpp"
 
 #include "coda/error.hpp"
-#include "coda/kernel_config.hpp"
 #include "util/arch.hpp"
 
 #include <fmt/format.h>
@@ -73,29 +72,6 @@ std::string parse_arch(const char* name, const std::string& value) {
                             name, value));
 }
 
-// Comma-separated words of hopper_experiment (include/coda/kernel_config.hpp), or "none".
-unsigned parse_hopper_experiments(const char* name, const std::string& value) {
-    if (lower(value) == "none") return 0;
-    unsigned bits = 0;
-    std::string::size_type start = 0;
-    while (start <= value.size()) {
-        const std::string::size_type comma = std::min(value.find(',', start), value.size());
-        const std::string word = lower(value.substr(start, comma - start));
-        const unsigned bit = hopper_experiment::bit(word);
-        if (bit == 0) {
-            std::string known;
-            for (unsigned b = 1; b <= hopper_experiment::kAll; b <<= 1)
-                known += (known.empty() ? "" : ", ") + hopper_experiment::word(b);
-            throw Error(fmt::format("{}='{}': '{}' is not a Hopper mainloop experiment: expected none or a "
-                                    "comma-separated list of {}",
-                                    name, value, word, known));
-        }
-        bits |= bit;
-        start = comma + 1;
-    }
-    return bits;
-}
-
 // Relative paths are resolved against the working directory at start-up, so a later chdir() by the
 // application does not move the cache.
 std::filesystem::path parse_dir(const char* name, const std::string& value) {
@@ -128,8 +104,6 @@ Settings Settings::from_environment() {
                                                          : StreamK::Never;
     if (auto v = read_env("CODA_FINALIZE_STRANDS"))
         s.finalize_strands = parse_finalize_strands("CODA_FINALIZE_STRANDS", *v);
-    if (auto v = read_env("CODA_HOPPER_EXPERIMENTS"))
-        s.hopper_experiments = parse_hopper_experiments("CODA_HOPPER_EXPERIMENTS", *v);
     if (auto v = read_env("CODA_LOG_LEVEL")) s.log_level = parse_log_level("CODA_LOG_LEVEL", *v);
     if (auto v = read_env("CODA_DUMP_DIR")) s.dump_dir = parse_dir("CODA_DUMP_DIR", *v);
     if (auto v = read_env("CODA_RECORD")) s.record_dir = parse_dir("CODA_RECORD", *v);

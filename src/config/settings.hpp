@@ -21,9 +21,6 @@ struct Settings {
     std::filesystem::path record_dir;   // CODA_RECORD: if set, every graph built is appended to a .coda file here
     StreamK stream_k = StreamK::Auto;   // CODA_STREAM_K: auto (default), 0 or 1
     int finalize_strands = 0;           // CODA_FINALIZE_STRANDS: 0 for auto (default), else 1, 2, 4, ..., 32
-    // CODA_HOPPER_EXPERIMENTS: hopper_experiment bits (kernel_config.hpp) added to every Hopper config coda chooses
-    // (default or tuned) where the kernel can take them; "none" (default) or comma-separated words.
-    unsigned hopper_experiments = 0;
 
     // Reads the environment now. An invalid value throws coda::Error naming the variable, the value given
     // and the values accepted.

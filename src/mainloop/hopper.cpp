@@ -42,25 +42,6 @@ static_assert(limits::kKernelFixedParamBytes >=
               "limits::kKernelFixedParamBytes must cover the Hopper kernel's fixed parameters");
 constexpr int kTmaAlignment = 16;  // bytes: TMA's rule for a tensor's base and the pitch of its rows
 static_assert(HopperConfig::bk == rules::kBK, "HopperConfig's K step is the template's");
-static_assert(hopper_experiment::kBlockSumPair == rules::kBlockSumPair &&
-                  hopper_experiment::kSmemScales == rules::kSmemScales &&
-                  hopper_experiment::kIssueTurns == rules::kIssueTurns &&
-                  hopper_experiment::kAll == rules::kAllExperiments,
-              "the host's and the kernels' experiment bits must agree");
-
-// The experiments `wanted` that a Hopper kernel of config c for `graph` can take (hopper_rules.cuh's rule).
-unsigned experiments_for(const Graph& graph, unsigned wanted) {
-    return rules::applicable_experiments(wanted, graph.spec().block_scales);
-}
-
-constexpr const char* experiment_needs(unsigned bit) {
-    switch (bit) {
-        case rules::kBlockSumPair:
-        case rules::kSmemScales:
-        case rules::kIssueTurns: return "a block-scaled FP8 GEMM (block_scales)";
-        default: return "nothing: it is no experiment";
-    }
-}
 
 std::string rule_text(rules::Rule r) {
     switch (r) {
@@ -276,13 +257,10 @@ public:
     std::string config_to_text(const KernelConfig& config) const override {
         const HopperConfig& c = hopper_of(config, "config_to_text");
         // cluster_n only where it is not 1, so that the texts of configs without it stay as they were.
-        std::string experiments;
-        for (unsigned bit = 1; bit <= hopper_experiment::kAll; bit <<= 1)
-            if ((c.experiments & bit) != 0) experiments += " " + hopper_experiment::word(bit);
-        return fmt::format("hopper bm={} bn={} bk={} stages={} {} cluster={}{}{}{}", c.bm, c.bn, HopperConfig::bk,
+        return fmt::format("hopper bm={} bn={} bk={} stages={} {} cluster={}{}{}", c.bm, c.bn, HopperConfig::bk,
                            c.stages, c.schedule == Schedule::Cooperative ? "cooperative" : "pingpong", c.cluster_m,
                            c.cluster_n != 1 ? fmt::format(" cluster_n={}", c.cluster_n) : "",
-                           c.direct ? " direct" : "", experiments);
+                           c.direct ? " direct" : "");
     }
 
     KernelConfig parse_config(const std::vector<std::string>& words, const std::string& text) const override {
@@ -294,8 +272,6 @@ public:
         known.flags = {{"cooperative", [&c] { c.schedule = Schedule::Cooperative; }},
                        {"pingpong", [&c] { c.schedule = Schedule::PingPong; }},
                        {"direct", [&c] { c.direct = true; }}};
-        for (unsigned bit = 1; bit <= hopper_experiment::kAll; bit <<= 1)
-            known.flags.emplace_back(hopper_experiment::word(bit), [&c, bit] { c.experiments |= bit; });
         const std::string example = config_to_text(HopperConfig{});
         read_config_words(words, known, text, example);
         if (bk != HopperConfig::bk)
@@ -455,14 +431,6 @@ public:
                                            c.cluster_n, graph.spec().a == Major::K, graph.spec().b == Major::K);
         if (r != rules::Rule::Ok) throw fail(rule_text(r));
         if (graph.spec().block_scales && !block_scaled_tile(c)) throw fail(kBlockScaledTile);
-        if (c.experiments & ~hopper_experiment::kAll)
-            throw fail(fmt::format("experiments {:#x} are not hopper_experiment bits",
-                                   c.experiments & ~hopper_experiment::kAll));
-        const unsigned refused = c.experiments & ~experiments_for(graph, c.experiments);
-        for (unsigned bit = 1; bit <= hopper_experiment::kAll; bit <<= 1)
-            if ((refused & bit) != 0)
-                throw fail(fmt::format("the experiment {} needs {}", hopper_experiment::word(bit),
-                                       experiment_needs(bit)));
     }
 
     KernelTemplate instantiate(const Graph& graph, const std::optional<KernelConfig>& config) const override {
@@ -474,12 +442,8 @@ public:
             c.schedule == Schedule::PingPong ? "true" : "false");
         // The cluster's size is the entry point's (__cluster_dims__), so it is not a kernel argument; a pair says
         // which operand it shares.
-        // The direct variant's template argument and the experiments' (after it); a kernel leaves them at their
-        // defaults where it can, so that the sources of configs without them read as they always did.
-        const std::string direct =
-            c.experiments != 0 ? fmt::format(", {}, {}u", c.direct ? "true" : "false", c.experiments)
-            : c.direct         ? std::string(", true")
-                               : std::string();
+        // The direct variant's last template argument; the staging kernel leaves it at its default.
+        const char* direct = c.direct ? ", true" : "";
         const std::string entry = c.cluster_m * c.cluster_n == 1
                                       ? fmt::format("coda::hopper_gemm<{}, coda_gen::Epilogue{}>", args, direct)
                                       : fmt::format("coda::hopper_gemm_pair<{}, {}, coda_gen::Epilogue{}>", args,
@@ -529,14 +493,6 @@ public:
 const Mainloop& hopper_mainloop() {
     static const HopperMainloop mainloop;
     return mainloop;
-}
-
-KernelConfig with_hopper_experiments(const Graph& graph, const KernelConfig& config, unsigned wanted) {
-    const HopperConfig* h = config.hopper();
-    if (h == nullptr || wanted == 0 || graph.domain() != Domain::Gemm) return config;
-    HopperConfig out = *h;
-    out.experiments |= experiments_for(graph, wanted);
-    return out;
 }
 
 }  // namespace coda

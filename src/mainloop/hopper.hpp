@@ -8,8 +8,4 @@ namespace coda {
 
 const Mainloop& hopper_mainloop();
 
-// `config` with the hopper_experiment bits of `wanted` that its kernel for `graph` can take added (Settings'
-// CODA_HOPPER_EXPERIMENTS, for the configs coda chooses); any other config as it is.
-KernelConfig with_hopper_experiments(const Graph& graph, const KernelConfig& config, unsigned wanted);
-
 }  // namespace coda

@@ -12,25 +12,6 @@
 
 namespace coda {
 
-namespace hopper_experiment {
-
-std::string word(unsigned b) {
-    switch (b) {
-        case kBlockSumPair: return "block_sum_pair";
-        case kSmemScales: return "smem_scales";
-        case kIssueTurns: return "issue_turns";
-        default: return "";
-    }
-}
-
-unsigned bit(const std::string& w) {
-    for (unsigned b = 1; b <= kAll; b <<= 1)
-        if (word(b) == w) return b;
-    return 0;
-}
-
-}  // namespace hopper_experiment
-
 std::string KernelConfig::to_text() const { return mainloop_of(*this).config_to_text(*this); }
 
 KernelConfig KernelConfig::parse(const std::string& text) {

@@ -7,8 +7,6 @@
 #include "driver/cuda_driver.hpp"
 #include "ir/graph_memo.hpp"
 #include "ir/hash.hpp"
-#include "config/settings.hpp"
-#include "mainloop/hopper.hpp"
 #include "mainloop/mainloops.hpp"
 #include "tune/builtin_tuning.hpp"
 #include "util/log.hpp"
@@ -52,18 +50,15 @@ std::optional<KernelConfig> choose_config(const Graph& graph, const std::string&
     // Tile programs and finalizers have a fixed tile.
     if (graph.domain() != Domain::Gemm) return std::nullopt;
     const Mainloop& mainloop = default_gemm_mainloop(arch);
-    const auto with_experiments = [&](const KernelConfig& config) {
-        return with_hopper_experiments(graph, config, settings().hopper_experiments);
-    };
     const std::string cls = shape_class(shape);
     // The user's records first, then the shipped ones. Most lookups miss on GPU or shape class; only a possible hit
     // pays for the graph's hash.
     for (const TuningDb* records : {db, shipped}) {
         if (records == nullptr || device.name.empty() || !records->has(device.name, cls)) continue;
         if (const TuningRecord* r = records->find(device.name, memoized_graph_hash(graph), cls))
-            if (mainloop.owns(r->config)) return with_experiments(r->config);
+            if (mainloop.owns(r->config)) return r->config;
     }
-    return with_experiments(mainloop.default_config(graph, shape));
+    return mainloop.default_config(graph, shape);
 }
 
 std::optional<KernelConfig> default_config_on(const Graph& graph, const std::string& arch, const ProblemShape& shape,

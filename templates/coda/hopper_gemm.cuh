@@ -18,8 +18,7 @@
 //     hopper_gemm_pair runs clusters of 2 CTAs (__cluster_dims__), along M (sharing B) or along N (sharing A):
 //     the grid is whole clusters, at most as many as fit at once, and each cluster walks units of two M-tiles of
 //     one N-tile or two N-tiles of one M-tile (TileOrder).
-//   - Roles: warpgroup 0 produces (one thread issues the operands' TMA copies, another the tile inputs', with
-//     smem_scales a warp copies each stage's block scales into shared memory; it gives
+//   - Roles: warpgroup 0 produces (one thread issues the operands' TMA copies, another the tile inputs'; it gives
 //     registers away: hopper_pipeline.cuh), warpgroups 1 and 2 consume (hopper_consume below, each tile's
 //     mainloop then its epilogue: hopper_epilogue.cuh). Cooperative: both consume every stage and share one BM x BN tile, rows
 //     split in halves. Ping-pong: they own alternate tiles; an order barrier makes their mainloops take turns,
@@ -45,12 +44,10 @@
 
 namespace coda {
 
-// Named barriers (0 is __syncthreads): one over both consumer warpgroups (a cooperative tile's), one per
-// consumer warpgroup (a ping-pong tile's, and each consumer's staged output chunks), and with issue_turns one per
-// consumer that it waits on for its turn to issue a block's wgmmas (IssueTurns).
+// Named barriers (0 is __syncthreads): one over both consumer warpgroups (a cooperative tile's) and one per
+// consumer warpgroup (a ping-pong tile's, and each consumer's staged output chunks).
 constexpr int kConsumersBarrier = 1;
 __device__ __forceinline__ int warpgroup_barrier(int warpgroup) { return 1 + warpgroup; }
-constexpr int kIssueTurnBarrier = 4;  // consumer c's: kIssueTurnBarrier + c
 
 // The wgmma accumulator layout of a BM x BN tile owned by kGroups consumer warpgroups, each holding kWgM rows
 // as kWgM / 64 blocks of m64. In block i, warp w of a warpgroup holds rows 16w + lane/4 (+ 8) and, for each n8
@@ -117,27 +114,15 @@ struct HopperSharedStorage {
     unsigned long long visits_done[2];           // ping-pong with staged inputs: consumer c finished a tile's visits
     unsigned long long input_full[kHopperInputSlots];   // input chunk loaded
     unsigned long long input_empty[kHopperInputSlots];  // input chunk read by every warp that visits it
-    static constexpr bool kHasScales = false;
-};
-
-// With smem_scales: each stage's block scales after the rest (kScaleFloats of them per stage: A's of every row of the
-// tile, then B's), so that every other member keeps its offset, and a barrier per stage for them.
-template <int kStages, int kStageBytes, int kStagingBytes, int kScratchBytes, int kScaleFloats>
-struct HopperSharedStorageWithScales : HopperSharedStorage<kStages, kStageBytes, kStagingBytes, kScratchBytes> {
-    float scales[kStages][kScaleFloats];
-    unsigned long long scales_full[kStages];  // the stage's scales copied: one arrival a lane of the scale loader
-    static constexpr bool kHasScales = true;
 };
 
 template <class T, bool A_K_MAJOR, bool B_K_MAJOR, int BM, int BN, int STAGES, bool PING_PONG, int CLUSTER_M,
-          int CLUSTER_N, class EPILOGUE, bool DIRECT_TILES = false, unsigned EXPERIMENTS = 0>
+          int CLUSTER_N, class EPILOGUE, bool DIRECT_TILES = false>
 struct HopperGemmTraits {
     using Element = T;
     using Epilogue = EPILOGUE;
     // Block-scaled FP8 (T = block_scaled<...>): each k-tile is one scale block, promoted into acc with its scales.
     static constexpr bool kBlockScaled = detail::BlockScaled<T>::value;
-    // The experiments this kernel runs (hopper_rules.cuh; the host passes only those its config can take):
-    // kBlockSumPair, where its second block sum fits, is below.
     static constexpr bool kAKMajor = A_K_MAJOR;
     static constexpr bool kBKMajor = B_K_MAJOR;
     static constexpr bool kPingPong = PING_PONG;
@@ -170,12 +155,7 @@ struct HopperGemmTraits {
     static constexpr int kScratchRegionBytes = kScratchBytes > kMinRegionBytes ? kScratchBytes : kMinRegionBytes;
     static constexpr int kAlignSlack = kSwizzleAtomBytes;  // the dynamic shared memory's base, aligned up to an atom
     static constexpr int kBarrierBytes = 8 * (2 * STAGES + 4 + 2 * kHopperInputSlots);
-    // smem_scales (block-scaled): a slot of scales per stage, A's of the BM rows then B's, padded to 16 bytes, and
-    // the stage's scale barrier. Sized by STAGES, the most stages there can be.
-    static constexpr bool kSmemScales = kBlockScaled && (EXPERIMENTS & hopper_rules::kSmemScales) != 0;
-    static constexpr int kScaleSlotFloats = BM + 4;
-    static constexpr int kScaleRegionBytes = kSmemScales ? STAGES * (kScaleSlotFloats * 4 + 8) : 0;
-    static constexpr int kFixedBytes = kAlignSlack + kScratchRegionBytes + kBarrierBytes + kScaleRegionBytes;
+    static constexpr int kFixedBytes = kAlignSlack + kScratchRegionBytes + kBarrierBytes;
     // Pipeline stages that fit beside `staging` bytes of staged tiles.
     static constexpr int stages_beside(int staging) {
         return (kHopperMaxSmemBytes - kFixedBytes - staging) / kStageBytes;
@@ -248,28 +228,12 @@ struct HopperGemmTraits {
                                        : kInputRegisters * 4 <= kHopperBatchRegisters ? 4
                                        : kInputRegisters * 2 <= kHopperBatchRegisters ? 2
                                                                                       : 1;
-    // block_sum_pair: a second block sum of 64 registers a thread, where it fits. Beside a CTA pair's state or a tile
-    // input it spilled 8-16 bytes (ptxas: out_proj_fp8_blockwise, swiglu_backward_fp8_blockwise), so those kernels
-    // keep one sum.
-    static constexpr bool kBlockSumPair = (EXPERIMENTS & hopper_rules::kBlockSumPair) != 0 && kCluster == 1 &&
-                                          Epilogue::kTileInputs == 0;
-    // issue_turns: the two consumers of a cooperative block-scaled tile issue each block's wgmmas in turn.
-    static constexpr bool kIssueTurns = kBlockScaled && !kPingPong && (EXPERIMENTS & hopper_rules::kIssueTurns) != 0;
     // Arrivals that free an input chunk: lane 0 of every warp that reads it. A stage is free once those of every
     // CTA of the cluster have arrived (its producer's multicast writes into all of them).
     static constexpr int kEmptyArrivals = kWarpgroupThreads / 32 * (kPingPong ? 1 : kConsumers);
     static constexpr int kStageFreeArrivals = kEmptyArrivals * kCluster;
 
-    // Each stage's full barrier: the operand producer's arrival (with the TMA bytes). With smem_scales, the stage's
-    // scales have a barrier of their own, one arrival a lane of the scale loader's warp once its copies are done:
-    // the consumers issue a stage's wgmmas without waiting for its scales, and wait for them while the wgmmas run.
-    static constexpr int kStageFullArrivals = 1;
-    static constexpr int kScalesFullArrivals = 32;
-
-    using Storage = typename detail::Pick<
-        kSmemScales,
-        HopperSharedStorageWithScales<kStages, kStageBytes, kStagingRegionBytes, kScratchRegionBytes, kScaleSlotFloats>,
-        HopperSharedStorage<kStages, kStageBytes, kStagingRegionBytes, kScratchRegionBytes>>::type;
+    using Storage = HopperSharedStorage<kStages, kStageBytes, kStagingRegionBytes, kScratchRegionBytes>;
     static constexpr int kSmemBytes = kAlignSlack + static_cast<int>(sizeof(Storage));
 
     // What the kernel reports to the host (coda_kernel_info): the tile, the stages left beside the epilogue's shared
@@ -295,8 +259,6 @@ struct HopperGemmTraits {
     static_assert(kChunks % kOutputBuffers == 0, "coda: each tile's first chunk must take the first output buffer");
     static_assert(kStages >= 2, "coda: the epilogue's scratch leaves room for fewer than 2 pipeline stages");
     static_assert(kSmemBytes <= kHopperMaxSmemBytes, "coda: the shared storage exceeds the budget it was fitted to");
-    static_assert(hopper_rules::inapplicable_experiment(EXPERIMENTS, kBlockScaled) == 0,
-                  "coda: an experiment this kernel cannot take (hopper_rules::inapplicable_experiment)");
 };
 
 namespace detail {
@@ -306,23 +268,15 @@ namespace detail {
 struct HopperSmem {
     unsigned stages, staging, full, empty, turn, visits_done, input_full, input_empty;
     float* scratch;
-    unsigned scales;       // smem_scales: stage 0's slot of block scales (0 without)
-    unsigned scales_full;  // smem_scales: stage 0's scale barrier (0 without)
 
     template <class Storage>
     __device__ static HopperSmem at(unsigned base, Storage* s) {
         const auto address = [&](const void* member) {
             return base + static_cast<unsigned>(static_cast<const char*>(member) - reinterpret_cast<const char*>(s));
         };
-        unsigned scales = 0, scales_full = 0;
-        if constexpr (Storage::kHasScales) {
-            scales = address(s->scales);
-            scales_full = address(s->scales_full);
-        }
         return {address(s->stages),      address(s->staging),     address(s->full),
                 address(s->empty),       address(s->turn),        address(s->visits_done),
-                address(s->input_full),  address(s->input_empty), s->scratch,
-                scales,                  scales_full};
+                address(s->input_full),  address(s->input_empty), s->scratch};
     }
 };
 
@@ -330,9 +284,8 @@ struct HopperSmem {
 template <class Tr>
 __device__ __forceinline__ void hopper_init_barriers(const HopperSmem& smem) {
     for (int s = 0; s < Tr::kStages; ++s) {
-        sm90::mbarrier_init(smem.full + 8 * s, Tr::kStageFullArrivals);
+        sm90::mbarrier_init(smem.full + 8 * s, 1);
         sm90::mbarrier_init(smem.empty + 8 * s, Tr::kStageFreeArrivals);
-        if constexpr (Tr::kSmemScales) sm90::mbarrier_init(smem.scales_full + 8 * s, Tr::kScalesFullArrivals);
     }
     for (int c = 0; c < Tr::kConsumers; ++c) {
         sm90::mbarrier_init(smem.turn + 8 * c, 1);
@@ -436,37 +389,15 @@ __device__ __forceinline__ void promote_block(float (&acc)[Tr::kM64][Tr::kBN / 2
         for (int r = 0; r < Tr::kBN / 2; ++r) acc[i][r] = fmaf(block[i][r], scale[2 * i + (r / 2) % 2], acc[i][r]);
 }
 
-// issue_turns: the two consumer warpgroups of a cooperative block-scaled tile issue each block's wgmmas in turn,
-// consumer 0 first. Both stand on the same stage barrier, so without turns they issue together, the tensor cores
-// interleave their wgmmas, both wait for the last of them and both promote at once while the tensor cores idle (ncu
-// put the block-scaled identity's tensor pipe at 54-56% of its cycles, the per-tensor one's at 92%: README). In
-// turn, one warpgroup's block runs while the other promotes. Consumer c waits on barrier kIssueTurnBarrier + c
-// (bar.sync, both warpgroups' threads counted) and the other consumer arrives on it (bar.arrive) once it has issued:
-// consumer 0 waits before every block but a tile's first, consumer 1 before every block; consumer 0 hands over after
-// every block, consumer 1 after every block but a tile's last, so each tile leaves no arrival pending.
-template <class Tr>
-struct IssueTurns {
-    int consumer;  // 0 or 1: warpgroup 1 or 2
-    __device__ IssueTurns() : consumer(static_cast<int>(threadIdx.x) / kWarpgroupThreads - 1) {}
-    __device__ void wait(int kt) const {
-        if constexpr (Tr::kIssueTurns)
-            if (consumer == 1 || kt > 0) sm90::named_barrier_sync(kIssueTurnBarrier + consumer, 2 * kWarpgroupThreads);
-    }
-    __device__ void pass(int kt, int k_tiles) const {
-        if constexpr (Tr::kIssueTurns)
-            if (consumer == 0 || kt + 1 < k_tiles)
-                sm90::named_barrier_arrive(kIssueTurnBarrier + 1 - consumer, 2 * kWarpgroupThreads);
-    }
-};
-
 // hopper_mma_tile for block-scaled FP8 (GemmSpec::block_scales): k-tile kt is the scale block k_begin + kt (128 k).
 // Its wgmmas write a block sum of their own (the first one overwrites it), and once they are done each thread adds
 // that sum times A_scale[kb][row] * B_scale[tn][kb] into acc: every block is promoted to fp32 with its own scales,
 // as DeepSeek-V3's recipe has it. The stage is freed as soon as its wgmmas are done. A warpgroup waits for its own
 // wgmmas before it promotes (ptxas serializes every wgmma of a kernel that reads a pending one's accumulators, so a
 // second block sum in flight gains nothing); the other consumer warpgroup's wgmmas are to keep the tensor cores busy
-// meanwhile, but both consumers issue a block at once, so their promotions coincide (issue_turns orders them). Rows
-// past M and tiles past N (a cluster partner's) read no scale and add 0.
+// meanwhile, but both consumers issue a block at once, so their promotions coincide (staggering or alternating them
+// did not shorten the loop: docs/PERFORMANCE.md). Rows past M and tiles past N (a cluster partner's) read no scale
+// and add 0.
 // The scales are loaded two blocks ahead and multiplied one block ahead, in two sets of registers that alternate
 // (the loop body twice): loaded one block ahead, their product sat before the wgmma wait in the SASS, so each block
 // waited for a global load issued just after its wgmmas.
@@ -481,7 +412,6 @@ __device__ __forceinline__ void hopper_mma_tile_block_scaled(const HopperSmem& s
     clear_accumulator<Tr>(acc);
     const bool warp_leader = threadIdx.x % 32 == 0;
     const BlockScaleReader<Tr> scales(problem, args, tm, tn);
-    const IssueTurns<Tr> turns;
     const auto multiply = [](const float (&raw)[kRows + 1], float (&scale)[kRows]) {
 #pragma unroll
         for (int rs = 0; rs < kRows; ++rs) scale[rs] = raw[rs] * raw[kRows];
@@ -496,9 +426,7 @@ __device__ __forceinline__ void hopper_mma_tile_block_scaled(const HopperSmem& s
     // Block kt: `ready` holds block kt + 1's scales (loaded during block kt - 1), `fill` receives block kt + 2's.
     const auto step = [&](int kt, float (&ready)[kRows + 1], float (&fill)[kRows + 1]) {
         if (kt == prefetch_at) prefetch();
-        turns.wait(kt);
         hopper_issue_stage<Tr, true>(smem, stage, a_low, b_low, block);
-        turns.pass(kt, k_tiles);
         if (kt + 2 < k_tiles) scales.load(k_begin + kt + 2, fill);
         sm90::wgmma_wait<0>();
 #pragma unroll
@@ -511,131 +439,6 @@ __device__ __forceinline__ void hopper_mma_tile_block_scaled(const HopperSmem& s
     for (int kt = 0; kt < k_tiles; kt += 2) {
         step(kt, raw0, raw1);
         if (kt + 1 < k_tiles) step(kt + 1, raw1, raw0);
-    }
-}
-
-// smem_scales: this thread's scales of a stage, from the stage's slot that the scale loader filled
-// (hopper_load_scales): A_scale[kb][row] of each of its row slots times B_scale[tn][kb].
-template <class Tr>
-struct SmemScaleReader {
-    static constexpr int kRows = 2 * Tr::kM64;
-    static constexpr unsigned kSlotBytes = Tr::kScaleSlotFloats * 4;
-    unsigned slots, barriers;
-    unsigned row_offset[kRows];  // bytes into a slot
-
-    __device__ SmemScaleReader(unsigned scales, unsigned scales_full) : slots(scales), barriers(scales_full) {
-#pragma unroll
-        for (int rs = 0; rs < kRows; ++rs) row_offset[rs] = 4u * static_cast<unsigned>(Tr::Layout::slot_row(rs));
-    }
-    // Waits for the stage's scales (their barrier has the stage's phase) and reads them; before the stage is freed:
-    // the loader refills the slot once it is.
-    __device__ void read(const PipelineState<Tr::kStages>& stage, float (&scale)[kRows]) const {
-        sm90::mbarrier_wait(barriers + 8 * stage.index, stage.phase);
-        const unsigned slot = slots + static_cast<unsigned>(stage.index) * kSlotBytes;
-        const float b = sm90::load_shared_f32(slot + 4u * Tr::kBM);
-#pragma unroll
-        for (int rs = 0; rs < kRows; ++rs) scale[rs] = sm90::load_shared_f32(slot + row_offset[rs]) * b;
-    }
-};
-
-// hopper_mma_tile_block_scaled with smem_scales: each block's scales come with its stage, in shared memory, so they
-// are read after the stage's wgmmas are issued, once their own barrier says they are in (their latency hidden behind
-// the block's wgmmas), instead of loaded ahead from global memory: ptxas puts every global scale load of the loop on
-// one scoreboard, so a product waited for the loads issued just before it however far ahead they were meant to be.
-template <class Tr, class Prefetch>
-__device__ __forceinline__ void hopper_mma_tile_block_smem(const HopperSmem& smem, unsigned a_low, unsigned b_low,
-                                                           int start, int k_tiles, int prefetch_at,
-                                                           float (&acc)[Tr::kM64][Tr::kBN / 2],
-                                                           const Prefetch& prefetch) {
-    constexpr int kRows = SmemScaleReader<Tr>::kRows;
-    clear_accumulator<Tr>(acc);
-    const bool warp_leader = threadIdx.x % 32 == 0;
-    const SmemScaleReader<Tr> scales(smem.scales, smem.scales_full);
-    const IssueTurns<Tr> turns;
-    float block[Tr::kM64][Tr::kBN / 2];
-    auto stage = PipelineState<Tr::kStages>::at(start);
-    for (int kt = 0; kt < k_tiles; ++kt) {
-        if (kt == prefetch_at) prefetch();
-        turns.wait(kt);
-        hopper_issue_stage<Tr, true>(smem, stage, a_low, b_low, block);
-        turns.pass(kt, k_tiles);
-        float scale[kRows];
-        scales.read(stage, scale);
-        sm90::wgmma_wait<0>();
-#pragma unroll
-        for (int i = 0; i < Tr::kM64; ++i) sm90::fence_registers(block[i]);
-        if (warp_leader) free_stage<Tr::kCluster>(smem.empty + 8 * stage.index);
-        promote_block<Tr>(acc, block, scale);
-        stage.advance();
-    }
-}
-
-// hopper_mma_tile_block_scaled with two block sums that alternate (block_sum_pair): block kt's wgmmas are issued into
-// one before block kt - 1, in the other, is promoted, so that each consumer keeps a block in flight on the tensor
-// cores while it promotes (with one sum, both consumers of the cooperative tile stand on the same stage and promote
-// at the same time). Block kt's scales are loaded during block kt - 1 and multiplied once block kt - 1 is promoted;
-// a block's stage is freed when its promotion starts.
-template <class Tr, class Prefetch>
-__device__ __forceinline__ void hopper_mma_tile_block_pair(const HopperSmem& smem, const GemmProblem& problem,
-                                                           const typename Tr::Epilogue::Args& args, unsigned a_low,
-                                                           unsigned b_low, int start, int k_begin, int k_tiles,
-                                                           int tm, int tn, int prefetch_at,
-                                                           float (&acc)[Tr::kM64][Tr::kBN / 2],
-                                                           const Prefetch& prefetch) {
-    constexpr int kRows = BlockScaleReader<Tr>::kRows;
-    clear_accumulator<Tr>(acc);
-    const bool warp_leader = threadIdx.x % 32 == 0;
-    const BlockScaleReader<Tr> scales(problem, args, tm, tn);
-    const SmemScaleReader<Tr> smem_scales(smem.scales, smem.scales_full);
-    const IssueTurns<Tr> turns;
-    float scale[kRows];  // the issued, not yet promoted block's A_scale[kb][row] * B_scale[tn][kb]
-    float raw[kRows + 1];  // the next block's scales as loaded (without smem_scales)
-    if constexpr (!Tr::kSmemScales) scales.load(k_begin, raw);
-    float sum0[Tr::kM64][Tr::kBN / 2], sum1[Tr::kM64][Tr::kBN / 2];
-    auto stage = PipelineState<Tr::kStages>::at(start);
-    int pending = 0;  // the stage of the issued, not yet promoted block
-    const auto promote = [&](float (&sum)[Tr::kM64][Tr::kBN / 2]) {
-#pragma unroll
-        for (int i = 0; i < Tr::kM64; ++i) sm90::fence_registers(sum[i]);
-        if (warp_leader) free_stage<Tr::kCluster>(smem.empty + 8 * pending);
-        promote_block<Tr>(acc, sum, scale);
-    };
-    // Block kt goes into `issue`; block kt - 1, in `other`, is promoted with `scale`. Then `scale` becomes block kt's
-    // (from `raw`, loaded during block kt - 1) and `raw` receives block kt + 1's, a block ahead of its use.
-    const auto step = [&](int kt, float (&issue)[Tr::kM64][Tr::kBN / 2], float (&other)[Tr::kM64][Tr::kBN / 2]) {
-        if (kt == prefetch_at) prefetch();
-        turns.wait(kt);
-        hopper_issue_stage<Tr, true>(smem, stage, a_low, b_low, issue);
-        turns.pass(kt, k_tiles);
-        if (kt > 0) {
-            sm90::wgmma_wait<1>();  // block kt - 1's wgmmas are done; block kt's may run on
-            promote(other);
-        }
-        if constexpr (Tr::kSmemScales) {
-            smem_scales.read(stage, scale);  // block kt's stage is freed only at its promotion
-        } else {
-#pragma unroll
-            for (int rs = 0; rs < kRows; ++rs) scale[rs] = raw[rs] * raw[kRows];
-            if (kt + 1 < k_tiles) scales.load(k_begin + kt + 1, raw);
-        }
-        pending = stage.index;
-        stage.advance();
-    };
-    // Block 0 alone, then whole pairs, then the last block where one is left: ptxas then sees each wgmma_wait<1>
-    // retire the other sum's block (with a pair loop whose second step was conditional, it serialized every wgmma).
-    step(0, sum0, sum1);
-    int kt = 1;
-    for (; kt + 1 < k_tiles; kt += 2) {
-        step(kt, sum1, sum0);
-        step(kt + 1, sum0, sum1);
-    }
-    if (kt < k_tiles) {
-        step(kt, sum1, sum0);
-        sm90::wgmma_wait<0>();
-        promote(sum1);
-    } else {
-        sm90::wgmma_wait<0>();
-        promote(sum0);
     }
 }
 
@@ -750,12 +553,7 @@ __device__ __forceinline__ void hopper_consume(const GemmProblem& problem, const
         const int prefetch_at = w.piece == Piece::Tail           ? -1
                                 : w.k_tiles > kHopperPrefetchLead ? w.k_tiles - kHopperPrefetchLead
                                                                   : 0;
-        if constexpr (Tr::kBlockSumPair)
-            hopper_mma_tile_block_pair<Tr>(smem, problem, args, a_low, b_low, w.position, w.k_begin, w.k_tiles, tm,
-                                           tn, prefetch_at, acc, prefetch);
-        else if constexpr (Tr::kSmemScales)
-            hopper_mma_tile_block_smem<Tr>(smem, a_low, b_low, w.position, w.k_tiles, prefetch_at, acc, prefetch);
-        else if constexpr (Tr::kBlockScaled)
+        if constexpr (Tr::kBlockScaled)
             hopper_mma_tile_block_scaled<Tr>(smem, problem, args, a_low, b_low, w.position, w.k_begin, w.k_tiles, tm,
                                              tn, prefetch_at, acc, prefetch);
         else
@@ -854,9 +652,6 @@ __device__ __forceinline__ void hopper_gemm_body(const GemmProblem& problem, con
             for (int i = 0; i < Tr::kTileMaps; ++i) sm90::prefetch_tma_descriptor(&tile_maps.map[i]);
             hopper_load_tile_inputs<Tr>(tile_maps.map, smem.staging, smem.input_full, smem.input_empty, order, rank,
                                         problem.n);
-        } else if (threadIdx.x / 32 == 2) {
-            if constexpr (Tr::kSmemScales)
-                hopper_load_scales<Tr>(problem, args, smem.scales, smem.scales_full, smem.empty, order, rank);
         }
         // A CTA of a cluster leaves only with its partner: until then, the partner's arrivals and multicasts may
         // still land in this CTA's shared memory. (Each warp gathers first: lanes 0 of warps 0 and 1 are late.)
@@ -873,40 +668,38 @@ __device__ __forceinline__ void hopper_gemm_body(const GemmProblem& problem, con
 
 }  // namespace detail
 
-// (kExperiments: hopper_rules.cuh's bits; the kernels of the default configs leave it at 0.)
 template <class T, bool kAKMajor, bool kBKMajor, int BM, int BN, int STAGES, bool kPingPong, class Epilogue,
-          bool kDirectTiles, unsigned kExperiments>
-using HopperTraits1 =
-    HopperGemmTraits<T, kAKMajor, kBKMajor, BM, BN, STAGES, kPingPong, 1, 1, Epilogue, kDirectTiles, kExperiments>;
+          bool kDirectTiles>
+using HopperTraits1 = HopperGemmTraits<T, kAKMajor, kBKMajor, BM, BN, STAGES, kPingPong, 1, 1, Epilogue, kDirectTiles>;
 // A pair along N (kShareA) or along M.
 template <class T, bool kAKMajor, bool kBKMajor, int BM, int BN, int STAGES, bool kPingPong, bool kShareA,
-          class Epilogue, bool kDirectTiles, unsigned kExperiments>
+          class Epilogue, bool kDirectTiles>
 using HopperTraits2 = HopperGemmTraits<T, kAKMajor, kBKMajor, BM, BN, STAGES, kPingPong, kShareA ? 1 : 2,
-                                       kShareA ? 2 : 1, Epilogue, kDirectTiles, kExperiments>;
+                                       kShareA ? 2 : 1, Epilogue, kDirectTiles>;
 
 template <class T, bool kAKMajor, bool kBKMajor, int BM, int BN, int STAGES, bool kPingPong, class Epilogue,
-          bool kDirectTiles = false, unsigned kExperiments = 0>
-__global__ void __launch_bounds__(HopperTraits1<T, kAKMajor, kBKMajor, BM, BN, STAGES, kPingPong, Epilogue, kDirectTiles, kExperiments>::kThreads, 1)
+          bool kDirectTiles = false>
+__global__ void __launch_bounds__(HopperTraits1<T, kAKMajor, kBKMajor, BM, BN, STAGES, kPingPong, Epilogue, kDirectTiles>::kThreads, 1)
     hopper_gemm(const GemmProblem problem, const typename Epilogue::Args args,
                 const __grid_constant__ TmaDescriptor tma_a, const __grid_constant__ TmaDescriptor tma_b,
                 const __grid_constant__ TileMaps<
-                    HopperTraits1<T, kAKMajor, kBKMajor, BM, BN, STAGES, kPingPong, Epilogue, kDirectTiles, kExperiments>::kTileMaps> tile_maps) {
-    detail::hopper_gemm_body<HopperTraits1<T, kAKMajor, kBKMajor, BM, BN, STAGES, kPingPong, Epilogue, kDirectTiles, kExperiments>>(
+                    HopperTraits1<T, kAKMajor, kBKMajor, BM, BN, STAGES, kPingPong, Epilogue, kDirectTiles>::kTileMaps> tile_maps) {
+    detail::hopper_gemm_body<HopperTraits1<T, kAKMajor, kBKMajor, BM, BN, STAGES, kPingPong, Epilogue, kDirectTiles>>(
         problem, args, tma_a, tma_b, tile_maps);
 }
 
 // Clusters of 2 CTAs that share B (along M) or A (along N, kShareA) by TMA multicast. The grid must be a
 // multiple of 2 (the host sizes it from the clusters that fit at once).
 template <class T, bool kAKMajor, bool kBKMajor, int BM, int BN, int STAGES, bool kPingPong, bool kShareA,
-          class Epilogue, bool kDirectTiles = false, unsigned kExperiments = 0>
+          class Epilogue, bool kDirectTiles = false>
 __global__ void __cluster_dims__(2, 1, 1)
-    __launch_bounds__(HopperTraits2<T, kAKMajor, kBKMajor, BM, BN, STAGES, kPingPong, kShareA, Epilogue, kDirectTiles, kExperiments>::kThreads, 1)
+    __launch_bounds__(HopperTraits2<T, kAKMajor, kBKMajor, BM, BN, STAGES, kPingPong, kShareA, Epilogue, kDirectTiles>::kThreads, 1)
         hopper_gemm_pair(const GemmProblem problem, const typename Epilogue::Args args,
                          const __grid_constant__ TmaDescriptor tma_a, const __grid_constant__ TmaDescriptor tma_b,
                          const __grid_constant__ TileMaps<
-                             HopperTraits2<T, kAKMajor, kBKMajor, BM, BN, STAGES, kPingPong, kShareA, Epilogue, kDirectTiles, kExperiments>::kTileMaps>
+                             HopperTraits2<T, kAKMajor, kBKMajor, BM, BN, STAGES, kPingPong, kShareA, Epilogue, kDirectTiles>::kTileMaps>
                              tile_maps) {
-    detail::hopper_gemm_body<HopperTraits2<T, kAKMajor, kBKMajor, BM, BN, STAGES, kPingPong, kShareA, Epilogue, kDirectTiles, kExperiments>>(
+    detail::hopper_gemm_body<HopperTraits2<T, kAKMajor, kBKMajor, BM, BN, STAGES, kPingPong, kShareA, Epilogue, kDirectTiles>>(
         problem, args, tma_a, tma_b, tile_maps);
 }
 

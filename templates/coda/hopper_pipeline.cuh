@@ -153,48 +153,6 @@ __device__ __forceinline__ void hopper_load_tile_inputs(const TmaDescriptor* map
     }
 }
 
-// The scale loader of a block-scaled kernel with smem_scales (one warp of the producer warpgroup): for every k-tile
-// of every item of this CTA, in the operand producer's order, waits until the stage is free and copies the stage's
-// scales into its slot: A_scale[kb][row] of the tile's BM rows (lane l takes rows l, l + 32, ...), then
-// B_scale[tn][kb]. Each lane arrives on the stage's scale barrier once its copies are done (the barrier counts 32
-// such arrivals: Tr::kScalesFullArrivals). Rows past M and tiles past N (a cluster partner's) get 0, as in global
-// memory's reader (BlockScaleReader): cp.async writes zeros where it reads nothing. The scales' pointers and leading
-// dimensions are the epilogue's parameter slots from kBlockScaleSlot on (kernel_abi.cuh).
-template <class Tr>
-__device__ __forceinline__ void hopper_load_scales(const GemmProblem& problem, const typename Tr::Epilogue::Args& args,
-                                                   unsigned scales, unsigned scales_full, unsigned empty,
-                                                   const TileOrder<Tr::kClusterM, Tr::kClusterN, Tr::kStreamK>& order,
-                                                   int rank) {
-    constexpr int BM = Tr::kBM, BN = Tr::kBN;
-    constexpr int kSlot = Tr::Epilogue::kBlockScaleSlot;
-    constexpr unsigned kSlotBytes = Tr::kScaleSlotFloats * 4;
-    const float* const a_scale = reinterpret_cast<const float*>(args.slot[kSlot]);
-    const long long lda = static_cast<long long>(args.slot[kSlot + 1]);
-    const float* const b_scale = reinterpret_cast<const float*>(args.slot[kSlot + 2]);
-    const long long ldb = static_cast<long long>(args.slot[kSlot + 3]);
-    const int lane = static_cast<int>(threadIdx.x) % 32;
-    PipelineState<Tr::kStages> stage{0, 0};
-    for (int local = 0; local < order.count; ++local) {
-        const WorkItem w = order.item(local, rank);
-        const float* const b_row = b_scale + static_cast<long long>(w.tn) * ldb;
-        const unsigned b_bytes = lane == 0 && w.tn * BN < problem.n ? 4u : 0u;
-        for (int kt = w.k_begin; kt < w.k_begin + w.k_tiles; ++kt, stage.advance()) {
-            sm90::mbarrier_wait(empty + 8 * stage.index, stage.phase ^ 1);
-            const unsigned slot = scales + static_cast<unsigned>(stage.index) * kSlotBytes;
-            const float* const a_row = a_scale + static_cast<long long>(kt) * lda;
-#pragma unroll
-            for (int j = 0; j < BM / 32; ++j) {
-                const int r = lane + 32 * j;
-                const int m = w.tm * BM + r;
-                const bool inside = m < problem.m;
-                sm90::cp_async_4(slot + 4 * r, inside ? a_row + m : a_scale, inside ? 4u : 0u);
-            }
-            if (lane == 0) sm90::cp_async_4(slot + 4 * BM, b_bytes != 0 ? b_row + kt : b_scale, b_bytes);
-            sm90::cp_async_arrive_noinc(scales_full + 8 * stage.index);
-        }
-    }
-}
-
 // wgmma descriptors of one operand (sm90::smem_descriptor_low). K-major: rows of 128 bytes, 8-row groups 1024
 // bytes apart, a k16 step is 32 bytes along the (swizzled) row. M/N-major: 64-element chunks of 64 k-rows (8 KB)
 // side by side, a k16 step is 16 k-rows (2 KB).

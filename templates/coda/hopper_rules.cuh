@@ -29,36 +29,6 @@ CODA_HOST_DEVICE constexpr bool stream_k(int cluster_m, int cluster_n, int bm, b
     return cluster_m * cluster_n == 1 && (pingpong || bm / 2 <= kMinConsumerRows);
 }
 
-// Changes to the mainloop under measurement: each is off unless a config asks for it (HopperConfig::experiments on
-// the host, the kernels' EXPERIMENTS argument), until an A/B on a GPU makes it the default or drops it
-// (docs/PERFORMANCE.md). Bits of a mask; the host's names for them are in include/coda/kernel_config.hpp.
-constexpr unsigned kBlockSumPair = 1u;  // block-scaled: two block sums, one's wgmmas in flight while the other is
-                                        // promoted
-constexpr unsigned kSmemScales = 2u;    // block-scaled: a producer warp copies each stage's scales into shared memory
-                                        // beside it; the consumers read them there instead of from global memory
-constexpr unsigned kIssueTurns = 4u;    // block-scaled: the two consumer warpgroups issue each block's wgmmas in
-                                        // turn (named barriers), one's block on the tensor cores while the other
-                                        // promotes, instead of both issuing, waiting and promoting at once
-constexpr unsigned kAllExperiments = kBlockSumPair | kSmemScales | kIssueTurns;
-constexpr unsigned kBlockScaledExperiments = kBlockSumPair | kSmemScales | kIssueTurns;
-
-// The first experiment of `experiments` a kernel cannot take, or 0: block_sum_pair, smem_scales and issue_turns need
-// a block-scaled GEMM (whose tiles are cooperative: two consumer warpgroups).
-CODA_HOST_DEVICE constexpr unsigned lowest_bit(unsigned bits) { return bits & (~bits + 1u); }
-CODA_HOST_DEVICE constexpr unsigned inapplicable_experiment(unsigned experiments, bool block_scaled) {
-    return (experiments & ~kAllExperiments) != 0 ? lowest_bit(experiments & ~kAllExperiments)
-           : !block_scaled                       ? lowest_bit(experiments & kBlockScaledExperiments)
-                                                 : 0u;
-}
-
-// The experiments of `wanted` that a kernel can take (the others dropped).
-CODA_HOST_DEVICE constexpr unsigned applicable_experiments(unsigned wanted, bool block_scaled) {
-    unsigned out = 0;
-    for (unsigned bit = 1; bit <= kAllExperiments; bit <<= 1)
-        if ((wanted & bit) != 0 && inapplicable_experiment(bit, block_scaled) == 0) out |= bit;
-    return out;
-}
-
 // The first rule a config breaks, or Ok. The host turns each into a message; the template asserts Ok.
 enum class Rule { Ok, BN, BM, ConsumerRows, Accumulators, Stages, Cluster, ClusterSplit };
 

@@ -47,22 +47,6 @@ __device__ __forceinline__ void mbarrier_wait(unsigned bar, unsigned parity) {
     } while (!done);
 }
 
-// ---- cp.async (4-byte copies into shared memory, completing on an mbarrier) ----------------------------------
-// One 4-byte copy from global to shared memory; with src_bytes 0 it reads nothing and writes 0.
-__device__ __forceinline__ void cp_async_4(unsigned dst, const void* src, unsigned src_bytes) {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
-}
-// An arrival on `bar` once this thread's earlier cp.async copies are done; it counts against the barrier's arrival
-// count (.noinc), which must include it.
-__device__ __forceinline__ void cp_async_arrive_noinc(unsigned bar) {
-    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(bar) : "memory");
-}
-__device__ __forceinline__ float load_shared_f32(unsigned address) {
-    float v;
-    asm volatile("ld.shared.f32 %0, [%1];" : "=f"(v) : "r"(address) : "memory");
-    return v;
-}
-
 // ---- TMA ------------------------------------------------------------------------------------------------
 __device__ __forceinline__ void prefetch_tma_descriptor(const TmaDescriptor* desc) {
     asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<unsigned long long>(desc)) : "memory");
@@ -186,10 +170,6 @@ __device__ __forceinline__ void claim_registers() {
 // bar.sync with an id other than 0 (which __syncthreads uses) over `threads` threads (a multiple of 32).
 __device__ __forceinline__ void named_barrier_sync(int id, int threads) {
     asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
-}
-// Counts this warp's threads toward barrier `id` of `threads` without waiting for it.
-__device__ __forceinline__ void named_barrier_arrive(int id, int threads) {
-    asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
 
 // ---- wgmma ----------------------------------------------------------------------------------------------

@@ -3,7 +3,6 @@
 #include <catch2/catch.hpp>
 
 #include "coda/error.hpp"
-#include "coda/kernel_config.hpp"
 #include "config/settings.hpp"
 
 #include <stdlib.h>
@@ -20,8 +19,7 @@ class ScopedEnv {
 public:
     ScopedEnv() {
         for (const char* name : {"CODA_CACHE_DIR", "CODA_DISK_CACHE", "CODA_LOG_LEVEL", "CODA_DUMP_DIR", "CODA_ARCH",
-                                 "CODA_RECORD", "CODA_FINALIZE_STRANDS", "CODA_HOPPER_EXPERIMENTS", "XDG_CACHE_HOME",
-                                 "HOME"}) {
+                                 "CODA_RECORD", "CODA_FINALIZE_STRANDS", "XDG_CACHE_HOME", "HOME"}) {
             const char* value = ::getenv(name);
             saved_[name] = value ? std::optional<std::string>(value) : std::nullopt;
             ::unsetenv(name);
@@ -112,16 +110,6 @@ TEST_CASE("each CODA_ variable is parsed", "[config]") {
     }
     env.set("CODA_FINALIZE_STRANDS", "Auto");
     CHECK(coda::Settings::from_environment().finalize_strands == 0);
-    namespace x = coda::hopper_experiment;
-    CHECK(coda::Settings::from_environment().hopper_experiments == 0);
-    env.set("CODA_HOPPER_EXPERIMENTS", "block_sum_pair");
-    CHECK(coda::Settings::from_environment().hopper_experiments == x::kBlockSumPair);
-    env.set("CODA_HOPPER_EXPERIMENTS", "Block_Sum_Pair,block_sum_pair");
-    CHECK(coda::Settings::from_environment().hopper_experiments == x::kBlockSumPair);
-    env.set("CODA_HOPPER_EXPERIMENTS", "smem_scales,block_sum_pair");
-    CHECK(coda::Settings::from_environment().hopper_experiments == (x::kBlockSumPair | x::kSmemScales));
-    env.set("CODA_HOPPER_EXPERIMENTS", "none");
-    CHECK(coda::Settings::from_environment().hopper_experiments == 0);
 }
 
 TEST_CASE("relative directories are made absolute once", "[config]") {
@@ -177,19 +165,6 @@ TEST_CASE("invalid values throw an error naming the variable and the value", "[c
         CHECK(message.find("CODA_FINALIZE_STRANDS") != std::string::npos);
         CHECK(message.find(std::string("'") + strands + "'") != std::string::npos);
         CHECK(message.find("1, 2, 4, 8, 16 or 32") != std::string::npos);
-    }
-    ::unsetenv("CODA_FINALIZE_STRANDS");
-
-    // Words of hopper_experiment only, each one named in the message; no empty word between commas.
-    for (const char* experiments : {"block-sum-pair", "block_sum_pair,", "block_sum_pair,,block_sum_pair", "all",
-                                    "dynamic_tiles"}) {
-        env.set("CODA_HOPPER_EXPERIMENTS", experiments);
-        message = error_of(env);
-        INFO(experiments);
-        CHECK(message.find("CODA_HOPPER_EXPERIMENTS") != std::string::npos);
-        CHECK(message.find(std::string("'") + experiments + "'") != std::string::npos);
-        CHECK(message.find("expected none or a comma-separated list of block_sum_pair, smem_scales, issue_turns") !=
-              std::string::npos);
     }
 }
 

@@ -15,7 +15,6 @@
 #include "coda/blocks.hpp"
 #include "coda/hopper_rules.cuh"
 #include "coda/runtime.hpp"
-#include "config/settings.hpp"
 #include "driver/cuda_driver.hpp"
 #include "ir/text.hpp"
 #include "mainloop/hopper.hpp"
@@ -69,25 +68,19 @@ bool takes(const GemmCase& c, const KernelConfig& config) {
 }
 
 // Checks every case under every config that takes it; all (graph, config) pairs are compiled in parallel first.
-// Each config of a case sees the same inputs (the case's seed). CODA_HOPPER_EXPERIMENTS adds its experiments to the
-// Hopper configs under test where their kernels take them, as it does to the configs coda chooses (README "Mainloop
-// experiments"): the same cases then check the experiments.
+// Each config of a case sees the same inputs (the case's seed).
 void check_gemm_cases(const std::vector<GemmCase>& cases) {
     const std::vector<KernelConfig> configs = gemm_configs_under_test();
-    const auto run_config = [](const GemmCase& c, const KernelConfig& config) {
-        return with_hopper_experiments(c.graph, config, settings().hopper_experiments);
-    };
     std::vector<Build> builds;
     std::set<std::string> seen;
     for (const GemmCase& c : cases)
         for (const KernelConfig& config : configs)
-            if (takes(c, config) && seen.insert(to_text(c.graph) + "\n" + run_config(c, config).to_text()).second)
-                builds.push_back({c.graph, options_for(run_config(c, config))});
+            if (takes(c, config) && seen.insert(to_text(c.graph) + "\n" + config.to_text()).second)
+                builds.push_back({c.graph, options_for(config)});
     warm_in_parallel(builds);
     for (const GemmCase& c : cases)
-        for (const KernelConfig& listed : configs) {
-            if (!takes(c, listed)) continue;
-            const KernelConfig config = run_config(c, listed);
+        for (const KernelConfig& config : configs) {
+            if (!takes(c, config)) continue;
             const Shape& s = c.shape;
             INFO("config: " << config.to_text() << "\ngraph " << c.graph.name()
                             << fmt::format(" M={} N={} K={} pad={}", s.m, s.n, s.k, s.pad));

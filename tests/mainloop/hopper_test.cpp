@@ -3,7 +3,6 @@
 #include <catch2/catch.hpp>
 
 #include "codegen/codegen_test_graphs.hpp"
-#include "support/fp8_graphs.hpp"
 #include "coda/blocks.hpp"
 #include "coda/error.hpp"
 #include "coda/hopper_rules.cuh"
@@ -194,63 +193,11 @@ TEST_CASE("FP8 operands of two types instantiate the mainloop on a tag that name
                Catch::StartsWith("coda::hopper_gemm<coda::e4m3, true, true"));
 }
 
-TEST_CASE("Hopper experiments: in a config's text and key, refused where the kernel cannot take them, and added "
-          "from the setting where it can", "[mainloop]") {
-    namespace x = hopper_experiment;
-    const Mainloop& m = hopper_mainloop();
-    HopperConfig c{128, 128, 6, Schedule::Cooperative, 1};
-    c.experiments = x::kBlockSumPair;
-    const std::string text = KernelConfig(c).to_text();
-    CHECK(text == "hopper bm=128 bn=128 bk=64 stages=6 cooperative cluster=1 block_sum_pair");
-    CHECK(KernelConfig::parse(text) == KernelConfig(c));
-    CHECK(KernelConfig::parse("hopper block_sum_pair cooperative").hopper()->experiments == x::kBlockSumPair);
-    // The experiments measured and dropped (docs/PERFORMANCE.md, 2026-12-06) are no words any more.
-    for (const char* dropped : {"early_turn", "l2_prefetch", "dynamic_tiles"}) {
-        INFO(dropped);
-        CHECK_THROWS_AS(KernelConfig::parse(std::string("hopper cooperative ") + dropped), Error);
-        CHECK(x::bit(dropped) == 0);
-    }
-    CHECK(m.key_text(KernelConfig(c)) != m.key_text(KernelConfig(HopperConfig{128, 128, 6, Schedule::Cooperative, 1})));
-    for (unsigned bit = 1; bit <= x::kAll; bit <<= 1) CHECK(x::bit(x::word(bit)) == bit);
-    CHECK(x::bit("block-sum-pair") == 0);
-    CHECK(x::word(8).empty());
-    CHECK(x::word(x::kIssueTurns) == "issue_turns");
-    HopperConfig both = c;
-    both.experiments = x::kBlockSumPair | x::kSmemScales;
-    CHECK(KernelConfig(both).to_text() == "hopper bm=128 bn=128 bk=64 stages=6 cooperative cluster=1 block_sum_pair smem_scales");
-    CHECK(KernelConfig::parse("hopper smem_scales cooperative block_sum_pair") == KernelConfig(both));
-    // The kernel's template arguments: the default ones left out, so that sources without experiments stay as they
-    // were.
-    const Graph block_scaled = test::block_scaled_graph(DType::E4M3);
-    CHECK_THAT(m.instantiate(block_scaled, KernelConfig(c)).kernel, Catch::EndsWith("coda_gen::Epilogue, false, 1u>"));
-    CHECK_THAT(m.instantiate(block_scaled, KernelConfig(both)).kernel, Catch::EndsWith("coda_gen::Epilogue, false, 3u>"));
-    CHECK_THAT(m.instantiate(block_scaled, KernelConfig(HopperConfig{128, 128, 6, Schedule::Cooperative, 1})).kernel,
-               Catch::EndsWith("coda_gen::Epilogue>"));
-
-    const Graph g = test::out_proj_graph();
-    const auto refuses = [&](const Graph& graph, const HopperConfig& config, const std::string& why) {
-        INFO(KernelConfig(config).to_text());
-        CHECK_THROWS_WITH(m.validate(graph, KernelConfig(config), "sm_90a"),
-                          Catch::Contains("not valid for the Hopper mainloop") && Catch::Contains(why));
-    };
-    HopperConfig plain;
-    plain.experiments = x::kBlockSumPair;
-    refuses(g, plain, "the experiment block_sum_pair needs a block-scaled FP8 GEMM");
-    plain.experiments = x::kSmemScales;
-    refuses(g, plain, "the experiment smem_scales needs a block-scaled FP8 GEMM");
-    plain.experiments = x::kIssueTurns;
-    refuses(g, plain, "the experiment issue_turns needs a block-scaled FP8 GEMM");
-    plain.experiments = 64;
-    refuses(g, plain, "experiments 0x40 are not hopper_experiment bits");
-    CHECK_NOTHROW(m.validate(block_scaled, KernelConfig(c), "sm_90a"));
-
-    // CODA_HOPPER_EXPERIMENTS' bits join a chosen config where its kernel can take them; others are dropped.
-    CHECK(with_hopper_experiments(g, HopperConfig{}, x::kAll) == KernelConfig(HopperConfig{}));
-    CHECK(with_hopper_experiments(g, PortableConfig{}, x::kAll) == KernelConfig(PortableConfig{}));
-    CHECK(with_hopper_experiments(block_scaled, m.default_config(block_scaled, {}), 0) ==
-          m.default_config(block_scaled, {}));
-    CHECK(with_hopper_experiments(block_scaled, m.default_config(block_scaled, {}), x::kAll).hopper()->experiments ==
-          x::kAll);
+TEST_CASE("a Hopper config's bare words are its schedules and direct: any other is refused", "[mainloop]") {
+    CHECK(KernelConfig::parse("hopper direct cooperative") ==
+          KernelConfig(HopperConfig{128, 128, 6, Schedule::Cooperative, 1, 1, true}));
+    CHECK_THROWS_WITH(KernelConfig::parse("hopper cooperative turbo"),
+                      Catch::Contains("'turbo' is not a field=value pair") && Catch::Contains("expected e.g."));
 }
 
 }  // namespace

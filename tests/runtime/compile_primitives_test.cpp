@@ -254,32 +254,6 @@ TEST_CASE("block-scaled FP8 compiles for sm_90a on its cooperative 128 x 128 til
     }
 }
 
-TEST_CASE("every Hopper experiment compiles for sm_90a without spills or serialized wgmmas on the kernels that take "
-          "it", "[compile]") {
-    namespace x = hopper_experiment;
-    test::TempDir dir("coda-experiments");
-    KernelCache cache(dir.path(), false);
-    // Each experiment, and together, alone and in the clusters block-scaled kernels take.
-    for (const unsigned experiments : {x::kBlockSumPair, x::kSmemScales, x::kIssueTurns, x::kBlockSumPair | x::kSmemScales,
-                                       x::kIssueTurns | x::kSmemScales, x::kAll})
-        for (const auto& [cluster_m, cluster_n] : std::vector<std::pair<int, int>>{{1, 1}, {2, 1}, {1, 2}}) {
-            HopperConfig config{128, 128, 6, Schedule::Cooperative, cluster_m, cluster_n};
-            config.experiments = experiments;
-            for (const Graph& g :
-                 {test::block_scaled_graph(DType::E4M3), test::block_scaled_graph(DType::E5M2, DType::E4M3)})
-                require_compiles_without_spills(g, "sm_90a", cache, KernelConfig(config));
-        }
-    // The block's block-scaled epilogues as CODA_HOPPER_EXPERIMENTS gives them every experiment they can take (those
-    // with a tile input keep one block sum: the template's kBlockSumPair).
-    for (const Graph& g : blocks::llama_block_fp8_blockwise()) {
-        if (g.domain() != Domain::Gemm) continue;
-        INFO(g.name());
-        const KernelConfig config = with_hopper_experiments(g, hopper_mainloop().default_config(g, {}), x::kAll);
-        REQUIRE(config.hopper()->experiments == x::kAll);
-        require_compiles_without_spills(g, "sm_90a", cache, config);
-    }
-}
-
 TEST_CASE("reduce_group compiles on every Hopper config and in tile programs without spills, and is an error on the portable mainloop", "[compile]") {
     test::TempDir dir("coda-group");
     KernelCache cache(dir.path(), false);
