@@ -37,6 +37,9 @@
 #   ncugraph  the same for one launch of a graph's GEMM kernel through `coda tune` (NCU_GRAPH: a .coda file, default
 #           tools/graphs/swiglu_backward_fp8_t.coda; NCU_SHAPE, default 16384x14336x4096; NCU_CONFIG, default the
 #           config `coda dump` names): the slowest epilogues of the FP8 layer over their GEMM floor (PERFORMANCE.md)
+#   records every named candidate of the FP8 blocks' GEMM epilogues at the d = 4096 layer's shapes, each alone (`coda tune
+#           --solo` into $out/tuning.tsv; RECORD_GRAPHS: "graph:MxNxK ..." instead), then tools/shipped_records.py: the
+#           winners 6% or more ahead of the default as lines for src/tune/builtin_tuning.cpp (records.tsv)
 # Usage: bash tools/device_fp8.sh tests regress python gemm ... ; BUILD=carry/build by default; STEP_S: each step's
 # time limit (default 540 s); LAYER_BUDGET_S: bench_block.py's --budget-s (default 400).
 set -uo pipefail
@@ -193,7 +196,25 @@ for step in "$@"; do
           "$report.txt" | head -n 12
         python3 tools/ncu_hotspots.py "${report}_source.csv" | head -n 30 || status=1
       fi ;;
-    *) echo "device_fp8.sh: unknown step '$step' (tests, tests-gemm, tests-blocks, regress, python, gemm, interleaved, layer, model, profile, curve, ab, abblock, abgraphs, ncublock, ncugraph)" >&2; exit 2 ;;
+    records)
+      for pair in ${RECORD_GRAPHS:-qkv_rope_fp8:16384x12288x4096 qkv_rope_fp8_rowwise:16384x12288x4096 \
+          gate_up_swiglu_fp8:16384x28672x4096 gate_up_swiglu_fp8_rowwise:16384x28672x4096 \
+          out_proj_fp8:16384x4096x14336 out_proj_fp8_rowwise:16384x4096x14336 out_proj_fp8_bf16_h:16384x4096x14336 \
+          out_proj_fp8_rowwise_bf16_h:16384x4096x14336 out_proj_fp8:16384x4096x4096 dgrad_fp8_rowwise:16384x4096x4096 \
+          swiglu_backward_fp8:16384x14336x4096 swiglu_backward_fp8_rowwise:16384x14336x4096 \
+          rmsnorm_backward_residual_fp8:16384x4096x28672 rmsnorm_backward_residual_fp8_rowwise:16384x4096x28672 \
+          rmsnorm_backward_residual_fp8_bf16_dx:16384x4096x12288 wgrad_fp8_accumulate:4096x14336x16384 \
+          wgrad_fp8_accumulate:28672x4096x16384 wgrad_fp8_rowwise_accumulate:28672x4096x16384}; do
+        graph=${pair%%:*} shape=${pair#*:}
+        IFS=x read -r m n k <<< "$shape"
+        echo "== records $graph $shape"
+        CODA_TUNING_FILE="$out/tuning.tsv" timeout "$step_s" "$build/coda" tune "tools/graphs/$graph.coda" --m "$m" \
+          --n "$n" --k "$k" --solo --iters 20 >> "$out/records.log" 2>&1 || status=1
+      done
+      python3 tools/shipped_records.py --coda "$build/coda" --tuning "$out/tuning.tsv" "$out/records.log" \
+        > "$out/records.tsv" || status=1
+      cat "$out/records.tsv" ;;
+    *) echo "device_fp8.sh: unknown step '$step' (tests, tests-gemm, tests-blocks, regress, python, gemm, interleaved, layer, model, profile, curve, ab, abblock, abgraphs, ncublock, ncugraph, records)" >&2; exit 2 ;;
   esac
 done
 exit $status
