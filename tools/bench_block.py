@@ -388,8 +388,13 @@ def fp8_layer_rows(d, f, heads, attention, rounds, per_round, skip_compile, kv_h
     def step(module, fwd):
         return layer_step(module, x, dy, fwd)
 
-    systems = {"coda fp8": step(layer, lambda: layer(x, h8, rstd, next_gamma, pos, SEQ, h_scale)[0]),
-               "coda fp8 wgrad": step(wgrad_layer, lambda: wgrad_layer(x, h8, rstd, next_gamma, pos, SEQ, h_scale)[0]),
+    def tensorwise_forward(module):
+        return lambda: module(x, h8, rstd, next_gamma, pos, SEQ, h_scale)[0]
+
+    tensorwise_step = step(layer, tensorwise_forward(layer))
+    wgrad_step = step(wgrad_layer, tensorwise_forward(wgrad_layer))
+    systems = {"coda fp8": tensorwise_step,
+               "coda fp8 wgrad": wgrad_step,
                "coda fp8 blockwise": step(fine["blockwise"], fine_forward("blockwise")),
                "coda fp8 rowwise": step(fine["rowwise"], fine_forward("rowwise")),
                "coda fp8 rowwise wgrad": step(fine["rowwise wgrad"], fine_forward("rowwise wgrad")),
@@ -409,13 +414,13 @@ def fp8_layer_rows(d, f, heads, attention, rounds, per_round, skip_compile, kv_h
 
     # The FP8 layer against the fp32 eager reference (a few steps first: its delayed scales calibrate).
     for _ in range(3):
-        step(layer, lambda: layer(x, h8, rstd, next_gamma, pos, SEQ, h_scale)[0])()
-        step(wgrad_layer, lambda: wgrad_layer(x, h8, rstd, next_gamma, pos, SEQ, h_scale)[0])()
+        tensorwise_step()
+        wgrad_step()
     with torch.no_grad():
         out32 = ref.decoder_layer(copy.deepcopy(bf16_layer).float(), x.float(), pos, SEQ)
         err = {}
-        for name, out in (("coda fp8", layer(x, h8, rstd, next_gamma, pos, SEQ, h_scale)[0]),
-                          ("coda fp8 wgrad", wgrad_layer(x, h8, rstd, next_gamma, pos, SEQ, h_scale)[0]),
+        for name, out in (("coda fp8", tensorwise_forward(layer)()),
+                          ("coda fp8 wgrad", tensorwise_forward(wgrad_layer)()),
                           ("coda fp8 blockwise", fine_forward("blockwise")()),
                           ("coda fp8 rowwise", fine_forward("rowwise")()),
                           ("coda fp8 rowwise wgrad", fine_forward("rowwise wgrad")())):

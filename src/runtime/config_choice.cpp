@@ -50,12 +50,14 @@ std::optional<KernelConfig> choose_config(const Graph& graph, const std::string&
     // Tile programs and finalizers have a fixed tile.
     if (graph.domain() != Domain::Gemm) return std::nullopt;
     const Mainloop& mainloop = default_gemm_mainloop(arch);
-    const std::string cls = shape_class(shape);
     // The user's records first, then the shipped ones. Most lookups miss on GPU or shape class; only a possible hit
-    // pays for the graph's hash.
+    // pays for the graph's hash, and the shape class is spelled only where a database holds records.
+    std::optional<std::string> cls;
     for (const TuningDb* records : {db, shipped}) {
-        if (records == nullptr || device.name.empty() || !records->has(device.name, cls)) continue;
-        if (const TuningRecord* r = records->find(device.name, memoized_graph_hash(graph), cls))
+        if (records == nullptr || device.name.empty() || records->records().empty()) continue;
+        if (!cls) cls = shape_class(shape);
+        if (!records->has(device.name, *cls)) continue;
+        if (const TuningRecord* r = records->find(device.name, memoized_graph_hash(graph), *cls))
             if (mainloop.owns(r->config)) return r->config;
     }
     return mainloop.default_config(graph, shape);

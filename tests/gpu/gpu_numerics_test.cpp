@@ -67,6 +67,17 @@ bool takes(const GemmCase& c, const KernelConfig& config) {
     return c.every_config || runs_every_case(config);
 }
 
+// The reference check of a GEMM at shape s (operand padding included) on the inputs of `seed`.
+verify::CheckProblem gemm_problem(const Shape& s, std::uint64_t seed) {
+    verify::CheckProblem p;
+    p.m = s.m;
+    p.n = s.n;
+    p.k = s.k;
+    p.operand_pad = s.pad;
+    p.seed = seed;
+    return p;
+}
+
 // Checks every case under every config that takes it; all (graph, config) pairs are compiled in parallel first.
 // Each config of a case sees the same inputs (the case's seed).
 void check_gemm_cases(const std::vector<GemmCase>& cases) {
@@ -84,12 +95,7 @@ void check_gemm_cases(const std::vector<GemmCase>& cases) {
             const Shape& s = c.shape;
             INFO("config: " << config.to_text() << "\ngraph " << c.graph.name()
                             << fmt::format(" M={} N={} K={} pad={}", s.m, s.n, s.k, s.pad));
-            verify::CheckProblem p;
-            p.m = s.m;
-            p.n = s.n;
-            p.k = s.k;
-            p.operand_pad = s.pad;
-            p.seed = c.seed;
+            const verify::CheckProblem p = gemm_problem(s, c.seed);
             const Kernel kernel = Runtime::instance().compile(c.graph, options_for(config));
             if (config.hopper() != nullptr && !tma_can_load(c.graph.spec(), s))
                 CHECK_THROWS_WITH(verify::check_on_device(kernel, p), Catch::Contains("16-byte"));
@@ -172,13 +178,8 @@ TEST_CASE("the shipped tuning records' kernels match the reference at odd shapes
         for (const Shape& s : std::vector<Shape>{{1000, 1000, 1008, 0}, {257, 130, 144, 16}, {528, 1040, 1008, 0}}) {
             INFO("config: " << b.options.config->to_text() << "\ngraph " << b.graph.name()
                             << fmt::format(" M={} N={} K={} pad={}", s.m, s.n, s.k, s.pad));
-            verify::CheckProblem p;
-            p.m = s.m;
-            p.n = s.n;
-            p.k = s.k;
-            p.operand_pad = s.pad;
-            p.seed = seed++;
-            require_pass(verify::check_on_device(Runtime::instance().compile(b.graph, b.options), p));
+            const Kernel kernel = Runtime::instance().compile(b.graph, b.options);
+            require_pass(verify::check_on_device(kernel, gemm_problem(s, seed++)));
         }
 }
 
