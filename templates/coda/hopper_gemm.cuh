@@ -18,8 +18,9 @@
 //     hopper_gemm_pair runs clusters of 2 CTAs (__cluster_dims__), along M (sharing B) or along N (sharing A):
 //     the grid is whole clusters, at most as many as fit at once, and each cluster walks units of two M-tiles of
 //     one N-tile or two N-tiles of one M-tile (TileOrder).
-//   - Roles: warpgroup 0 produces (one thread issues the operands' TMA copies, another the tile inputs'; it gives
-//     registers away: hopper_pipeline.cuh), warpgroups 1 and 2 consume (hopper_consume below, each tile's
+//   - Roles: warpgroup 0 produces (one thread issues the operands' TMA copies, another the tile inputs', and for
+//     block-scaled FP8 a warp copies each stage's block scales beside it; it gives registers away:
+//     hopper_pipeline.cuh), warpgroups 1 and 2 consume (hopper_consume below, each tile's
 //     mainloop then its epilogue: hopper_epilogue.cuh). Cooperative: both consume every stage and share one BM x BN tile, rows
 //     split in halves. Ping-pong: they own alternate tiles; an order barrier makes their mainloops take turns,
 //     so one's epilogue overlaps the other's mainloop.
@@ -44,10 +45,12 @@
 
 namespace coda {
 
-// Named barriers (0 is __syncthreads): one over both consumer warpgroups (a cooperative tile's) and one per
-// consumer warpgroup (a ping-pong tile's, and each consumer's staged output chunks).
+// Named barriers (0 is __syncthreads): one over both consumer warpgroups (a cooperative tile's), one per
+// consumer warpgroup (a ping-pong tile's, and each consumer's staged output chunks), and the order in which a
+// block-scaled tile's consumers issue each block (hopper_mma_tile_block_scaled).
 constexpr int kConsumersBarrier = 1;
 __device__ __forceinline__ int warpgroup_barrier(int warpgroup) { return 1 + warpgroup; }
+constexpr int kIssueOrderBarrier = 4;
 
 // The wgmma accumulator layout of a BM x BN tile owned by kGroups consumer warpgroups, each holding kWgM rows
 // as kWgM / 64 blocks of m64. In block i, warp w of a warpgroup holds rows 16w + lane/4 (+ 8) and, for each n8
@@ -103,17 +106,18 @@ struct WgmmaLayout {
 
 // The CTA's dynamic shared memory, from its first swizzle atom on. The stages and the staging buffers are
 // multiples of kSwizzleAtomBytes, so every TMA box and wgmma operand in them starts on an atom.
-template <int kStages, int kStageBytes, int kStagingBytes, int kScratchBytes>
+template <int kStages, int kStageBytes, int kStagingBytes, int kScratchBytes, int kScaleBytes>
 struct HopperSharedStorage {
     unsigned char stages[kStages][kStageBytes];  // each: A (BM x BK) then B (BN x BK), as TMA swizzled them
     unsigned char staging[kStagingBytes];        // the tile-input ring, then each consumer's output buffers
     float scratch[kScratchBytes / 4];            // end_tile's: one area per ping-pong consumer
-    unsigned long long full[kStages];            // stage loaded: the TMA's bytes have arrived
+    unsigned long long full[kStages];            // stage loaded: the TMA's bytes (and block scales) have arrived
     unsigned long long empty[kStages];           // stage read by every consumer warp (of every CTA of the cluster)
     unsigned long long turn[2];                  // ping-pong: consumer c finished a tile's mainloop
     unsigned long long visits_done[2];           // ping-pong with staged inputs: consumer c finished a tile's visits
     unsigned long long input_full[kHopperInputSlots];   // input chunk loaded
     unsigned long long input_empty[kHopperInputSlots];  // input chunk read by every warp that visits it
+    float block_scales[kScaleBytes / 4];                // block-scaled FP8: one slot of scales per stage
 };
 
 template <class T, bool A_K_MAJOR, bool B_K_MAJOR, int BM, int BN, int STAGES, bool PING_PONG, int CLUSTER_M,
@@ -155,10 +159,13 @@ struct HopperGemmTraits {
     static constexpr int kScratchRegionBytes = kScratchBytes > kMinRegionBytes ? kScratchBytes : kMinRegionBytes;
     static constexpr int kAlignSlack = kSwizzleAtomBytes;  // the dynamic shared memory's base, aligned up to an atom
     static constexpr int kBarrierBytes = 8 * (2 * STAGES + 4 + 2 * kHopperInputSlots);
-    static constexpr int kFixedBytes = kAlignSlack + kScratchRegionBytes + kBarrierBytes;
+    // Block-scaled FP8: each stage has a slot of its block's scales beside it (hopper_load_block_scales): A's of the
+    // tile's BM rows, then B's, padded to 16 bytes. (Other kernels keep the region's kMinRegionBytes, counted here.)
+    static constexpr int kScaleSlotBytes = kBlockScaled ? 4 * (BM + 4) : 0;
+    static constexpr int kFixedBytes = kAlignSlack + kScratchRegionBytes + kBarrierBytes + kMinRegionBytes;
     // Pipeline stages that fit beside `staging` bytes of staged tiles.
     static constexpr int stages_beside(int staging) {
-        return (kHopperMaxSmemBytes - kFixedBytes - staging) / kStageBytes;
+        return (kHopperMaxSmemBytes - kFixedBytes - staging) / (kStageBytes + kScaleSlotBytes);
     }
     // Staged tile outputs (hopper_staging.cuh): one column chunk of each consumer warpgroup's rows. Tile inputs:
     // a ring of kHopperInputSlots chunks of BM rows. Each only where it leaves enough stages.
@@ -233,7 +240,12 @@ struct HopperGemmTraits {
     static constexpr int kEmptyArrivals = kWarpgroupThreads / 32 * (kPingPong ? 1 : kConsumers);
     static constexpr int kStageFreeArrivals = kEmptyArrivals * kCluster;
 
-    using Storage = HopperSharedStorage<kStages, kStageBytes, kStagingRegionBytes, kScratchRegionBytes>;
+    // A stage is loaded once the operand producer's arrival (with the TMA bytes) and, block-scaled, the block-scale
+    // loader's (one a lane, once its copies are done) are in.
+    static constexpr int kFullArrivals = 1 + (kBlockScaled ? 32 : 0);
+    static constexpr int kScaleRegionBytes = kBlockScaled ? kStages * kScaleSlotBytes : kMinRegionBytes;
+    using Storage =
+        HopperSharedStorage<kStages, kStageBytes, kStagingRegionBytes, kScratchRegionBytes, kScaleRegionBytes>;
     static constexpr int kSmemBytes = kAlignSlack + static_cast<int>(sizeof(Storage));
 
     // What the kernel reports to the host (coda_kernel_info): the tile, the stages left beside the epilogue's shared
@@ -266,7 +278,7 @@ namespace detail {
 // The shared-window addresses of the storage's parts (32-bit, as TMA, mbarriers and wgmma descriptors take them:
 // generic 64-bit pointers would cost registers). Each is the base plus a member's offset, a constant.
 struct HopperSmem {
-    unsigned stages, staging, full, empty, turn, visits_done, input_full, input_empty;
+    unsigned stages, staging, full, empty, turn, visits_done, input_full, input_empty, block_scales;
     float* scratch;
 
     template <class Storage>
@@ -276,7 +288,8 @@ struct HopperSmem {
         };
         return {address(s->stages),      address(s->staging),     address(s->full),
                 address(s->empty),       address(s->turn),        address(s->visits_done),
-                address(s->input_full),  address(s->input_empty), s->scratch};
+                address(s->input_full),  address(s->input_empty), address(s->block_scales),
+                s->scratch};
     }
 };
 
@@ -284,7 +297,7 @@ struct HopperSmem {
 template <class Tr>
 __device__ __forceinline__ void hopper_init_barriers(const HopperSmem& smem) {
     for (int s = 0; s < Tr::kStages; ++s) {
-        sm90::mbarrier_init(smem.full + 8 * s, 1);
+        sm90::mbarrier_init(smem.full + 8 * s, Tr::kFullArrivals);
         sm90::mbarrier_init(smem.empty + 8 * s, Tr::kStageFreeArrivals);
     }
     for (int c = 0; c < Tr::kConsumers; ++c) {
@@ -344,37 +357,24 @@ __device__ __forceinline__ void hopper_mma_tile(const HopperSmem& smem, unsigned
     if (warp_leader) free_stage<Tr::kCluster>(smem.empty + 8 * previous);
 }
 
-// A block-scaled tile's scales as this thread reads them (GemmSpec::block_scales): A_scale[kb][row] of each of its row
-// slots and B_scale[tn][kb], from the epilogue's parameter slots (kernel_abi.cuh: A_scale's pointer and leading
-// dimension, then B_scale's). Rows past M and tiles past N (a cluster partner's) read no scale and give 0.
+// A stage's block scales as this thread reads them from the stage's slot (hopper_load_block_scales wrote them):
+// A_scale[kb][row] of each of its row slots times B_scale[tn][kb]. Read once the stage's full barrier has completed,
+// before the stage is freed.
 template <class Tr>
-struct BlockScaleReader {
+struct BlockScaleSlots {
     static constexpr int kRows = 2 * Tr::kM64;  // row slots of this thread
-    const float* a_scale;
-    long long lda_scale;
-    const float* b_scales;  // B_scale[tn]
-    bool tile_in_n;
-    int row_at[kRows];  // the row of each row slot, -1 past M
+    unsigned slots;                             // stage 0's slot
+    unsigned row_offset[kRows];                 // bytes from a slot's start to each row slot's A scale
 
-    __device__ BlockScaleReader(const GemmProblem& problem, const typename Tr::Epilogue::Args& args, int tm, int tn) {
-        constexpr int kSlot = Tr::Epilogue::kBlockScaleSlot;
-        a_scale = reinterpret_cast<const float*>(args.slot[kSlot]);
-        lda_scale = static_cast<long long>(args.slot[kSlot + 1]);
-        b_scales = reinterpret_cast<const float*>(args.slot[kSlot + 2]) +
-                   static_cast<long long>(tn) * static_cast<long long>(args.slot[kSlot + 3]);
-        tile_in_n = tn * Tr::kBN < problem.n;
+    __device__ explicit BlockScaleSlots(unsigned block_scales) : slots(block_scales) {
 #pragma unroll
-        for (int rs = 0; rs < kRows; ++rs) {
-            const int m = tm * Tr::kBM + Tr::Layout::slot_row(rs);
-            row_at[rs] = m < problem.m ? m : -1;
-        }
+        for (int rs = 0; rs < kRows; ++rs) row_offset[rs] = 4u * static_cast<unsigned>(Tr::Layout::slot_row(rs));
     }
-    // Block kb's scales as loaded: A's of each row slot (raw[0 .. kRows - 1]) and B's (raw[kRows]).
-    __device__ void load(int kb, float (&raw)[kRows + 1]) const {
-        raw[kRows] = tile_in_n ? __ldg(b_scales + kb) : 0.0f;
-        const float* const a_scales = a_scale + static_cast<long long>(kb) * lda_scale;
+    __device__ void read(int stage, float (&scale)[kRows]) const {
+        const unsigned slot = slots + static_cast<unsigned>(stage * Tr::kScaleSlotBytes);
+        const float b = sm90::load_shared_f32(slot + 4u * Tr::kBM);
 #pragma unroll
-        for (int rs = 0; rs < kRows; ++rs) raw[rs] = row_at[rs] >= 0 ? __ldg(a_scales + row_at[rs]) : 0.0f;
+        for (int rs = 0; rs < kRows; ++rs) scale[rs] = sm90::load_shared_f32(slot + row_offset[rs]) * b;
     }
 };
 
@@ -390,56 +390,63 @@ __device__ __forceinline__ void promote_block(float (&acc)[Tr::kM64][Tr::kBN / 2
 }
 
 // hopper_mma_tile for block-scaled FP8 (GemmSpec::block_scales): k-tile kt is the scale block k_begin + kt (128 k).
-// Its wgmmas write a block sum of their own (the first one overwrites it), and once they are done each thread adds
-// that sum times A_scale[kb][row] * B_scale[tn][kb] into acc: every block is promoted to fp32 with its own scales,
-// as DeepSeek-V3's recipe has it. The stage is freed as soon as its wgmmas are done. A warpgroup waits for its own
-// wgmmas before it promotes (ptxas serializes every wgmma of a kernel that reads a pending one's accumulators, so a
-// second block sum in flight gains nothing); the other consumer warpgroup's wgmmas are to keep the tensor cores busy
-// meanwhile, but both consumers issue a block at once, so their promotions coincide (staggering or alternating them
-// did not shorten the loop: docs/PERFORMANCE.md). Rows past M and tiles past N (a cluster partner's) read no scale
-// and add 0.
-// The scales are loaded two blocks ahead and multiplied one block ahead, in two sets of registers that alternate
-// (the loop body twice): loaded one block ahead, their product sat before the wgmma wait in the SASS, so each block
-// waited for a global load issued just after its wgmmas.
+// Its wgmmas write a block sum of their own (the first one overwrites it); once they are done each thread adds that
+// sum times A_scale[kb][row] * B_scale[tn][kb] into acc: every block is promoted to fp32 with its own scales, as
+// DeepSeek-V3's recipe has it. The loop is turned so that block kt - 1 is waited for and promoted only after
+// block kt's stage has arrived and its scales are read (from shared memory: no global load in the loop), just
+// before block kt's wgmmas are issued.
+// The two consumer warpgroups of the tile issue each block in a fixed order, consumer 0 first (a named barrier
+// between consumer 0's issue and consumer 1's): the tensor cores then run consumer 0's block before consumer 1's,
+// and each one promotes its previous block while the other's wgmmas run. Issued together, the two blocks' wgmmas
+// interleaved, both finished at once and both promoted while the tensor cores idled. Both consumers take the
+// barrier once a block, in the same order as every other barrier of theirs.
 template <class Tr, class Prefetch>
-__device__ __forceinline__ void hopper_mma_tile_block_scaled(const HopperSmem& smem, const GemmProblem& problem,
-                                                             const typename Tr::Epilogue::Args& args,
-                                                             unsigned a_low, unsigned b_low, int start, int k_begin,
-                                                             int k_tiles, int tm, int tn, int prefetch_at,
+__device__ __forceinline__ void hopper_mma_tile_block_scaled(const HopperSmem& smem, unsigned a_low, unsigned b_low,
+                                                             int start, int k_tiles, int prefetch_at, int consumer,
                                                              float (&acc)[Tr::kM64][Tr::kBN / 2],
                                                              const Prefetch& prefetch) {
-    constexpr int kRows = BlockScaleReader<Tr>::kRows;
+    constexpr int kRows = BlockScaleSlots<Tr>::kRows;
     clear_accumulator<Tr>(acc);
     const bool warp_leader = threadIdx.x % 32 == 0;
-    const BlockScaleReader<Tr> scales(problem, args, tm, tn);
-    const auto multiply = [](const float (&raw)[kRows + 1], float (&scale)[kRows]) {
-#pragma unroll
-        for (int rs = 0; rs < kRows; ++rs) scale[rs] = raw[rs] * raw[kRows];
-    };
-    float scale[kRows];  // the current block's: A_scale[kb][row] * B_scale[tn][kb]
-    float raw0[kRows + 1], raw1[kRows + 1];
-    scales.load(k_begin, raw0);
-    multiply(raw0, scale);
-    if (k_tiles > 1) scales.load(k_begin + 1, raw0);
+    const BlockScaleSlots<Tr> slots(smem.block_scales);
     float block[Tr::kM64][Tr::kBN / 2];
+    float scale[kRows];  // the block in flight's
     auto stage = PipelineState<Tr::kStages>::at(start);
-    // Block kt: `ready` holds block kt + 1's scales (loaded during block kt - 1), `fill` receives block kt + 2's.
-    const auto step = [&](int kt, float (&ready)[kRows + 1], float (&fill)[kRows + 1]) {
+    const auto issue = [&] {
+        if (consumer == 1) sm90::named_barrier_sync(kIssueOrderBarrier, 2 * kWarpgroupThreads);
+        sm90::wgmma_fence();
+        const unsigned stage_offset = static_cast<unsigned>(stage.index) * (Tr::kStageBytes >> 4);
+        hopper_mma_stage<Tr, true>(a_low + stage_offset, b_low + stage_offset, block);
+        sm90::wgmma_commit();
+        if (consumer == 0) sm90::named_barrier_sync(kIssueOrderBarrier, 2 * kWarpgroupThreads);
+    };
+    if (prefetch_at == 0) prefetch();
+    sm90::mbarrier_wait(smem.full + 8 * stage.index, stage.phase);
+    slots.read(stage.index, scale);
+    issue();
+    int previous = stage.index;
+    stage.advance();
+    for (int kt = 1; kt < k_tiles; ++kt) {
         if (kt == prefetch_at) prefetch();
-        hopper_issue_stage<Tr, true>(smem, stage, a_low, b_low, block);
-        if (kt + 2 < k_tiles) scales.load(k_begin + kt + 2, fill);
+        sm90::mbarrier_wait(smem.full + 8 * stage.index, stage.phase);
+        float next[kRows];
+        slots.read(stage.index, next);
         sm90::wgmma_wait<0>();
 #pragma unroll
         for (int i = 0; i < Tr::kM64; ++i) sm90::fence_registers(block[i]);
-        if (warp_leader) free_stage<Tr::kCluster>(smem.empty + 8 * stage.index);
+        if (warp_leader) free_stage<Tr::kCluster>(smem.empty + 8 * previous);
         promote_block<Tr>(acc, block, scale);
-        if (kt + 1 < k_tiles) multiply(ready, scale);
+#pragma unroll
+        for (int rs = 0; rs < kRows; ++rs) scale[rs] = next[rs];
+        issue();
+        previous = stage.index;
         stage.advance();
-    };
-    for (int kt = 0; kt < k_tiles; kt += 2) {
-        step(kt, raw0, raw1);
-        if (kt + 1 < k_tiles) step(kt + 1, raw1, raw0);
     }
+    sm90::wgmma_wait<0>();
+#pragma unroll
+    for (int i = 0; i < Tr::kM64; ++i) sm90::fence_registers(block[i]);
+    if (warp_leader) free_stage<Tr::kCluster>(smem.empty + 8 * previous);
+    promote_block<Tr>(acc, block, scale);
 }
 
 // Stream-K's hand-over of a tile's partial sum (TileOrder): the Tail's consumer warpgroup stores its accumulator
@@ -554,8 +561,8 @@ __device__ __forceinline__ void hopper_consume(const GemmProblem& problem, const
                                 : w.k_tiles > kHopperPrefetchLead ? w.k_tiles - kHopperPrefetchLead
                                                                   : 0;
         if constexpr (Tr::kBlockScaled)
-            hopper_mma_tile_block_scaled<Tr>(smem, problem, args, a_low, b_low, w.position, w.k_begin, w.k_tiles, tm,
-                                             tn, prefetch_at, acc, prefetch);
+            hopper_mma_tile_block_scaled<Tr>(smem, a_low, b_low, w.position, w.k_tiles, prefetch_at, consumer, acc,
+                                             prefetch);
         else
             hopper_mma_tile<Tr>(smem, a_low, b_low, w.position, w.k_tiles, prefetch_at, acc, prefetch);
         if (Tr::kPingPong && warpgroup_leader) sm90::mbarrier_arrive(smem.turn + 8 * consumer);
@@ -648,6 +655,9 @@ __device__ __forceinline__ void hopper_gemm_body(const GemmProblem& problem, con
             sm90::prefetch_tma_descriptor(&tma_a);
             sm90::prefetch_tma_descriptor(&tma_b);
             hopper_produce<Tr>(smem.stages, smem.full, smem.empty, order, rank, &tma_a, &tma_b);
+        } else if (Tr::kBlockScaled && threadIdx.x / 32 == 2) {
+            if constexpr (Tr::kBlockScaled)
+                hopper_load_block_scales<Tr>(problem, args, smem.block_scales, smem.full, smem.empty, order, rank);
         } else if (threadIdx.x == 32 && Tr::kStageInputs) {
             for (int i = 0; i < Tr::kTileMaps; ++i) sm90::prefetch_tma_descriptor(&tile_maps.map[i]);
             hopper_load_tile_inputs<Tr>(tile_maps.map, smem.staging, smem.input_full, smem.input_empty, order, rank,

@@ -1,6 +1,7 @@
 // The Hopper mainloop's pipelines (hopper_gemm.cuh): its tuning constants, the ring position every mbarrier ring
-// shares (PipelineState), and the two producer roles (the tile order they follow: tile_order.cuh): the operands' TMA loads into the stage ring and the tile inputs' TMA loads into the input ring; plus
-// one stage's wgmmas, which the consumers issue. sm_90a; NVRTC, no host headers.
+// shares (PipelineState), and the producer roles (the tile order they follow: tile_order.cuh): the operands' TMA loads
+// into the stage ring, the block scales beside them (block-scaled FP8) and the tile inputs' TMA loads into the input
+// ring; plus one stage's wgmmas, which the consumers issue. sm_90a; NVRTC, no host headers.
 #pragma once
 
 #include "coda/hopper_rules.cuh"
@@ -118,6 +119,48 @@ __device__ __forceinline__ void hopper_produce(unsigned stages_base, unsigned fu
         }
     };
     for (int local = 0; local < order.count; ++local) load_item(order.item(local, rank));
+}
+
+// The block-scale loader (one warp of warpgroup 0, block-scaled FP8: GemmSpec::block_scales): for every k-tile of
+// every item of this CTA, in the operand producer's order, once the stage is free, copies the block's scales into
+// the stage's slot beside it by cp.async: A_scale[kb][row] of the tile's BM rows (0 past M), then B_scale[tn][kb] (0
+// for a tile past N, a cluster partner's), from the epilogue's parameter slots (kernel_abi.cuh: A_scale's pointer
+// and leading dimension, then B_scale's). Each lane's copies arrive on the stage's full barrier when they are done,
+// so the loader runs as far ahead as the operand producer, and a consumer that has waited for the stage reads its
+// scales from shared memory instead of loading them itself.
+template <class Tr>
+__device__ __forceinline__ void hopper_load_block_scales(const GemmProblem& problem,
+                                                         const typename Tr::Epilogue::Args& args, unsigned slots,
+                                                         unsigned full, unsigned empty,
+                                                         const TileOrder<Tr::kClusterM, Tr::kClusterN, Tr::kStreamK>&
+                                                             order,
+                                                         int rank) {
+    constexpr int kSlot = Tr::Epilogue::kBlockScaleSlot;
+    constexpr int kRowsPerLane = Tr::kBM / 32;
+    const float* const a_scale = reinterpret_cast<const float*>(args.slot[kSlot]);
+    const long long lda = static_cast<long long>(args.slot[kSlot + 1]);
+    const float* const b_scale = reinterpret_cast<const float*>(args.slot[kSlot + 2]);
+    const long long ldb = static_cast<long long>(args.slot[kSlot + 3]);
+    const int lane = static_cast<int>(threadIdx.x) % 32;
+    PipelineState<Tr::kStages> stage{0, 0};
+    for (int local = 0; local < order.count; ++local) {
+        const WorkItem w = order.item(local, rank);
+        const int row = w.tm * Tr::kBM + lane;  // this lane's first row; then every 32nd
+        const bool tile_in_n = w.tn * Tr::kBN < problem.n;
+        for (int kt = w.k_begin; kt < w.k_begin + w.k_tiles; ++kt, stage.advance()) {
+            sm90::mbarrier_wait(empty + 8 * stage.index, stage.phase ^ 1);
+            const unsigned slot = slots + static_cast<unsigned>(stage.index * Tr::kScaleSlotBytes);
+            const float* const a_block = a_scale + kt * lda;
+#pragma unroll
+            for (int j = 0; j < kRowsPerLane; ++j) {
+                const bool in_m = row + 32 * j < problem.m;
+                sm90::cp_async_f32(slot + 4u * (lane + 32 * j), in_m ? a_block + row + 32 * j : a_scale, in_m);
+            }
+            if (lane == 0)
+                sm90::cp_async_f32(slot + 4u * Tr::kBM, tile_in_n ? b_scale + w.tn * ldb + kt : b_scale, tile_in_n);
+            sm90::cp_async_arrive(full + 8 * stage.index);
+        }
+    }
 }
 
 // The tile-input loader (one thread of the producer warpgroup, beside the operand producer): for every tile of

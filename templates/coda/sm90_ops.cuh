@@ -47,6 +47,23 @@ __device__ __forceinline__ void mbarrier_wait(unsigned bar, unsigned parity) {
     } while (!done);
 }
 
+// A 32-bit shared-memory load at a shared-window address (the block scales' slots, hopper_gemm.cuh).
+__device__ __forceinline__ float load_shared_f32(unsigned address) {
+    float v;
+    asm volatile("ld.shared.f32 %0, [%1];" : "=f"(v) : "r"(address) : "memory");
+    return v;
+}
+
+// A 4-byte asynchronous copy from global to shared memory; with `valid` false nothing is read and the word is
+// zeroed. cp_async_arrive: an arrival on the mbarrier once all of this thread's earlier cp.asyncs are done (.noinc:
+// the barrier's count includes it).
+__device__ __forceinline__ void cp_async_f32(unsigned dst, const float* src, bool valid) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(dst), "l"(src), "r"(valid ? 4 : 0) : "memory");
+}
+__device__ __forceinline__ void cp_async_arrive(unsigned bar) {
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(bar) : "memory");
+}
+
 // ---- TMA ------------------------------------------------------------------------------------------------
 __device__ __forceinline__ void prefetch_tma_descriptor(const TmaDescriptor* desc) {
     asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<unsigned long long>(desc)) : "memory");
