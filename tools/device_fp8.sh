@@ -37,6 +37,8 @@
 #   ncugraph  the same for one launch of a graph's GEMM kernel through `coda tune` (NCU_GRAPH: a .coda file, default
 #           tools/graphs/swiglu_backward_fp8_t.coda; NCU_SHAPE, default 16384x14336x4096; NCU_CONFIG, default the
 #           config `coda dump` names): the slowest epilogues of the FP8 layer over their GEMM floor (PERFORMANCE.md)
+#   ncucublas  the same for one torch._scaled_mm call at NCU_SHAPE (NCU_RECIPE: blockwise, the default, or
+#           tensorwise; tools/torch_scaled_mm_once.py): cuBLAS's kernel, its launch and its stall samples beside coda's
 #   records every named candidate of the FP8 blocks' GEMM epilogues at the d = 4096 layer's shapes, each alone (`coda tune
 #           --solo` into $out/tuning.tsv; RECORD_GRAPHS: "graph:MxNxK ..." instead), then tools/shipped_records.py: the
 #           winners 6% or more ahead of the default as lines for src/tune/builtin_tuning.cpp (records.tsv)
@@ -177,6 +179,21 @@ for step in "$@"; do
         ncu --import "$report.ncu-rep" --page details > "$report.txt" 2>> "$report.log" || status=1
         ncu --import "$report.ncu-rep" --page source --csv --print-source sass > "${report}_source.csv" \
           2>> "$report.log" || status=1
+        python3 tools/ncu_hotspots.py "${report}_source.csv" | head -n 30 || status=1
+      fi ;;
+    ncucublas)
+      IFS=x read -r m n k <<< "${NCU_SHAPE:-8192x4096x11008}"
+      report="$out/ncu_cublas"
+      echo "== ncu of torch._scaled_mm (${NCU_RECIPE:-blockwise}), $m x $n x $k"
+      python_setup || exit 1
+      timeout "$step_s" ncu --clock-control none --set full --import-source no --profile-from-start off -c 4 -f \
+        -o "$report" python3 tools/torch_scaled_mm_once.py --m "$m" --n "$n" --k "$k" --recipe "${NCU_RECIPE:-blockwise}" \
+        > "$report.log" 2>&1 || status=1
+      if [ -s "$report.ncu-rep" ]; then
+        ncu --import "$report.ncu-rep" --page details > "$report.txt" 2>> "$report.log" || status=1
+        ncu --import "$report.ncu-rep" --page source --csv --print-source sass > "${report}_source.csv" \
+          2>> "$report.log" || status=1
+        grep -E "^  [a-z_0-9]+.*\(|Elapsed Cycles|SM Frequency|Issue Slots Busy|Registers Per|Cluster Size" "$report.txt" | head -n 12
         python3 tools/ncu_hotspots.py "${report}_source.csv" | head -n 30 || status=1
       fi ;;
     ncugraph)
