@@ -61,6 +61,15 @@ python_setup() {  # the wheel and the peers into /tmp/site, as tools/device_torc
   export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
   python_ready=1
 }
+ncu_summary() {  # REPORT [PATTERN]: REPORT.ncu-rep's details and SASS source page, PATTERN's lines, the top stalls
+  local report=$1 pattern=${2:-}
+  [ -s "$report.ncu-rep" ] || return 0
+  ncu --import "$report.ncu-rep" --page details > "$report.txt" 2>> "$report.log" || status=1
+  ncu --import "$report.ncu-rep" --page source --csv --print-source sass > "${report}_source.csv" \
+    2>> "$report.log" || status=1
+  [ -n "$pattern" ] && grep -E "$pattern" "$report.txt" | head -n 12
+  python3 tools/ncu_hotspots.py "${report}_source.csv" | head -n 30 || status=1
+}
 for step in "$@"; do
   case $step in
     tests|tests-gemm|tests-blocks)
@@ -175,12 +184,7 @@ for step in "$@"; do
         -k hopper_gemm --launch-skip 1 --launch-count 1 -f -o "$report" \
         "$build/coda" bench gemm --fp8 e4m3 --block-scales --identity-only --m "$m" --n "$n" --k "$k" --iters 3 \
         > "$report.log" 2>&1 || status=1
-      if [ -s "$report.ncu-rep" ]; then
-        ncu --import "$report.ncu-rep" --page details > "$report.txt" 2>> "$report.log" || status=1
-        ncu --import "$report.ncu-rep" --page source --csv --print-source sass > "${report}_source.csv" \
-          2>> "$report.log" || status=1
-        python3 tools/ncu_hotspots.py "${report}_source.csv" | head -n 30 || status=1
-      fi ;;
+      ncu_summary "$report" ;;
     ncucublas)
       IFS=x read -r m n k <<< "${NCU_SHAPE:-8192x4096x11008}"
       report="$out/ncu_cublas"
@@ -189,13 +193,7 @@ for step in "$@"; do
       timeout "$step_s" ncu --clock-control none --set full --import-source no --profile-from-start off -c 4 -f \
         -o "$report" python3 tools/torch_scaled_mm_once.py --m "$m" --n "$n" --k "$k" --recipe "${NCU_RECIPE:-blockwise}" \
         > "$report.log" 2>&1 || status=1
-      if [ -s "$report.ncu-rep" ]; then
-        ncu --import "$report.ncu-rep" --page details > "$report.txt" 2>> "$report.log" || status=1
-        ncu --import "$report.ncu-rep" --page source --csv --print-source sass > "${report}_source.csv" \
-          2>> "$report.log" || status=1
-        grep -E "^  [a-z_0-9]+.*\(|Elapsed Cycles|SM Frequency|Issue Slots Busy|Registers Per|Cluster Size" "$report.txt" | head -n 12
-        python3 tools/ncu_hotspots.py "${report}_source.csv" | head -n 30 || status=1
-      fi ;;
+      ncu_summary "$report" "^  [a-z_0-9]+.*\(|Elapsed Cycles|SM Frequency|Issue Slots Busy|Registers Per|Cluster Size" ;;
     ncugraph)
       graph=${NCU_GRAPH:-tools/graphs/swiglu_backward_fp8_t.coda}
       IFS=x read -r m n k <<< "${NCU_SHAPE:-16384x14336x4096}"
@@ -205,14 +203,7 @@ for step in "$@"; do
       timeout "$step_s" ncu --clock-control none --set full --import-source no -k regex:hopper_gemm --launch-skip 2 \
         --launch-count 1 -f -o "$report" "$build/coda" tune "$graph" --m "$m" --n "$n" --k "$k" --iters 5 \
         --config "$config" > "$report.log" 2>&1 || status=1
-      if [ -s "$report.ncu-rep" ]; then
-        ncu --import "$report.ncu-rep" --page details > "$report.txt" 2>> "$report.log" || status=1
-        ncu --import "$report.ncu-rep" --page source --csv --print-source sass > "${report}_source.csv" \
-          2>> "$report.log" || status=1
-        grep -E "Duration|Elapsed Cycles|SM Frequency|Issue Slots Busy|Tensor|Memory Throughput|DRAM Throughput" \
-          "$report.txt" | head -n 12
-        python3 tools/ncu_hotspots.py "${report}_source.csv" | head -n 30 || status=1
-      fi ;;
+      ncu_summary "$report" "Duration|Elapsed Cycles|SM Frequency|Issue Slots Busy|Tensor|Memory Throughput|DRAM Throughput" ;;
     records)
       for pair in ${RECORD_GRAPHS:-qkv_rope_fp8:16384x12288x4096 qkv_rope_fp8_rowwise:16384x12288x4096 \
           gate_up_swiglu_fp8:16384x28672x4096 gate_up_swiglu_fp8_rowwise:16384x28672x4096 \
