@@ -24,11 +24,12 @@
 namespace coda {
 namespace {
 
-bool has_transposed_store(const Graph& graph) {
+bool has_op(const Graph& graph, Op op) {
     for (const Node& n : graph.nodes())
-        if (n.op == Op::StoreTransposed) return true;
+        if (n.op == op) return true;
     return false;
 }
+bool has_transposed_store(const Graph& graph) { return has_op(graph, Op::StoreTransposed); }
 
 
 namespace rules = hopper_rules;
@@ -107,14 +108,16 @@ std::string operand_type(const GemmSpec& spec) {
 
 static_assert(kScaleBlock == kScaleBlockK, "the host's and the kernels' scale block must agree");
 
-// Block-scaled FP8 keeps each k-block's sum beside the accumulator and reads one B scale per tile and k-block:
-// cooperative 128 x 128 tiles (64 + 64 registers a consumer thread), any stages and cluster.
+// Block-scaled FP8 keeps a k-block's sum of 128 columns beside the accumulator and reads one B scale per 128
+// columns and k-block: cooperative 128 x 128 (64 + 64 registers a consumer thread) or 128 x 256 tiles (128 + 64),
+// any stages and cluster.
 constexpr const char* kBlockScaledTile =
-    "block-scaled FP8 (block_scales) takes cooperative 128 x 128 tiles: each consumer thread keeps a 128-k block's "
-    "sum beside its accumulator, and a tile reads one scale of B per block ('hopper bm=128 bn=128 cooperative')";
+    "block-scaled FP8 (block_scales) takes cooperative 128 x 128 or 128 x 256 tiles: each consumer thread keeps a "
+    "128-k block's sum of 128 columns beside its accumulator ('hopper bm=128 bn=128 cooperative', 'hopper bm=128 "
+    "bn=256 cooperative')";
 
 bool block_scaled_tile(const HopperConfig& c) {
-    return c.schedule == Schedule::Cooperative && c.bm == 128 && c.bn == 128;
+    return c.schedule == Schedule::Cooperative && c.bm == 128 && (c.bn == 128 || c.bn == 256);
 }
 
 // Why TMA cannot read operand `name`, or "".
@@ -329,8 +332,17 @@ public:
         constexpr long long kFp8PairsMinK = 4096;            // FP8 at shorter K: the pairs also where the grid is ...
         constexpr long long kFp8PairsMinElements = 1 << 27;  // ... at least M x N (16384 x 8192)
         const HopperConfig pairs{256, 128, 4, Schedule::Cooperative, 1, 2};
-        // Block-scaled FP8 takes the one tile it has.
-        if (graph.spec().block_scales) return HopperConfig{128, 128, 6, Schedule::Cooperative, 1};
+        // Block-scaled FP8: cooperative 128 x 256, whose two 128-column blocks take turns in one block sum. Against
+        // 128 x 128 (H100, docs/PERFORMANCE.md, 2026-12-06, twenty-third session): 0.80-0.87x the time of the plain
+        // GEMM (`tools/ab_builds.py`, `coda tune --config`), 0.85x gate/up + SwiGLU's, 0.91x QKV + RoPE's, 0.99x
+        // the down projection's with a bf16 h. 128 x 128 for epilogues that quantize in 128-column groups
+        // (reduce_group): their scales' row partials, one per tile, are the next GEMM's A_scale only on 128-column
+        // tiles (and two of the block's spill on 128 x 256); and for column reductions, whose state grows with the
+        // tile's width beside 128 accumulators and a block sum (the norm backward's dgamma: 1.09x on 128 x 256).
+        if (graph.spec().block_scales)
+            return has_op(graph, Op::ReduceGroup) || has_op(graph, Op::ReduceCol)
+                       ? HopperConfig{128, 128, 6, Schedule::Cooperative, 1}
+                       : HopperConfig{128, 256, 4, Schedule::Cooperative, 1};
         // store_transposed writes each element to global memory itself; beside the 128 accumulators a thread of the
         // other tiles the FP8 block's norm and SwiGLU backwards with it spilled 16-56 bytes (ptxas).
         if (has_transposed_store(graph)) return HopperConfig{128, 128, 6, Schedule::Cooperative, 1};

@@ -160,7 +160,9 @@ struct HopperGemmTraits {
     static constexpr int kAlignSlack = kSwizzleAtomBytes;  // the dynamic shared memory's base, aligned up to an atom
     static constexpr int kBarrierBytes = 8 * (2 * STAGES + 4 + 2 * kHopperInputSlots);
     // Block-scaled FP8: each stage has a slot of its block's scales beside it (hopper_load_block_scales): A's of the
-    // tile's BM rows, then B's, padded to 16 bytes. (Other kernels keep the region's kMinRegionBytes, counted here.)
+    // tile's BM rows, then B's of its kScaleBlocksN 128-column blocks, padded to 16 bytes. (Other kernels keep the
+    // region's kMinRegionBytes, counted here.)
+    static constexpr int kScaleBlocksN = kBlockScaled ? BN / kScaleBlockK : 1;
     static constexpr int kScaleSlotBytes = kBlockScaled ? 4 * (BM + 4) : 0;
     static constexpr int kFixedBytes = kAlignSlack + kScratchRegionBytes + kBarrierBytes + kMinRegionBytes;
     // Pipeline stages that fit beside `staging` bytes of staged tiles.
@@ -264,10 +266,10 @@ struct HopperGemmTraits {
     static_assert(hopper_rules::check(BM, BN, STAGES, kPingPong, CLUSTER_M, CLUSTER_N, kAKMajor, kBKMajor) ==
                       hopper_rules::Rule::Ok,
                   "coda: this tile config breaks a rule of hopper_rules.cuh");
-    // One B scale per k-block and tile (BN = 128), and a block's sum beside the accumulator in registers (64 + 64 a
-    // thread: BM = 128 split between the two consumers).
-    static_assert(!kBlockScaled || (!PING_PONG && BM == 128 && BN == 128 && BK == kScaleBlockK),
-                  "coda: block-scaled FP8 takes cooperative 128 x 128 tiles");
+    // A block's sum of one 128-column block of B beside the accumulator in registers (BM = 128 split between the
+    // two consumers: 64 + 64 a thread at BN = 128, 128 + 64 at BN = 256).
+    static_assert(!kBlockScaled || (!PING_PONG && BM == 128 && (BN == 128 || BN == 256) && BK == kScaleBlockK),
+                  "coda: block-scaled FP8 takes cooperative 128 x 128 or 128 x 256 tiles");
     static_assert(kChunks % kOutputBuffers == 0, "coda: each tile's first chunk must take the first output buffer");
     static_assert(kStages >= 2, "coda: the epilogue's scratch leaves room for fewer than 2 pipeline stages");
     static_assert(kSmemBytes <= kHopperMaxSmemBytes, "coda: the shared storage exceeds the budget it was fitted to");
@@ -358,11 +360,12 @@ __device__ __forceinline__ void hopper_mma_tile(const HopperSmem& smem, unsigned
 }
 
 // A stage's block scales as this thread reads them from the stage's slot (hopper_load_block_scales wrote them):
-// A_scale[kb][row] of each of its row slots times B_scale[tn][kb]. Read once the stage's full barrier has completed,
-// before the stage is freed.
+// A_scale[kb][row] of each of its row slots times B_scale[nb][kb] of each of the tile's 128-column blocks nb. Read
+// once the stage's full barrier has completed, before the stage is freed.
 template <class Tr>
 struct BlockScaleSlots {
     static constexpr int kRows = 2 * Tr::kM64;  // row slots of this thread
+    static constexpr int kBlocksN = Tr::kScaleBlocksN;
     unsigned slots;                             // stage 0's slot
     unsigned row_offset[kRows];                 // bytes from a slot's start to each row slot's A scale
 
@@ -370,83 +373,114 @@ struct BlockScaleSlots {
 #pragma unroll
         for (int rs = 0; rs < kRows; ++rs) row_offset[rs] = 4u * static_cast<unsigned>(Tr::Layout::slot_row(rs));
     }
-    __device__ void read(int stage, float (&scale)[kRows]) const {
+    __device__ void read(int stage, float (&scale)[kBlocksN][kRows]) const {
         const unsigned slot = slots + static_cast<unsigned>(stage * Tr::kScaleSlotBytes);
-        const float b = sm90::load_shared_f32(slot + 4u * Tr::kBM);
+        float a[kRows];
 #pragma unroll
-        for (int rs = 0; rs < kRows; ++rs) scale[rs] = sm90::load_shared_f32(slot + row_offset[rs]) * b;
+        for (int rs = 0; rs < kRows; ++rs) a[rs] = sm90::load_shared_f32(slot + row_offset[rs]);
+#pragma unroll
+        for (int nb = 0; nb < kBlocksN; ++nb) {
+            const float b = sm90::load_shared_f32(slot + 4u * (Tr::kBM + nb));
+#pragma unroll
+            for (int rs = 0; rs < kRows; ++rs) scale[nb][rs] = a[rs] * b;
+        }
     }
 };
 
-// acc += block * scale of its row slot: element r of an m64 fragment is in row slot 2i + (r / 2) % 2 (WgmmaLayout).
-template <class Tr>
+// The columns of one 128-column block of B in a block-scaled tile: a k-block's sum of them, kept beside acc.
+constexpr int kBlockSumColumns = kScaleBlockK;
+
+// acc's columns of block nb += sum * scale of its row slot: element r of an m64 fragment is in row slot
+// 2i + (r / 2) % 2 and column 8 (r / 4) + ... (WgmmaLayout), so block nb's are acc's elements from nb * 64 on.
+template <class Tr, int nb>
 __device__ __forceinline__ void promote_block(float (&acc)[Tr::kM64][Tr::kBN / 2],
-                                              const float (&block)[Tr::kM64][Tr::kBN / 2],
+                                              const float (&sum)[Tr::kM64][kBlockSumColumns / 2],
                                               const float (&scale)[2 * Tr::kM64]) {
 #pragma unroll
     for (int i = 0; i < Tr::kM64; ++i)
 #pragma unroll
-        for (int r = 0; r < Tr::kBN / 2; ++r) acc[i][r] = fmaf(block[i][r], scale[2 * i + (r / 2) % 2], acc[i][r]);
+        for (int r = 0; r < kBlockSumColumns / 2; ++r)
+            acc[i][nb * kBlockSumColumns / 2 + r] = fmaf(sum[i][r], scale[2 * i + (r / 2) % 2],
+                                                         acc[i][nb * kBlockSumColumns / 2 + r]);
 }
 
 // hopper_mma_tile for block-scaled FP8 (GemmSpec::block_scales): k-tile kt is the scale block k_begin + kt (128 k).
-// Its wgmmas write a block sum of their own (the first one overwrites it); once they are done each thread adds that
-// sum times A_scale[kb][row] * B_scale[tn][kb] into acc: every block is promoted to fp32 with its own scales, as
-// DeepSeek-V3's recipe has it. The loop is turned so that block kt - 1 is waited for and promoted only after
-// block kt's stage has arrived and its scales are read (from shared memory: no global load in the loop), just
-// before block kt's wgmmas are issued.
-// The two consumer warpgroups of the tile issue each block in a fixed order, consumer 0 first (a named barrier
-// between consumer 0's issue and consumer 1's): the tensor cores then run consumer 0's block before consumer 1's,
-// and each one promotes its previous block while the other's wgmmas run. Issued together, the two blocks' wgmmas
+// Its wgmmas, one 128-column block of B at a time (a unit: the tile's kScaleBlocksN of them per k-tile), write a
+// sum of their own (the first one overwrites it); once they are done each thread adds that sum times
+// A_scale[kb][row] * B_scale[nb][kb] into acc's columns of the block: every block is promoted to fp32 with its own
+// scales, as DeepSeek-V3's recipe has it. One sum of 64 registers serves every block of a 128 x 256 tile (beside its
+// 128 accumulators), units taking turns. The loop is turned so that a unit is waited for and promoted only after
+// the next one's stage has arrived and its scales are read (from shared memory: no global load in the loop), just
+// before the next one's wgmmas are issued.
+// The two consumer warpgroups of the tile issue each unit in a fixed order, consumer 0 first (a named barrier
+// between consumer 0's issue and consumer 1's): the tensor cores then run consumer 0's unit before consumer 1's,
+// and each one promotes its previous unit while the other's wgmmas run. Issued together, the two units' wgmmas
 // interleaved, both finished at once and both promoted while the tensor cores idled. Both consumers take the
-// barrier once a block, in the same order as every other barrier of theirs.
+// barrier once a unit, in the same order as every other barrier of theirs.
 template <class Tr, class Prefetch>
 __device__ __forceinline__ void hopper_mma_tile_block_scaled(const HopperSmem& smem, unsigned a_low, unsigned b_low,
                                                              int start, int k_tiles, int prefetch_at, int consumer,
                                                              float (&acc)[Tr::kM64][Tr::kBN / 2],
                                                              const Prefetch& prefetch) {
-    constexpr int kRows = BlockScaleSlots<Tr>::kRows;
+    using Slots = BlockScaleSlots<Tr>;
+    constexpr int kRows = Slots::kRows, kBlocksN = Slots::kBlocksN;
     clear_accumulator<Tr>(acc);
     const bool warp_leader = threadIdx.x % 32 == 0;
-    const BlockScaleSlots<Tr> slots(smem.block_scales);
-    float block[Tr::kM64][Tr::kBN / 2];
-    float scale[kRows];  // the block in flight's
+    const Slots slots(smem.block_scales);
+    float sum[Tr::kM64][kBlockSumColumns / 2];
+    float scale[kBlocksN][kRows];  // the stage in flight's
     auto stage = PipelineState<Tr::kStages>::at(start);
-    const auto issue = [&] {
+    // Unit nb of the current stage: B's rows from nb * 128 on (K-major: 128 bytes a row).
+    const auto issue = [&](int nb) {
         if (consumer == 1) sm90::named_barrier_sync(kIssueOrderBarrier, 2 * kWarpgroupThreads);
         sm90::wgmma_fence();
         const unsigned stage_offset = static_cast<unsigned>(stage.index) * (Tr::kStageBytes >> 4);
-        hopper_mma_stage<Tr, true>(a_low + stage_offset, b_low + stage_offset, block);
+        const unsigned block_offset = HopperOperand<true>::offset(nb * kBlockSumColumns, 0);
+        hopper_mma_stage<Tr, true, kBlockSumColumns>(a_low + stage_offset, b_low + stage_offset + block_offset, sum);
         sm90::wgmma_commit();
         if (consumer == 0) sm90::named_barrier_sync(kIssueOrderBarrier, 2 * kWarpgroupThreads);
     };
+    const auto wait_sum = [&] {
+        sm90::wgmma_wait<0>();
+#pragma unroll
+        for (int i = 0; i < Tr::kM64; ++i) sm90::fence_registers(sum[i]);
+    };
+    // The stage's other units, each after promoting the one before it.
+    const auto issue_rest = [&] {
+        if constexpr (kBlocksN == 2) {
+            wait_sum();
+            promote_block<Tr, 0>(acc, sum, scale[0]);
+            issue(1);
+        }
+    };
+    static_assert(kBlocksN == 1 || kBlocksN == 2, "coda: a block-scaled tile has one or two 128-column blocks");
     if (prefetch_at == 0) prefetch();
     sm90::mbarrier_wait(smem.full + 8 * stage.index, stage.phase);
     slots.read(stage.index, scale);
-    issue();
+    issue(0);
+    issue_rest();
     int previous = stage.index;
     stage.advance();
     for (int kt = 1; kt < k_tiles; ++kt) {
         if (kt == prefetch_at) prefetch();
         sm90::mbarrier_wait(smem.full + 8 * stage.index, stage.phase);
-        float next[kRows];
+        float next[kBlocksN][kRows];
         slots.read(stage.index, next);
-        sm90::wgmma_wait<0>();
-#pragma unroll
-        for (int i = 0; i < Tr::kM64; ++i) sm90::fence_registers(block[i]);
+        wait_sum();
         if (warp_leader) free_stage<Tr::kCluster>(smem.empty + 8 * previous);
-        promote_block<Tr>(acc, block, scale);
+        promote_block<Tr, kBlocksN - 1>(acc, sum, scale[kBlocksN - 1]);
 #pragma unroll
-        for (int rs = 0; rs < kRows; ++rs) scale[rs] = next[rs];
-        issue();
+        for (int nb = 0; nb < kBlocksN; ++nb)
+#pragma unroll
+            for (int rs = 0; rs < kRows; ++rs) scale[nb][rs] = next[nb][rs];
+        issue(0);
+        issue_rest();
         previous = stage.index;
         stage.advance();
     }
-    sm90::wgmma_wait<0>();
-#pragma unroll
-    for (int i = 0; i < Tr::kM64; ++i) sm90::fence_registers(block[i]);
+    wait_sum();
     if (warp_leader) free_stage<Tr::kCluster>(smem.empty + 8 * previous);
-    promote_block<Tr>(acc, block, scale);
+    promote_block<Tr, kBlocksN - 1>(acc, sum, scale[kBlocksN - 1]);
 }
 
 // Stream-K's hand-over of a tile's partial sum (TileOrder): the Tail's consumer warpgroup stores its accumulator

@@ -123,8 +123,8 @@ __device__ __forceinline__ void hopper_produce(unsigned stages_base, unsigned fu
 
 // The block-scale loader (one warp of warpgroup 0, block-scaled FP8: GemmSpec::block_scales): for every k-tile of
 // every item of this CTA, in the operand producer's order, once the stage is free, copies the block's scales into
-// the stage's slot beside it by cp.async: A_scale[kb][row] of the tile's BM rows (0 past M), then B_scale[tn][kb] (0
-// for a tile past N, a cluster partner's), from the epilogue's parameter slots (kernel_abi.cuh: A_scale's pointer
+// the stage's slot beside it by cp.async: A_scale[kb][row] of the tile's BM rows (0 past M), then B_scale[nb][kb] of
+// each of the tile's 128-column blocks nb (0 past N: a tile past N is a cluster partner's), from the epilogue's parameter slots (kernel_abi.cuh: A_scale's pointer
 // and leading dimension, then B_scale's). Each lane's copies arrive on the stage's full barrier when they are done,
 // so the loader runs as far ahead as the operand producer, and a consumer that has waited for the stage reads its
 // scales from shared memory instead of loading them itself.
@@ -146,7 +146,6 @@ __device__ __forceinline__ void hopper_load_block_scales(const GemmProblem& prob
     for (int local = 0; local < order.count; ++local) {
         const WorkItem w = order.item(local, rank);
         const int row = w.tm * Tr::kBM + lane;  // this lane's first row; then every 32nd
-        const bool tile_in_n = w.tn * Tr::kBN < problem.n;
         for (int kt = w.k_begin; kt < w.k_begin + w.k_tiles; ++kt, stage.advance()) {
             sm90::mbarrier_wait(empty + 8 * stage.index, stage.phase ^ 1);
             const unsigned slot = slots + static_cast<unsigned>(stage.index * Tr::kScaleSlotBytes);
@@ -156,8 +155,11 @@ __device__ __forceinline__ void hopper_load_block_scales(const GemmProblem& prob
                 const bool in_m = row + 32 * j < problem.m;
                 sm90::cp_async_f32(slot + 4u * (lane + 32 * j), in_m ? a_block + row + 32 * j : a_scale, in_m);
             }
-            if (lane == 0)
-                sm90::cp_async_f32(slot + 4u * Tr::kBM, tile_in_n ? b_scale + w.tn * ldb + kt : b_scale, tile_in_n);
+            if (lane < Tr::kScaleBlocksN) {  // B's scale of each 128-column block of the tile
+                const int nb = w.tn * Tr::kScaleBlocksN + lane;
+                const bool in_n = nb * kScaleBlockK < problem.n;
+                sm90::cp_async_f32(slot + 4u * (Tr::kBM + lane), in_n ? b_scale + nb * ldb + kt : b_scale, in_n);
+            }
             sm90::cp_async_arrive(full + 8 * stage.index);
         }
     }
@@ -216,12 +218,12 @@ struct HopperOperand {
 // One stage's wgmmas. a_low and b_low are the low descriptor halves of the stage's A (at this warpgroup's first
 // row) and B tiles: every descriptor below adds a constant to them, so the loop spends few instructions on
 // addressing (measured: ~130 per warp and k-tile when each descriptor was built from an address). kFresh (8-bit
-// types): the stage's first wgmma overwrites acc instead of adding to it (a block-scaled k-block's own sum).
-template <class Tr, bool kFresh = false>
-__device__ __forceinline__ void hopper_mma_stage(unsigned a_low, unsigned b_low, float (&acc)[Tr::kM64][Tr::kBN / 2]) {
+// types): the stage's first wgmma overwrites acc instead of adding to it (a block-scaled k-block's own sum). BN: the
+// columns multiplied, from b_low's first row on (a block-scaled 128 x 256 tile takes its B in two halves of 128).
+template <class Tr, bool kFresh = false, int BN = Tr::kBN>
+__device__ __forceinline__ void hopper_mma_stage(unsigned a_low, unsigned b_low, float (&acc)[Tr::kM64][BN / 2]) {
     using T = typename Tr::Element;
     constexpr bool kAKMajor = Tr::kAKMajor, kBKMajor = Tr::kBKMajor;
-    constexpr int BN = Tr::kBN;
     using A = HopperOperand<kAKMajor>;
     using B = HopperOperand<kBKMajor>;
     // A wgmma takes 32 bytes of K: k16 of a 16-bit type, k32 of an 8-bit one (K-major: offset() steps 32 bytes).

@@ -113,10 +113,14 @@ TEST_CASE("FP8 GEMMs of two types (e5m2 x e4m3, e4m3 x e5m2) match the reference
 TEST_CASE("block-scaled FP8 GEMMs match the reference: partial k-blocks, ragged M and N, clusters, stream-K",
           "[gpu][fp8]") {
     if (!on_hopper()) return;  // FP8 needs the Hopper mainloop (tested above)
-    // The tiles block scales take (cooperative 128 x 128), alone, in pairs along M and along N, and the direct variant.
+    // The tiles block scales take (cooperative 128 x 128 and 128 x 256), alone, in pairs along M and along N, and the
+    // direct variant.
     std::vector<KernelConfig> configs = {HopperConfig{128, 128, 6, Schedule::Cooperative, 1},
                                          HopperConfig{128, 128, 6, Schedule::Cooperative, 2},
-                                         HopperConfig{128, 128, 6, Schedule::Cooperative, 1, 2}};
+                                         HopperConfig{128, 128, 6, Schedule::Cooperative, 1, 2},
+                                         HopperConfig{128, 256, 4, Schedule::Cooperative, 1},
+                                         HopperConfig{128, 256, 4, Schedule::Cooperative, 2},
+                                         HopperConfig{128, 256, 4, Schedule::Cooperative, 1, 2}};
     HopperConfig direct{128, 128, 6, Schedule::Cooperative, 1};
     direct.direct = true;
     configs.push_back(direct);
@@ -125,8 +129,10 @@ TEST_CASE("block-scaled FP8 GEMMs match the reference: partial k-blocks, ragged 
         for (const KernelConfig& config : configs) builds.push_back({g, options_for(config)});
     warm_in_parallel(builds);
     // K: one partial block, 8 blocks of which the last holds 112, many blocks; M and N ragged (N: 1000 leaves a
-    // partial last N-block of B's scales; 130 two blocks, one of 2 columns).
-    std::uint64_t seed = check_at_shapes(builds, {{129, 130, 96}, {1000, 1000, 1008}, {512, 384, 4096}}, 900);
+    // partial last N-block of B's scales; 130 two blocks, one of 2 columns; 96 a 128 x 256 tile's second block past
+    // N).
+    std::uint64_t seed =
+        check_at_shapes(builds, {{129, 130, 96}, {1000, 1000, 1008}, {512, 384, 4096}, {200, 96, 384}}, 900);
     // Stream-K pieces of a tile start mid-K: each reads the scales of its own k-blocks.
     set_stream_k_override(StreamK::Always);
     struct Restore {

@@ -61,9 +61,13 @@ struct GemmCase {
 // FP8 operands run on the Hopper mainloop alone (the portable one rejects them).
 bool takes(const GemmCase& c, const KernelConfig& config) {
     if (size_of(c.graph.spec().input) == 1 && config.hopper() == nullptr) return false;
-    // Block-scaled ones on the one tile they take: their default, cooperative 128 x 128 (a candidate, so among the
-    // configs under test). hopper_cooperative() is 128 x 256, which they refuse.
-    if (c.graph.spec().block_scales) return config == hopper_mainloop().default_config(c.graph, ProblemShape{});
+    // Block-scaled ones on the tiles they take, alone: cooperative 128 x 128 (a candidate) and 128 x 256
+    // (hopper_cooperative()).
+    if (c.graph.spec().block_scales) {
+        const HopperConfig* h = config.hopper();
+        return h != nullptr && h->schedule == Schedule::Cooperative && h->bm == 128 && (h->bn == 128 || h->bn == 256) &&
+               h->cluster_m * h->cluster_n == 1;
+    }
     return c.every_config || runs_every_case(config);
 }
 
@@ -150,7 +154,7 @@ TEST_CASE("the block's FP8 epilogues match the reference at odd shapes", "[gpu]"
 }
 
 TEST_CASE("the block's block-wise FP8 epilogues match the reference at odd shapes", "[gpu]") {
-    // Block-scaled GEMMs take cooperative 128 x 128 tiles alone (takes()).
+    // Block-scaled GEMMs take cooperative 128 x 128 and 128 x 256 tiles alone (takes()).
     check_block_graphs(blocks::llama_block_fp8_blockwise(),
                        {{1000, 1000, 1008, 0}, {1, 512, 4096, 0}, {257, 130, 144, 16}}, {}, 400);
 }
