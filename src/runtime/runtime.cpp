@@ -277,11 +277,11 @@ const LoadedKernel* Kernel::fallback_of(const LoadedKernel& k, const LaunchPlan&
 
 namespace {
 
-// Launches must come from the context the kernel's module was loaded in.
+// Launches must come from the context the kernel's module was loaded in. A thread with no current context gets device
+// 0's primary one, as Runtime::compile binds it (Driver::ensure_context): PyTorch's autograd worker has none until its
+// first CUDA runtime call, and a backward pass may launch a coda kernel first.
 void expect_context(const LoadedKernel& k) {
-    Driver& driver = Driver::instance();
-    CUcontext current = nullptr;
-    driver.check(driver.api().cuCtxGetCurrent(&current), "cuCtxGetCurrent");
+    const CUcontext current = Driver::instance().ensure_context();
     if (current != k.context)
         throw Error(fmt::format("kernel '{}' was loaded in another CUDA context (another device or context) than the "
                                 "calling thread's; call Runtime::compile with that context current to get its kernel",

@@ -1,5 +1,6 @@
 // GPU checks of what a CUDA-graph capture needs: scalars read from device memory when the kernel runs (no host sync
-// to bind a value computed on the GPU), and stream-K launches captured on a stream that has no workspace yet.
+// to bind a value computed on the GPU), and stream-K launches captured on a stream that has no workspace yet. And what
+// PyTorch's autograd needs: a launch from a thread that has no current CUDA context yet.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -7,8 +8,11 @@
 #include <cstring>
 #include <optional>
 #include <random>
+#include <string>
+#include <thread>
 #include <vector>
 
+#include "coda/error.hpp"
 #include "coda/hopper_rules.cuh"
 #include "coda/runtime.hpp"
 #include "driver/cuda_driver.hpp"
@@ -212,4 +216,42 @@ TEST_CASE("a stream-K launch captured into a CUDA graph on a fresh stream replay
     k.launch(args, fresh.handle);
     fresh.synchronize();
     CHECK(mismatches(read_back<std::uint16_t>(d), expected) == 0);
+}
+
+TEST_CASE("a launch from a thread with no current CUDA context runs in the primary context compile bound", "[gpu]") {
+    // PyTorch's autograd worker thread has no current context until its first CUDA runtime call; a backward pass
+    // whose first kernel is coda's launches from there.
+    Graph g = Graph::tile("shift_on_thread");
+    g.store(g.tile_input("x", DType::F32) + g.constant(1.0f), "y", DType::F32);
+    const Kernel k = Runtime::instance().compile(g);
+    constexpr std::int64_t M = 33, N = 64;
+    std::vector<float> host_x(M * N);
+    std::mt19937_64 rng(11);
+    std::uniform_real_distribution<float> uniform(-4.0f, 4.0f);
+    for (float& v : host_x) v = uniform(rng);
+    DeviceBuffer xs(M * N * sizeof(float)), ys(M * N * sizeof(float));
+    write(xs, host_x);
+    poison(ys);
+    Args args;
+    args.bind("x", matrix(at(xs), DType::F32, M, N)).bind("y", matrix(at(ys), DType::F32, M, N));
+    bool no_context_before = false;
+    std::string error;
+    std::thread worker([&] {
+        CUcontext current = nullptr;
+        Driver::instance().check(Driver::instance().api().cuCtxGetCurrent(&current), "cuCtxGetCurrent");
+        no_context_before = current == nullptr;
+        try {
+            k.launch(args);
+            Driver::instance().synchronize();
+        } catch (const Error& e) {
+            error = e.what();
+        }
+    });
+    worker.join();
+    CHECK(no_context_before);
+    REQUIRE(error.empty());
+    const std::vector<float> y = read_back<float>(ys);
+    std::size_t wrong = 0;
+    for (std::size_t i = 0; i < y.size(); ++i) wrong += y[i] != host_x[i] + 1.0f;
+    CHECK(wrong == 0);
 }
