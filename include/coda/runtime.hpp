@@ -57,7 +57,9 @@ struct LoadedKernel;
 struct LaunchPlan;
 class BoundLaunch;
 
-// A compiled kernel loaded on the current device. Cheap to copy; launch() is the hot path.
+// A compiled kernel loaded on the current device. Cheap to copy; launch() is the hot path. Launches must come from the
+// CUDA context it was loaded in (a coda::Error otherwise); a thread with no current context gets device 0's primary
+// context made current first, as compile() does (PyTorch's autograd worker has none until its first CUDA call).
 class Kernel {
 public:
     // Checks every binding (names, dtypes, shapes, strides, alignment) and launches on `stream`. A launch the
@@ -103,7 +105,8 @@ public:
     BoundLaunch& operator=(BoundLaunch&&) noexcept;
     ~BoundLaunch();
 
-    // Launches on `stream`. A coda::Error when the calling thread's CUDA context is not the kernel's, or when empty.
+    // Launches on `stream`. A coda::Error when the calling thread's CUDA context is not the kernel's (a thread with
+    // none gets device 0's primary context first, as Kernel::launch), or when empty.
     void launch(CUstream_st* stream = nullptr) const;
     // Points tensor binding `name` (or GEMM operand "A" / "B") at `data`, memory of the dtype, shape and strides
     // bound before. Checks the pointer as a new binding would (not null; aligned as the kernel's accesses need;
@@ -125,7 +128,8 @@ class Runtime {
 public:
     static Runtime& instance();
 
-    // Builds (or finds in the cache) and loads the kernel for the current device. Needs a GPU.
+    // Builds (or finds in the cache) and loads the kernel for the current device (the current context's; with none,
+    // device 0's primary context, made current). Needs a GPU.
     Kernel compile(const Graph& graph, const CompileOptions& options = {});
     // Builds (or finds in the cache) without loading: works with no GPU (coda warm). The arch is options.arch, else
     // CODA_ARCH, else the current device's; with none of them (no GPU) a coda::Error asks for options.arch.
