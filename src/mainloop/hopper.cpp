@@ -108,17 +108,13 @@ std::string operand_type(const GemmSpec& spec) {
 
 static_assert(kScaleBlock == kScaleBlockK, "the host's and the kernels' scale block must agree");
 
-// Block-scaled FP8 keeps a k-block's sum of 128 columns beside the accumulator and reads one B scale per 128
-// columns and k-block: cooperative 128 x 128 (64 + 64 registers a consumer thread) or 128 x 256 tiles (128 + 64),
-// any stages and cluster.
+// rules::block_scaled_tile's words (any BN, stages and cluster).
 constexpr const char* kBlockScaledTile =
     "block-scaled FP8 (block_scales) takes cooperative 128 x 128 or 128 x 256 tiles: each consumer thread keeps a "
     "128-k block's sum of 128 columns beside its accumulator ('hopper bm=128 bn=128 cooperative', 'hopper bm=128 "
     "bn=256 cooperative')";
 
-bool block_scaled_tile(const HopperConfig& c) {
-    return c.schedule == Schedule::Cooperative && c.bm == 128 && (c.bn == 128 || c.bn == 256);
-}
+bool block_scaled_tile(const HopperConfig& c) { return rules::block_scaled_tile(c.bm, c.schedule == Schedule::PingPong); }
 
 // Why TMA cannot read operand `name`, or "".
 std::string tma_rule(const char* name, const void* base, long long ld, int element_bytes) {

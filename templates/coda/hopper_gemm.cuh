@@ -266,9 +266,7 @@ struct HopperGemmTraits {
     static_assert(hopper_rules::check(BM, BN, STAGES, kPingPong, CLUSTER_M, CLUSTER_N, kAKMajor, kBKMajor) ==
                       hopper_rules::Rule::Ok,
                   "coda: this tile config breaks a rule of hopper_rules.cuh");
-    // A block's sum of one 128-column block of B beside the accumulator in registers (BM = 128 split between the
-    // two consumers: 64 + 64 a thread at BN = 128, 128 + 64 at BN = 256).
-    static_assert(!kBlockScaled || (!PING_PONG && BM == 128 && (BN == 128 || BN == 256) && BK == kScaleBlockK),
+    static_assert(!kBlockScaled || (hopper_rules::block_scaled_tile(BM, PING_PONG) && BK == kScaleBlockK),
                   "coda: block-scaled FP8 takes cooperative 128 x 128 or 128 x 256 tiles");
     static_assert(kChunks % kOutputBuffers == 0, "coda: each tile's first chunk must take the first output buffer");
     static_assert(kStages >= 2, "coda: the epilogue's scratch leaves room for fewer than 2 pipeline stages");

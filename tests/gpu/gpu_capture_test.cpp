@@ -54,6 +54,15 @@ std::size_t mismatches(const std::vector<T>& a, const std::vector<T>& b) {
 const void* at(const DeviceBuffer& buffer) { return reinterpret_cast<const void*>(buffer.ptr()); }
 const float* f32_at(const DeviceBuffer& buffer) { return reinterpret_cast<const float*>(buffer.ptr()); }
 
+// Random f32 values in [-4, 4].
+std::vector<float> random_f32(std::size_t count, std::uint64_t seed) {
+    std::mt19937_64 rng(seed);
+    std::uniform_real_distribution<float> uniform(-4.0f, 4.0f);
+    std::vector<float> out(count);
+    for (float& v : out) v = uniform(rng);
+    return out;
+}
+
 // Random bf16 bits of values in [-1, 1].
 std::vector<std::uint16_t> random_bf16(std::size_t count, std::uint64_t seed) {
     std::mt19937_64 rng(seed);
@@ -109,10 +118,7 @@ TEST_CASE("a scalar bound to device memory gives the bytes a host value gives, r
     g.store(x * g.scalar("alpha") + g.scalar("beta"), "y", DType::F32);
     const Kernel k = Runtime::instance().compile(g);
     constexpr std::int64_t M = 70, N = 96;
-    std::vector<float> host_x(M * N);
-    std::mt19937_64 rng(7);
-    std::uniform_real_distribution<float> uniform(-4.0f, 4.0f);
-    for (float& v : host_x) v = uniform(rng);
+    const std::vector<float> host_x = random_f32(M * N, 7);
     DeviceBuffer xs(M * N * sizeof(float)), ys(M * N * sizeof(float)), scalar(sizeof(float));
     write(xs, host_x);
     const auto run = [&](const Args& scalars) {
@@ -225,10 +231,7 @@ TEST_CASE("a launch from a thread with no current CUDA context runs in the prima
     g.store(g.tile_input("x", DType::F32) + g.constant(1.0f), "y", DType::F32);
     const Kernel k = Runtime::instance().compile(g);
     constexpr std::int64_t M = 33, N = 64;
-    std::vector<float> host_x(M * N);
-    std::mt19937_64 rng(11);
-    std::uniform_real_distribution<float> uniform(-4.0f, 4.0f);
-    for (float& v : host_x) v = uniform(rng);
+    const std::vector<float> host_x = random_f32(M * N, 11);
     DeviceBuffer xs(M * N * sizeof(float)), ys(M * N * sizeof(float));
     write(xs, host_x);
     poison(ys);

@@ -65,7 +65,7 @@ bool takes(const GemmCase& c, const KernelConfig& config) {
     // (hopper_cooperative()).
     if (c.graph.spec().block_scales) {
         const HopperConfig* h = config.hopper();
-        return h != nullptr && h->schedule == Schedule::Cooperative && h->bm == 128 && (h->bn == 128 || h->bn == 256) &&
+        return h != nullptr && hopper_rules::block_scaled_tile(h->bm, h->schedule == Schedule::PingPong) &&
                h->cluster_m * h->cluster_n == 1;
     }
     return c.every_config || runs_every_case(config);
