@@ -5,6 +5,7 @@
 #   tests   the C++ GPU tests of FP8 (GEMMs of one and two types, block scales, reduce_group, FP8 tile tensors, the
 #           FP8 blocks, tensorwise, block-wise and row-wise): about 560 s on an H200, so over one call's 540 s step;
 #           tests-gemm (about 320 s) and tests-blocks (about 240 s) are its two halves
+#   suite   every C++ GPU test case, FP8 or not, six processes at once (tools/gpu_suite.sh): about 260 s on an H100
 #   regress the BF16 GPU tests of what the FP8 work touched in the Hopper templates (the block's epilogues, stream-K,
 #           the random GEMMs); their SASS at the default configs is unchanged (tools/compare_cubins.py)
 #   python  the Python GPU tests of FP8 (scaled_mm against torch._scaled_mm, block scales, the FP8 layers and models)
@@ -83,6 +84,11 @@ for step in "$@"; do
       timeout "$step_s" "$build/tests/coda_gpu_tests" "$filter" --durations yes \
         > "$out/gpu_fp8_$step.log" 2>&1 || status=1
       grep -E "FAILED|passed|failed|with expansion" "$out/gpu_fp8_$step.log" | tail -n 20 ;;
+    suite)
+      echo "== every C++ GPU test case (tools/gpu_suite.sh)"
+      OUT=$out CASE_S=$step_s bash tools/gpu_suite.sh "$build" > "$out/gpu_suite.log" 2>&1 || status=1
+      tail -n 1 "$out/gpu_suite.log"
+      grep -v " rc=0 " "$out/gpu_suite/summary.txt" | head -n 10 ;;
     regress)
       echo "== C++ GPU tests of BF16 that the FP8 work's template changes touch"
       timeout "$step_s" "$build/tests/coda_gpu_tests" "the block's epilogues*,stream-K*,random GEMM*" --durations yes \

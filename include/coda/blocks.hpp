@@ -108,7 +108,7 @@ Graph rms_entry_fp8();
 // Bindings: x, x_fp8_inv_scale, x_fp8, x_amax.
 Graph quantize_e4m3();
 Graph quantize_e5m2();
-// The same block-wise, with each row's 128-column group's own scale (reduce_group): x_fp8 = x / x_scale in e4m3,
+// The same block-wise, with each row's 128-column group's own scale (reduce_group): x_fp8 = x * (1 / x_scale) in e4m3,
 // x_scale = max(amax of the group / 448, 2^-126), and the scales' row partials x_scale_partials: f32
 // [ceil(N / 128) x M], the A_scale of a block-scaled GEMM (GemmSpec::block_scales) that reads x_fp8. Bindings: x,
 // x_fp8, x_scale_partials. (Listed in llama_block_fp8_blockwise, below.)

@@ -113,7 +113,10 @@ void store_fp8_grouped(Graph& g, Value t, const std::string& name) {
     Value amax_scaled = g.mul(amax, inv_largest, name + "_amax_scaled");
     Value smallest = g.constant(1.17549435e-38f, name + "_smallest_scale");  // the smallest normal f32
     Value scale = g.max(amax_scaled, smallest, name + "_scale");
-    Value quantized = g.div(t, scale, name + "_quantized");
+    // t times the group's 1 / scale: one division per group. A division per element was 2.5 ms of
+    // swiglu_backward_fp8_blockwise's 6.0 at 16384 x 14336 x 4096 (H100; `coda tune`, docs/PERFORMANCE.md).
+    Value inv_scale = g.div(g.constant(1.0f, name + "_one"), scale, name + "_inv_scale");
+    Value quantized = g.mul(t, inv_scale, name + "_quantized");
     g.store(quantized, name + "_fp8", DType::E4M3);
     g.reduce_row(scale, ReduceOp::Max, name + "_scale_partials");
 }
