@@ -29,7 +29,6 @@ bool has_op(const Graph& graph, Op op) {
         if (n.op == op) return true;
     return false;
 }
-bool has_transposed_store(const Graph& graph) { return has_op(graph, Op::StoreTransposed); }
 
 
 namespace rules = hopper_rules;
@@ -341,7 +340,7 @@ public:
                        : HopperConfig{128, 256, 4, Schedule::Cooperative, 1};
         // store_transposed writes each element to global memory itself; beside the 128 accumulators a thread of the
         // other tiles the FP8 block's norm and SwiGLU backwards with it spilled 16-56 bytes (ptxas).
-        if (has_transposed_store(graph)) return HopperConfig{128, 128, 6, Schedule::Cooperative, 1};
+        if (has_op(graph, Op::StoreTransposed)) return HopperConfig{128, 128, 6, Schedule::Cooperative, 1};
         const long long k = shape.k > 0 ? shape.k : kUnknownK;
         const double per_visit_bytes = epilogue_traffic(graph).per_visit_bytes;
         // A per-tensor FP8 GEMM (the accumulator times scalars, stored in 16 bits): the same pairs, where the
