@@ -113,6 +113,11 @@ Graph quantize_e5m2();
 // [ceil(N / 128) x M], the A_scale of a block-scaled GEMM (GemmSpec::block_scales) that reads x_fp8. Bindings: x,
 // x_fp8, x_scale_partials. (Listed in llama_block_fp8_blockwise, below.)
 Graph quantize_e4m3_blockwise();
+// An e4m3 tensor transposed, bitwise: x_t [N x M] of x [M x N] (a tile program; the transposed store is staged in
+// shared memory). The block-wise weights' dgrad copy: a 128 x 128 block's scale is the same block's transposed, so
+// quantizing once and transposing the bytes makes both copies. Bindings: x, x_t. (Listed in
+// llama_block_fp8_blockwise, below.)
+Graph transpose_e4m3();
 // qkv_rope on FP8 operands: z = rstd * a_scale * b_scale * acc, rotated. Bindings: A, B, a_scale, b_scale, rstd,
 // pos, theta, qkv.
 Graph qkv_rope_fp8(GemmSpec spec = {DType::E4M3, Major::K, Major::K});
@@ -217,7 +222,7 @@ Graph rmsnorm_backward_residual_fp8_blockwise_bf16_dx(
 // rotation in its pass before the visits, and NVRTC's ptxas then spills (24 bytes). coda.torch runs
 // rope_backward_from_output and quantize_e4m3_blockwise on its bf16 dz (which the weight gradient reads anyway).
 
-// Every block-wise graph above and quantize_e4m3_blockwise, forward then backward.
+// Every block-wise graph above, quantize_e4m3_blockwise and transpose_e4m3, forward then backward.
 std::vector<Graph> llama_block_fp8_blockwise();
 
 // ---------------------------------------------------------------------------------------------------------

@@ -16,6 +16,13 @@ Graph rms_entry_fp8_blockwise() {
     return g;
 }
 
+Graph transpose_e4m3() {
+    Graph g = Graph::tile("transpose_e4m3");
+    // e4m3 -> f32 -> e4m3 is exact, NaN included (cvt.rn.satfinite keeps NaN).
+    g.store_transposed(g.tile_input("x", DType::E4M3), "x_t", DType::E4M3);
+    return g;
+}
+
 Graph qkv_rope_fp8_blockwise(GemmSpec spec) {
     Graph g = Graph::gemm("qkv_rope_fp8_blockwise", spec);
     Value z = parts::rms_scaled(g, g.accumulator("acc"), "z_value");
@@ -88,6 +95,7 @@ std::vector<Graph> llama_block_fp8_blockwise() {
     return {rms_entry_fp8_blockwise(),
             qkv_rope_fp8_blockwise(),
             quantize_e4m3_blockwise(),
+            transpose_e4m3(),
             out_proj_fp8_blockwise(),
             out_proj_fp8_blockwise_bf16_h(),
             gate_up_swiglu_fp8_blockwise(),

@@ -342,3 +342,23 @@ def test_layer_on_the_gpu_matches_the_recipe_emulated(attention, recipe, fp8_wgr
     assert rel(dequantize(h2.cpu(), h2_scale.cpu()), operand(x2_ref.detach() * next_gamma.float()).cpu()) < 0.06
     for name, g_, g_ref in zip(NAMES, grads, grads_ref):
         assert rel(g_, g_ref) < 0.3, name
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", [(384, 640), (300, 260)])
+def test_weight_block_quantization_on_the_gpu_is_the_product_by_the_reciprocal_and_its_transpose(shape, poison):
+    # The kernels' arithmetic exactly: w (bf16) times 1 / scale in f32, rounded to e4m3; the transposed copy (the tile
+    # program transpose_e4m3, poisoned first) the same bytes. (300 x 260: blocks cut at both edges.)
+    g = torch.Generator(device="cuda").manual_seed(7)
+    w = spread(torch.randn(*shape, device="cuda", generator=g).cpu(), 70, 1.6, 1.6, 128).cuda().bfloat16()
+    q, scale, q_t, scale_t = fp8.quantize_weight_blockwise(w)
+    n, k = shape
+    nb, kb = -(-n // 128), -(-k // 128)
+    blocks = torch.nn.functional.pad(w.float(), (0, kb * 128 - k, 0, nb * 128 - n)).view(nb, 128, kb, 128)
+    amax = blocks.abs().amax(dim=(1, 3))
+    assert torch.equal(scale, (amax * torch.tensor(1 / 448, dtype=torch.float32)).clamp_min(fp8.SMALLEST_SCALE))
+    expected = (blocks * (1 / scale)[:, None, :, None]).view(nb * 128, kb * 128)[:n, :k].to(torch.float8_e4m3fn)
+    assert q.shape == (n, k) and torch.equal(q.view(torch.uint8), expected.view(torch.uint8))
+    assert q_t.shape == (k, n) and q_t.is_contiguous()
+    assert torch.equal(q_t.view(torch.uint8), q.t().contiguous().view(torch.uint8))
+    assert torch.equal(scale_t, scale.t())

@@ -277,6 +277,7 @@ void bind_blocks(nb::module_& m) {
     b.def("quantize_e4m3", &blocks::quantize_e4m3);
     b.def("quantize_e5m2", &blocks::quantize_e5m2);
     b.def("quantize_e4m3_blockwise", &blocks::quantize_e4m3_blockwise);
+    b.def("transpose_e4m3", &blocks::transpose_e4m3);
     b.def("qkv_rope_fp8", &blocks::qkv_rope_fp8, "spec"_a = GemmSpec{DType::E4M3, Major::K, Major::K});
     b.def("out_proj_fp8", &blocks::out_proj_fp8, "spec"_a = GemmSpec{DType::E4M3, Major::K, Major::K});
     b.def("out_proj_fp8_bf16_h", &blocks::out_proj_fp8_bf16_h, "spec"_a = GemmSpec{DType::E4M3, Major::K, Major::K});
