@@ -224,12 +224,16 @@ def _blocks_of(w: Tensor) -> Tensor:
     return w.reshape(nb, BLOCK, kb, BLOCK)
 
 
+def _scales_of_blocks(blocks: Tensor) -> Tensor:
+    # The max norm reads the blocks once (abs then amax wrote and read a copy of them); exact in their own dtype.
+    amax = torch.linalg.vector_norm(blocks, float("inf"), dim=(1, 3)).to(torch.float32)
+    return (amax * torch.tensor(1.0 / LARGEST["e4m3"], dtype=torch.float32)).clamp_min(SMALLEST_SCALE)
+
+
 def weight_block_scales(w: Tensor) -> Tensor:
     """The block-wise scales of a weight [N x K]: f32 [ceil(N / 128) x ceil(K / 128)], each max(the block's amax / 448,
     SMALLEST_SCALE) as the epilogues make theirs (the amax times 1 / 448 in f32)."""
-    # The max norm reads w once (abs then amax wrote and read a copy of it); exact in w's own dtype.
-    amax = torch.linalg.vector_norm(_blocks_of(w.detach()), float("inf"), dim=(1, 3)).to(torch.float32)
-    return (amax * torch.tensor(1.0 / LARGEST["e4m3"], dtype=torch.float32)).clamp_min(SMALLEST_SCALE)
+    return _scales_of_blocks(_blocks_of(w.detach()))
 
 
 @_once_per_step
@@ -241,13 +245,14 @@ def quantize_weight_blockwise(w: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor
     is the block's amax / 448), so the cast needs no clamp."""
     w = w.detach()
     n, k = w.shape
-    scale = weight_block_scales(w)
+    blocks = _blocks_of(w)  # one padded copy at most, for the scales and the product both
+    scale = _scales_of_blocks(blocks)
     nb, kb = scale.shape
     inv_scale = torch.reciprocal(scale)
     # One pass: the product in f32 cast to e4m3 as it is stored (a quotient in f32, then a cast, wrote and read an f32
     # copy of the weight).
     whole = torch.empty(nb * BLOCK, kb * BLOCK, dtype=FORMATS["e4m3"], device=w.device)
-    torch.mul(_blocks_of(w), inv_scale[:, None, :, None], out=whole.view(nb, BLOCK, kb, BLOCK))
+    torch.mul(blocks, inv_scale[:, None, :, None], out=whole.view(nb, BLOCK, kb, BLOCK))
     w_fp8 = whole if (n, k) == tuple(whole.shape) else whole[:n, :k].contiguous()
     # The transposed copy by a tile program (coda.blocks.transpose_e4m3): torch's transpose of FP8 bytes ran at a
     # quarter of copy speed.
