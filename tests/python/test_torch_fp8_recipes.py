@@ -86,9 +86,10 @@ def run_layer(layer, x0, pos, next_gamma, dy):
 
 
 def test_weight_quantization_has_a_scale_per_128_by_128_block():
-    w = spread(grid(300, 260, seed=30), 31)
+    w = spread(grid(300, 260, seed=30), 31).bfloat16()  # a weight as the layers hold it (the kernels read bf16)
     w[128:256, 128:256] = 0  # an all-zero block: the smallest scale, zeros
     q, scale, q_t, scale_t = fp8.quantize_weight_blockwise(w)
+    w = w.double()
     assert q.dtype == torch.float8_e4m3fn and tuple(q.shape) == (300, 260)
     assert tuple(scale.shape) == (3, 3) and scale.dtype == torch.float32
     assert torch.equal(q_t.view(torch.uint8), q.t().contiguous().view(torch.uint8)) and torch.equal(scale_t, scale.t())
@@ -113,8 +114,9 @@ def test_activations_are_quantized_by_row_group_and_their_scales_are_an_a_scale(
         assert torch.allclose(scales[g0].double(), group.abs().amax(1) / 448, rtol=1e-6)
     assert rel(dequantize(q, scales), ref.fp8_group_round(x)) < 1e-6
     # The scales feed a block-scaled GEMM as they are: q @ w^T under both sets of scales is the emulated product.
-    w = spread(grid(256, 300, seed=42), 43)
+    w = spread(grid(256, 300, seed=42), 43).bfloat16()
     w_q, w_scale, _, _ = fp8.quantize_weight_blockwise(w)
+    w = w.double()
     out = torch.ops.coda.scaled_mm(q, w_q.t(), scales.t(), w_scale, blockwise=True)
     expected = ref.fp8_group_round(x) @ ref.fp8_weight_block_round(w).t()
     assert rel(out, expected) < 0.01  # out is bf16
