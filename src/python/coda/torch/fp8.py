@@ -226,8 +226,9 @@ def _group_rows(w: Tensor) -> Tensor:
 
 
 def _block_scales(rows: Tensor, nb: int, kb: int) -> Tensor:
-    # The blocks' scales from their group rows (_group_rows): each group's max norm, a contiguous 128-element
-    # reduction (reducing the 128 x 128 blocks in place strode over w and took 3x as long), then the block's 128 rows.
+    # The blocks' scales from their group rows (_group_rows): each group's max norm (128 contiguous elements), then
+    # the max over the block's 128 rows. The max norm runs at about a fifth of copy speed (H200 profile,
+    # docs/PERFORMANCE.md, twenty-sixth session): the largest part of the weights' quantization now.
     amax = torch.linalg.vector_norm(rows, float("inf"), dim=1).view(nb, BLOCK, kb).amax(1).to(torch.float32)
     return (amax * torch.tensor(1.0 / LARGEST["e4m3"], dtype=torch.float32)).clamp_min(SMALLEST_SCALE)
 
