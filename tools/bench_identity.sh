@@ -9,7 +9,8 @@
 # with ncu also ncu_<coda|cublas>_<M>x<N>x<K>.csv (and .ncu-rep) and ncu.log. Prints the table.
 # With CODA_FP8=e4m3 (or e5m2): FP8 operands, coda's identity scaled per tensor against torch._scaled_mm; with
 # CODA_BLOCK_SCALES=1 too, coda's block-scaled identity interleaved with it (coda.log: blockwise rows and their
-# geometric mean over the per-tensor identity's time).
+# geometric mean over the per-tensor identity's time), and held alone after it: identity_table.md then splits its
+# time over the per-tensor one's into clock and cycles, with each one's energy per GEMM.
 # Usage: bash tools/bench_identity.sh BUILD_DIR
 set -uo pipefail
 shopt -s nullglob

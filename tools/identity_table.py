@@ -257,6 +257,45 @@ def ncu_table(paths, coda):
     return lines
 
 
+def blockwise_table(coda_path, identity, samples, holds):
+    """With `coda bench gemm --block-scales --hold-ms`: per shape the block-scaled identity against the per-tensor one,
+    each timed in the same interleaved rounds and held alone: the time ratio split into clock and cycles (time =
+    cycles / clock, so cycles ratio = time ratio x clock ratio) and each one's energy per GEMM. Empty without a
+    coda_blockwise hold."""
+    if not any(who == "coda_blockwise" for who, _ in holds):
+        return []
+    blockwise = read_csv(coda_path, "epilogue", "blockwise", ["epilogue", "m", "n", "k", "ms", "tflops", "config"])
+    lines = ["", "Block-scaled against per-tensor (coda's identity), each held alone:", "",
+             "| M | N | K | per-tensor ms | block-scaled ms | time ratio | per-tensor MHz | block-scaled MHz "
+             "| cycles ratio | per-tensor W | block-scaled W | per-tensor mJ/GEMM | block-scaled mJ/GEMM | energy ratio |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    times, cycles, energies = [], [], []
+    for shape in blockwise:
+        p, b = identity.get(shape), blockwise[shape]
+        p_ms, b_ms = (float(p["ms"]) if p else None), float(b["ms"])
+        p_mhz, p_w, _ = hold_stats(samples, holds, "coda", shape)
+        b_mhz, b_w, _ = hold_stats(samples, holds, "coda_blockwise", shape)
+        time_ratio = b_ms / p_ms if p_ms else None
+        cycle_ratio = time_ratio * b_mhz / p_mhz if time_ratio and b_mhz and p_mhz else None
+        p_mj = p_w * p_ms if p_w is not None and p_ms else None
+        b_mj = b_w * b_ms if b_w is not None else None
+        energy_ratio = b_mj / p_mj if b_mj and p_mj else None
+        for values, v in ((times, time_ratio), (cycles, cycle_ratio), (energies, energy_ratio)):
+            if v:
+                values.append(v)
+        lines.append(f"| {shape[0]} | {shape[1]} | {shape[2]} | {fmt(p_ms, 4)} | {fmt(b_ms, 4)} | "
+                     f"{fmt(time_ratio, 3)} | {fmt(p_mhz, 0)} | {fmt(b_mhz, 0)} | {fmt(cycle_ratio, 3)} | "
+                     f"{fmt(p_w, 0)} | {fmt(b_w, 0)} | {fmt(p_mj, 1)} | {fmt(b_mj, 1)} | {fmt(energy_ratio, 3)} |")
+    lines.append("")
+    means = [f"{label} {geomean(values):.3f} ({len(values)} shape{'' if len(values) == 1 else 's'})"
+             for label, values in (("time", times), ("cycles", cycles), ("energy", energies)) if values]
+    lines.append("Block-scaled over per-tensor, geometric means: " + (", ".join(means) if means else "—") + ". "
+                 "Times from the interleaved rounds; MHz and W from the holds; cycles ratio = time ratio x the "
+                 "block-scaled clock / the per-tensor clock (below the time ratio: the block-scaled kernel ran at a "
+                 "lower clock).")
+    return lines
+
+
 def table(coda_path, torch_path, smi_path=None, hold_paths=(), ncu_paths=(), baseline="torch.matmul"):
     coda = read_csv(coda_path, "epilogue", "identity", ["epilogue", "m", "n", "k", "ms", "tflops", "config"])
     cublas = read_csv(torch_path, "name", baseline, ["name", "m", "n", "k", "ms", "tflops"])
@@ -325,6 +364,7 @@ def table(coda_path, torch_path, smi_path=None, hold_paths=(), ncu_paths=(), bas
         if reasons:
             lines.append("Clock event (throttle) reasons in the holds, samples: " +
                          ", ".join(f"{r or '—'}: {n}" for r, n in sorted(reasons.items())) + ".")
+    lines += blockwise_table(coda_path, coda, samples, holds)
     if ncu_paths:
         lines += ["", "Instructions per output tile (ncu, one launch each; tiles = ceil(M/tile0) x ceil(N/tile1)):",
                   ""]

@@ -159,6 +159,37 @@ class IdentityTableTest(unittest.TestCase):
         self.assertIn("12-shape set: not measured by both: 4096x6144x4096.", text)
         self.assertEqual(self.row(text, (4096, 6144, 4096))[3:6], ["—", "660.0", "—"])
 
+    def test_block_scaled_holds_split_its_time_into_clock_and_cycles(self):
+        # coda bench gemm --block-scales --hold-ms: blockwise rows beside the identity's, and a coda_blockwise hold
+        # after the coda one (T0 + 5 to 6.5 s: a dropped first sample, then three at 1250 MHz and 695 W medians).
+        coda_ms = 2.0 * 16384 * 4096 * 4096 / 600e9 / 1.10
+        config = "hopper bm=128 bn=256 bk=64 stages=4 cooperative"
+        with open(self.run.coda, "a") as f:
+            f.write(f"blockwise,16384,4096,4096,{coda_ms * 1.15:.5f},1.0,{config}\n")
+            f.write(f"blockwise,4096,4096,4096,0.12000,1.0,{config}\n")
+        with open(self.run.holds[0], "a") as f:
+            f.write(f"HOLD coda_blockwise 16384 4096 4096 start {T0 + 5:.3f}\n"
+                    f"HOLD coda_blockwise 16384 4096 4096 stop {T0 + 6.5:.3f}\n")
+        with open(self.run.smi, "a") as f:
+            f.write("\n".join([smi_line(T0 + 5.1, 1900, 300.0)] +
+                              [smi_line(T0 + 5.3 + 0.1 * i, 1240 + 10 * i, 694.0 + i) for i in range(3)]) + "\n")
+        text = identity_table.table(self.run.coda, self.run.torch, self.run.smi, self.run.holds)
+        section = text[text.index("Block-scaled against per-tensor"):]
+        cells = self.row(section, (16384, 4096, 4096))
+        # M N K, ms, ms, time ratio, MHz, MHz, cycles ratio, W, W, mJ, mJ, energy ratio
+        self.assertEqual(cells[5], "1.150")
+        self.assertEqual(cells[6:8], ["1310", "1250"])
+        self.assertEqual(cells[8], f"{1.15 * 1250 / 1310:.3f}")
+        self.assertEqual(cells[9:11], ["681", "695"])
+        self.assertEqual(cells[13], f"{695 * 1.15 / 681:.3f}")
+        # A shape without holds: its time ratio, no clock, power or energy.
+        no_hold = self.row(section, (4096, 4096, 4096))
+        self.assertEqual(no_hold[5], f"{0.12 / (2.0 * 4096 ** 3 / 600e9 / 1.10):.3f}")
+        self.assertEqual(no_hold[6:], ["—"] * 8)
+        self.assertIn(f"cycles {1.15 * 1250 / 1310:.3f} (1 shape)", section)
+        # Without a coda_blockwise hold, no such section.
+        self.assertNotIn("Block-scaled", identity_table.table(self.run.coda, self.run.torch))
+
     def test_tiles_from_kernel_names(self):
         self.assertEqual(identity_table.cublas_tile("nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_TNT"), (256, 128))
         self.assertEqual(identity_table.cublas_tile("nvjet_hsh_320x128_64x3_1x2_v_bz_coopB_NTN"), (320, 128))

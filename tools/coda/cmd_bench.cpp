@@ -123,17 +123,18 @@ double unix_seconds() {
     return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-// --hold-ms: the identity kernel alone, back to back, for `ms` of GPU time (settle, kernel_timing.hpp), between two
-// HOLD lines that tools/identity_table.py matches against nvidia-smi's samples of clock and power. Both times are
-// taken with the stream drained, so the interval holds this kernel's work and nothing else.
-void hold(const TimedLaunch& identity, const ProblemShape& s, double ms) {
+// --hold-ms: one kernel alone, back to back, for `ms` of GPU time (settle, kernel_timing.hpp), between two HOLD
+// lines (`who`: coda for the identity, coda_blockwise for the block-scaled one) that tools/identity_table.py matches
+// against nvidia-smi's samples of clock and power. Both times are taken with the stream drained, so the interval
+// holds this kernel's work and nothing else.
+void hold(const TimedLaunch& kernel, const char* who, const ProblemShape& s, double ms) {
     Driver& d = Driver::instance();
     d.synchronize();
-    fmt::print("HOLD coda {} {} {} start {:.3f}\n", s.m, s.n, s.k, unix_seconds());
+    fmt::print("HOLD {} {} {} {} start {:.3f}\n", who, s.m, s.n, s.k, unix_seconds());
     std::fflush(stdout);
-    settle({identity}, ms);
+    settle({kernel}, ms);
     d.synchronize();
-    fmt::print("HOLD coda {} {} {} stop {:.3f}\n", s.m, s.n, s.k, unix_seconds());
+    fmt::print("HOLD {} {} {} {} stop {:.3f}\n", who, s.m, s.n, s.k, unix_seconds());
     std::fflush(stdout);
 }
 
@@ -293,7 +294,11 @@ int bench_gemm(const GemmOptions& given) {
             report("out_proj", s, t.ms.back(), t.vs_first.back(), *kernels[i].out_proj);
             log_ratio_sum += std::log(t.vs_first.back());
         }
-        if (given.hold_ms > 0) hold(launches[0], s, given.hold_ms);
+        if (given.hold_ms > 0) {
+            hold(launches[0], "coda", s, given.hold_ms);
+            // Block-scaled too: whether its time over the per-tensor one's is clock (power) or cycles.
+            if (given.block_scales) hold(launches[blockwise_at], "coda_blockwise", s, given.hold_ms);
+        }
     }
     if (with_out_proj && shapes.size() > 1)
         std::printf("out_proj / identity time, geometric mean over %s: %.3f\n", counted(shapes.size(), "shape").c_str(),
@@ -532,7 +537,8 @@ void add_bench(Commands& commands, CLI::App& coda) {
     gemm_command.add_option("--hold-ms", gemm->hold_ms,
                             "after each shape's timing, run its identity kernel alone for MS of GPU time between "
                             "'HOLD coda M N K start|stop UNIX_SECONDS' lines, for clock and power sampling "
-                            "(tools/bench_identity.sh); default 0, off")
+                            "(tools/bench_identity.sh), and with --block-scales then the block-scaled one between "
+                            "'HOLD coda_blockwise ...' lines; default 0, off")
         ->type_name("MS");
     gemm_command.add_flag("--identity-only", gemm->identity_only,
                           "time the identity epilogue alone, without out-proj (what cuBLAS is compared with; also "
