@@ -28,6 +28,7 @@ HOLD_SKIP_S = 0.2  # the clock is still falling toward its power-limited level a
 TARGET_GEOMEAN = 1.03  # identity / cuBLAS over a shape group
 TARGET_MIN = 0.97  # no shape below this
 
+CODA_COLUMNS = ["epilogue", "m", "n", "k", "ms", "tflops", "config"]  # coda bench gemm --csv
 HOLD_LINE = re.compile(r"^HOLD (\w+) (\d+) (\d+) (\d+) (start|stop) (\d+(?:\.\d*)?)$")
 NUMBER = re.compile(r"[-+]?\d+(?:\.\d+)?")
 NCU_NAME = re.compile(r"ncu_(\w+?)_(\d+)x(\d+)x(\d+)\.csv$")
@@ -264,7 +265,7 @@ def blockwise_table(coda_path, identity, samples, holds):
     coda_blockwise hold."""
     if not any(who == "coda_blockwise" for who, _ in holds):
         return []
-    blockwise = read_csv(coda_path, "epilogue", "blockwise", ["epilogue", "m", "n", "k", "ms", "tflops", "config"])
+    blockwise = read_csv(coda_path, "epilogue", "blockwise", CODA_COLUMNS)
     lines = ["", "Block-scaled against per-tensor (coda's identity), each held alone:", "",
              "| M | N | K | per-tensor ms | block-scaled ms | time ratio | per-tensor MHz | block-scaled MHz "
              "| cycles ratio | per-tensor W | block-scaled W | per-tensor mJ/GEMM | block-scaled mJ/GEMM | energy ratio |",
@@ -297,7 +298,7 @@ def blockwise_table(coda_path, identity, samples, holds):
 
 
 def table(coda_path, torch_path, smi_path=None, hold_paths=(), ncu_paths=(), baseline="torch.matmul"):
-    coda = read_csv(coda_path, "epilogue", "identity", ["epilogue", "m", "n", "k", "ms", "tflops", "config"])
+    coda = read_csv(coda_path, "epilogue", "identity", CODA_COLUMNS)
     cublas = read_csv(torch_path, "name", baseline, ["name", "m", "n", "k", "ms", "tflops"])
     hold_lines = []
     for path in hold_paths:

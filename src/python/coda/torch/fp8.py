@@ -215,14 +215,15 @@ def quantize_blockwise(x: Tensor) -> tuple[Tensor, Tensor]:
     return out, parts["x_scale_partials"].to(torch.float32)
 
 
-def _group_rows(w: Tensor) -> Tensor:
-    # w [N x K] as rows of one 128-column group each, [ceil(N / 128) * 128 * ceil(K / 128), 128]: row r is group
-    # r % ceil(K / 128) of w's row r // ceil(K / 128). Zero-padded to whole 128 x 128 blocks; a view when they are.
+def _group_rows(w: Tensor) -> tuple[Tensor, int, int]:
+    # w [N x K] as rows of one 128-column group each, [nb * 128 * kb, 128] with nb = ceil(N / 128) and kb =
+    # ceil(K / 128): row r is group r % kb of w's row r // kb. Zero-padded to whole 128 x 128 blocks; a view when they
+    # are. Returns (rows, nb, kb).
     n, k = w.shape
     nb, kb = -(-n // BLOCK), -(-k // BLOCK)
     if n % BLOCK or k % BLOCK:
         w = torch.nn.functional.pad(w, (0, kb * BLOCK - k, 0, nb * BLOCK - n))
-    return w.reshape(nb * BLOCK * kb, BLOCK)
+    return w.reshape(nb * BLOCK * kb, BLOCK), nb, kb
 
 
 def _block_scales(rows: Tensor, nb: int, kb: int) -> Tensor:
@@ -236,8 +237,7 @@ def _block_scales(rows: Tensor, nb: int, kb: int) -> Tensor:
 def weight_block_scales(w: Tensor) -> Tensor:
     """The block-wise scales of a weight [N x K]: f32 [ceil(N / 128) x ceil(K / 128)], each max(the block's amax / 448,
     SMALLEST_SCALE) as the epilogues make theirs (the amax times 1 / 448 in f32)."""
-    n, k = w.shape
-    return _block_scales(_group_rows(w.detach()), -(-n // BLOCK), -(-k // BLOCK))
+    return _block_scales(*_group_rows(w.detach()))
 
 
 @_once_per_step
@@ -249,8 +249,7 @@ def quantize_weight_blockwise(w: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor
     is the block's amax / 448), so the cast needs no clamp."""
     w = w.detach()
     n, k = w.shape
-    nb, kb = -(-n // BLOCK), -(-k // BLOCK)
-    rows = _group_rows(w)
+    rows, nb, kb = _group_rows(w)
     scale = _block_scales(rows, nb, kb)
     # Quantized by row group (coda.blocks.quantize_e4m3_rowwise on the group rows), each group under its block's
     # 1 / scale: one f32 a group, 1/64 of the weight's bytes. torch's broadcast multiply with the cast in its store
