@@ -179,7 +179,8 @@ std::vector<Graph> llama_block_fp8();
 
 // ---------------------------------------------------------------------------------------------------------
 // Block-wise FP8 training (issue 28; DeepSeek-V3's scales): the same block on block-scaled GEMMs
-// (GemmSpec::block_scales, cooperative 128 x 128 tiles), e4m3 everywhere; the weight gradients stay in bf16 as above.
+// (GemmSpec::block_scales, cooperative 128 x 128 tiles), e4m3 everywhere; the weight gradients in bf16 as above, or
+// in FP8 with both operands scaled per row and 128 tokens (wgrad_fp8_blockwise_accumulate).
 // coda.torch's LlamaDecoderLayer(fp8="blockwise") runs them.
 //
 // Conventions of every graph here:
@@ -207,6 +208,10 @@ Graph out_proj_fp8_blockwise_bf16_h(GemmSpec spec = {DType::E4M3, Major::K, Majo
 Graph gate_up_swiglu_fp8_blockwise(GemmSpec spec = {DType::E4M3, Major::K, Major::K, std::nullopt, true});
 // A plain dgrad on a block-scaled GEMM: D = acc (bf16). Bindings: A, B, A_scale, B_scale, D.
 Graph dgrad_fp8_blockwise(GemmSpec spec = {DType::E4M3, Major::K, Major::K, std::nullopt, true});
+// A weight gradient dW = dY^T X added into an f32 buffer, D += acc, on operands whose K is the tokens: both
+// activations or gradients, so both with one scale per row and 128 k (GemmSpec::b_scales_1x128; A_scale
+// [ceil(M_tokens / 128) x N_out], B_scale [ceil(M_tokens / 128) x K_in]). Bindings: A, B, A_scale, B_scale, D.
+Graph wgrad_fp8_blockwise_accumulate(GemmSpec spec = {DType::E4M3, Major::K, Major::K, std::nullopt, true, true});
 // swiglu_backward on a block-scaled GEMM: dz (bf16) and dz_fp8 with dz_scale_partials (groups of 256 dz columns),
 // y, zdz_partials. Bindings: A, B, A_scale, B_scale, z, dz, y, zdz_partials, dz_fp8, dz_scale_partials.
 Graph swiglu_backward_fp8_blockwise(GemmSpec spec = {DType::E4M3, Major::K, Major::K, std::nullopt, true});

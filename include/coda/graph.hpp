@@ -39,20 +39,36 @@ std::optional<Op> parse_op(std::string_view text);
 // promoted to fp32 at every block. They are bound beside A and B: "A_scale", f32 [ceil(K / 128) x M] (one scale per
 // row of A and 128 k; row-major, leading dimension >= M), and "B_scale", f32 [ceil(N / 128) x ceil(K / 128)] (one per
 // 128 x 128 block of B as an N x K weight; row-major, leading dimension >= ceil(K / 128)).
+// b_scales_1x128 (with block_scales): B's scales are A's kind instead, one per row of B (as N x K) and 128 k,
+//   acc[m][n] = sum over kb of A_scale[kb][m] * B_scale[kb][n] * (the block's part of A B)[m][n]
+// with "B_scale" f32 [ceil(K / 128) x N] (leading dimension >= N): both operands activations or gradients, as in
+// DeepSeek-V3's weight gradient dW = dY^T X, whose K is the tokens.
 struct GemmSpec {
     DType input = DType::BF16;  // A's type, and B's unless input_b says otherwise
     Major a = Major::K;  // K: A stored M x K row-major; MN: A stored K x M row-major
     Major b = Major::K;  // K: B stored N x K row-major (Y = X W^T); MN: B stored K x N row-major
     std::optional<DType> input_b = std::nullopt;  // B's type when it is not A's
     bool block_scales = false;  // A_scale and B_scale, promoted every 128 k (above)
+    bool b_scales_1x128 = false;  // with block_scales: B_scale one per row of B and 128 k, as A_scale (above)
     DType b_input() const { return input_b.value_or(input); }
     bool operator==(const GemmSpec& o) const {
-        return input == o.input && a == o.a && b == o.b && b_input() == o.b_input() && block_scales == o.block_scales;
+        return input == o.input && a == o.a && b == o.b && b_input() == o.b_input() &&
+               block_scales == o.block_scales && b_scales_1x128 == o.b_scales_1x128;
     }
 };
 
 // The k-block of block_scales: 128 elements of K (one FP8 k-tile of the Hopper mainloop).
 constexpr int kScaleBlock = 128;
+
+// A block-scaled GEMM's scale tensors for an M x N x K problem: their shapes (rows, columns; row-major f32) and what
+// each holds, in the words errors use. One place for what GemmSpec's comment says, for every caller that sizes,
+// checks or fills them.
+struct BlockScaleShape {
+    long long rows, cols;
+    const char* text;  // e.g. "f32 [ceil(K / 128) x M]: one per row of A and 128 k"
+};
+BlockScaleShape a_scale_shape(long long m, long long k);
+BlockScaleShape b_scale_shape(const GemmSpec& spec, long long n, long long k);
 
 // One node of the graph. Attributes that an op does not use keep their defaults and are not printed.
 struct Node {

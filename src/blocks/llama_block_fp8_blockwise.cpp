@@ -70,6 +70,12 @@ Graph swiglu_backward_fp8_blockwise(GemmSpec spec) {
     return g;
 }
 
+Graph wgrad_fp8_blockwise_accumulate(GemmSpec spec) {
+    Graph g = Graph::gemm("wgrad_fp8_blockwise_accumulate", spec);
+    g.accumulate(g.accumulator("acc"), "D", DType::F32);
+    return g;
+}
+
 namespace {
 
 // rmsnorm_backward_residual on a block-scaled GEMM, with dx also quantized by row group for the next one or not.
@@ -102,7 +108,8 @@ std::vector<Graph> llama_block_fp8_blockwise() {
             swiglu_backward_fp8_blockwise(),
             rmsnorm_backward_residual_fp8_blockwise(),
             rmsnorm_backward_residual_fp8_blockwise_bf16_dx(),
-            dgrad_fp8_blockwise()};
+            dgrad_fp8_blockwise(),
+            wgrad_fp8_blockwise_accumulate()};
 }
 
 }  // namespace coda::blocks

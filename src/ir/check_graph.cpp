@@ -140,6 +140,9 @@ private:
                 out.push_back({-1, fmt::format("block scales (scales=block) are for FP8 operands (e4m3 or e5m2), "
                                                "got in={} for A and {} for B; make both FP8, or drop the block scales",
                                                to_string(spec.input), to_string(spec.b_input()))});
+            if (spec.b_scales_1x128 && !spec.block_scales)
+                out.push_back({-1, "b_scales_1x128 says how B's block scales are laid out, and the GEMM has none: "
+                                   "set block_scales too (scales=block_1x128 in text), or drop b_scales_1x128"});
         }
         if (!is_identifier(g_.name()))
             out.push_back({-1, fmt::format("graph name {} is not an identifier: use letters, digits and '_', "

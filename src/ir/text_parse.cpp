@@ -182,12 +182,14 @@ private:
                 spec.input_b = *parse_dtype(value);
             } else if ((key == "a" || key == "b") && parse_major(value)) {
                 (key == "a" ? spec.a : spec.b) = *parse_major(value);
-            } else if (key == "scales" && (value == "block" || value == "none")) {
-                spec.block_scales = value == "block";
+            } else if (key == "scales" && (value == "block" || value == "block_1x128" || value == "none")) {
+                spec.block_scales = value != "none";
+                spec.b_scales_1x128 = value == "block_1x128";
             } else {
                 fail(line, fmt::format("graph {}: expected in=<bf16|f16|e4m3|e5m2>, in_b=<e4m3|e5m2> (B's type "
-                                       "where it is not A's), a=<k|mn>, b=<k|mn> or scales=<block|none> (FP8 "
-                                       "block scales A_scale and B_scale), got {}",
+                                       "where it is not A's), a=<k|mn>, b=<k|mn> or scales=<block|block_1x128|none> "
+                                       "(FP8 block scales A_scale and B_scale: B's per 128 x 128 block, or per row "
+                                       "and 128 k as A's), got {}",
                                        quoted(tokens[1]), quoted(tokens[i])));
             }
         }

@@ -56,6 +56,16 @@ bool stores_accumulator_only(const Graph& graph) {
     return true;
 }
 
+bool accumulates_accumulator_only(const Graph& graph) {
+    if (graph.domain() != Domain::Gemm || graph.nodes().empty()) return false;
+    for (const Node& n : graph.nodes()) {
+        const bool sum_of_accumulator = n.op == Op::Accumulate && n.args.size() == 1 &&
+                                        graph.node(n.args[0]).op == Op::Accumulator;
+        if (n.op != Op::Accumulator && !sum_of_accumulator) return false;
+    }
+    return true;
+}
+
 bool stores_scaled_accumulator_only(const Graph& graph) {
     if (graph.domain() != Domain::Gemm || graph.nodes().empty()) return false;
     // Nodes come in graph order (arguments first), so a product's arguments are judged before it.

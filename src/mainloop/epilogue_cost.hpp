@@ -22,6 +22,10 @@ EpilogueTraffic epilogue_traffic(const Graph& graph);
 // store of it): the epilogue that costs a cooperative tile least, since its consumers stop for it together.
 bool stores_accumulator_only(const Graph& graph);
 
+// Whether a GEMM graph's epilogue only adds the accumulator into its output (D += acc: a weight gradient summed
+// into an f32 gradient buffer).
+bool accumulates_accumulator_only(const Graph& graph);
+
 // Whether a GEMM graph's epilogue only scales the accumulator by scalars and stores it (a per-tensor FP8 GEMM:
 // D = acc * scale_a * scale_b): one product a visit beyond a plain GEMM's, no tile or vector loads.
 bool stores_scaled_accumulator_only(const Graph& graph);

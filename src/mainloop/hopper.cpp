@@ -102,7 +102,10 @@ std::string operand_type(const GemmSpec& spec) {
             ? std::string(operand_type(spec.input))
             : fmt::format("coda::fp8_operands<{}, {}>", operand_type(spec.input), operand_type(spec.b_input()));
     // Block-scaled FP8: the same operands, promoted a k-block at a time (hopper_mma_tile_block_scaled).
-    return spec.block_scales ? fmt::format("coda::block_scaled<{}>", operands) : operands;
+    // With b_scales_1x128, B's scales per row and k-block as A's (one per column of the tile instead of per block).
+    if (!spec.block_scales) return operands;
+    return spec.b_scales_1x128 ? fmt::format("coda::block_scaled<{}, true>", operands)
+                               : fmt::format("coda::block_scaled<{}>", operands);
 }
 
 static_assert(kScaleBlock == kScaleBlockK, "the host's and the kernels' scale block must agree");
@@ -363,6 +366,13 @@ public:
         }
         if (per_visit_bytes * kPingPongKPerByte > static_cast<double>(k))
             return HopperConfig{128, 128, 6, Schedule::Cooperative, 1};
+        // A weight gradient added into an f32 buffer (D += acc and nothing else: coda.torch's 16-bit weight
+        // gradients into their gradient buffers) on the plain GEMM's grid and K: cooperative 128 x 256. Against
+        // ping-pong 128 x 128 at the d = 4096 layer's four weight gradients, M/N-major at K = 16384 (`coda tune
+        // --solo`, H100, docs/PERFORMANCE.md, 2026-12-07, twenty-eighth session): 0.80-0.95x the time (12288 x 4096
+        // 0.92x, 4096 x 4096 0.95x, 28672 x 4096 0.80x, 4096 x 14336 0.89x).
+        if (k >= kLongK && shape.m >= kPairsMinM && shape.n >= kPairsMinN && accumulates_accumulator_only(graph))
+            return HopperConfig{128, 256, 4, Schedule::Cooperative, 1};
         if (k >= kLongK && shape.m >= kPairsMinM && shape.n >= kPairsMinN && graph.spec().a == graph.spec().b &&
             per_visit_bytes == 0 && stores_accumulator_only(graph))
             return pairs;

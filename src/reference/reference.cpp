@@ -145,13 +145,20 @@ private:
         return d;
     }
 
-    // GemmSpec::block_scales: acc[i][j] = sum over k-blocks kb of A_scale[kb][i] * B_scale[j / 128][kb] * (the
-    // block's part of A B)[i][j], with the scales read as f32 from the inputs "A_scale" and "B_scale".
+    // GemmSpec::block_scales: acc[i][j] = sum over k-blocks kb of A_scale[kb][i] * B_scale[j / 128][kb] (with
+    // b_scales_1x128, B_scale[kb][j]) * (the block's part of A B)[i][j], with the scales read as f32 from the inputs
+    // "A_scale" and "B_scale".
     void block_scaled_product(const std::vector<double>& a, const std::vector<double>& b, Dense& d) const {
-        const long long kbs = (p_.k + kScaleBlock - 1) / kScaleBlock, nbs = (p_.n + kScaleBlock - 1) / kScaleBlock;
-        const HostTensor& a_scale = tensor("A_scale", {kbs, p_.m}, "block scales of A, f32 [ceil(K / 128) x M]");
+        const GemmSpec& spec = g_.graph.spec();
+        const BlockScaleShape a_shape = a_scale_shape(p_.m, p_.k), b_shape = b_scale_shape(spec, p_.n, p_.k);
+        const long long kbs = a_shape.rows;
+        const HostTensor& a_scale =
+            tensor("A_scale", {a_shape.rows, a_shape.cols}, fmt::format("block scales of A, {}", a_shape.text).c_str());
         const HostTensor& b_scale =
-            tensor("B_scale", {nbs, kbs}, "block scales of B, f32 [ceil(N / 128) x ceil(K / 128)]");
+            tensor("B_scale", {b_shape.rows, b_shape.cols}, fmt::format("block scales of B, {}", b_shape.text).c_str());
+        const auto b_at = [&](long long kb, long long j) {
+            return spec.b_scales_1x128 ? kb * p_.n + j : (j / kScaleBlock) * kbs + kb;
+        };
         std::vector<double> block(static_cast<std::size_t>(p_.n));
         for (long long i = 0; i < p_.m; ++i)
             for (long long kb = 0; kb < kbs; ++kb) {
@@ -163,8 +170,7 @@ private:
                 }
                 const double sa = round_to_dtype(a_scale.values[static_cast<std::size_t>(kb * p_.m + i)], DType::F32);
                 for (long long j = 0; j < p_.n; ++j) {
-                    const double sb = round_to_dtype(
-                        b_scale.values[static_cast<std::size_t>((j / kScaleBlock) * kbs + kb)], DType::F32);
+                    const double sb = round_to_dtype(b_scale.values[static_cast<std::size_t>(b_at(kb, j))], DType::F32);
                     d.v[static_cast<std::size_t>(i * p_.n + j)] += sa * sb * block[static_cast<std::size_t>(j)];
                 }
             }

@@ -258,23 +258,24 @@ void plan_gemm_operands(const Checker& c, const GemmSpec& spec, LaunchPlan& plan
     plan.operand_bytes = static_cast<int>(size_of(spec.input));  // B's too: two types are both FP8
 }
 
-// A block-scaled GEMM's scales (GemmSpec::block_scales): A_scale f32 [ceil(K / 128) x M] and B_scale f32
-// [ceil(N / 128) x ceil(K / 128)], row-major; the mainloop reads them one f32 at a time, from the 4 slots after the
+// A block-scaled GEMM's scales (GemmSpec::block_scales): A_scale and B_scale, f32 and row-major in the shapes
+// a_scale_shape and b_scale_shape give; the mainloop reads them one f32 at a time, from the 4 slots after the
 // bindings' (pointer and leading dimension of each: checked_graph.hpp, kBlockScaleSlots).
 void plan_block_scales(const Checker& c, LaunchPlan& plan, std::size_t first) {
-    const std::int64_t m = plan.gemm.m;
-    const std::int64_t kb = ceil_div(plan.gemm.k, kScaleBlock), nb = ceil_div(plan.gemm.n, kScaleBlock);
-    const TensorRef& a = c.tensor("A_scale", "block scales of A (f32 [ceil(K / 128) x M])");
-    const TensorRef& b = c.tensor("B_scale", "block scales of B (f32 [ceil(N / 128) x ceil(K / 128)])");
-    c.expect_dtype("A_scale", a, DType::F32);
-    c.expect_shape("A_scale", a, {kb, m}, [] { return "ceil(K / 128) x M: one f32 per row of A and 128 k"; });
+    const BlockScaleShape a_shape = a_scale_shape(plan.gemm.m, plan.gemm.k);
+    const BlockScaleShape b_shape = b_scale_shape(c.graph().graph.spec(), plan.gemm.n, plan.gemm.k);
+    const auto expect = [&c](const std::string& name, const char* what,
+                             const BlockScaleShape& shape) -> const TensorRef& {
+        const TensorRef& t = c.tensor(name, what);
+        c.expect_dtype(name, t, DType::F32);
+        c.expect_shape(name, t, {shape.rows, shape.cols}, [&shape] { return std::string(shape.text); });
+        c.expect_alignment(name, t, sizeof(float));
+        return t;
+    };
+    const TensorRef& a = expect("A_scale", "block scales of A", a_shape);
+    const TensorRef& b = expect("B_scale", "block scales of B", b_shape);
     const long long lda = c.row_major_ld("A_scale", a, 1);
-    c.expect_alignment("A_scale", a, sizeof(float));
-    c.expect_dtype("B_scale", b, DType::F32);
-    c.expect_shape("B_scale", b, {nb, kb},
-                   [] { return "ceil(N / 128) x ceil(K / 128): one f32 per 128 x 128 block of B"; });
     const long long ldb = c.row_major_ld("B_scale", b, 1);
-    c.expect_alignment("B_scale", b, sizeof(float));
     plan.slots.at(first) = reinterpret_cast<std::uintptr_t>(a.data);
     plan.slots.at(first + 1) = static_cast<std::uint64_t>(lda);
     plan.slots.at(first + 2) = reinterpret_cast<std::uintptr_t>(b.data);

@@ -261,9 +261,10 @@ CheckReport check_on_device(const Kernel& kernel, const CheckProblem& p) {
         ref.a = &a_host;
         ref.b = &b_host;
         if (spec.block_scales) {
-            const std::int64_t kb = (k + kScaleBlock - 1) / kScaleBlock, nb = (n + kScaleBlock - 1) / kScaleBlock;
-            for (const auto& [name, shape] : {std::pair<const char*, std::vector<std::int64_t>>{"A_scale", {kb, m}},
-                                              {"B_scale", {nb, kb}}}) {
+            const BlockScaleShape a_shape = a_scale_shape(m, k), b_shape = b_scale_shape(spec, n, k);
+            for (const auto& [name, shape] :
+                 {std::pair<const char*, std::vector<std::int64_t>>{"A_scale", {a_shape.rows, a_shape.cols}},
+                  {"B_scale", {b_shape.rows, b_shape.cols}}}) {
                 const std::size_t count = static_cast<std::size_t>(shape[0] * shape[1]);
                 std::vector<double> values = random_block_scales(rng, count);
                 if (auto given = p.given.find(name); given != p.given.end()) {

@@ -127,6 +127,7 @@ struct HopperGemmTraits {
     using Epilogue = EPILOGUE;
     // Block-scaled FP8 (T = block_scaled<...>): each k-tile is one scale block, promoted into acc with its scales.
     static constexpr bool kBlockScaled = detail::BlockScaled<T>::value;
+    static constexpr bool kBScaleRows = detail::BlockScaled<T>::b_rows;  // B's scales per row of B (one per column)
     static constexpr bool kAKMajor = A_K_MAJOR;
     static constexpr bool kBKMajor = B_K_MAJOR;
     static constexpr bool kPingPong = PING_PONG;
@@ -160,10 +161,10 @@ struct HopperGemmTraits {
     static constexpr int kAlignSlack = kSwizzleAtomBytes;  // the dynamic shared memory's base, aligned up to an atom
     static constexpr int kBarrierBytes = 8 * (2 * STAGES + 4 + 2 * kHopperInputSlots);
     // Block-scaled FP8: each stage has a slot of its block's scales beside it (hopper_load_block_scales): A's of the
-    // tile's BM rows, then B's of its kScaleBlocksN 128-column blocks, padded to 16 bytes. (Other kernels keep the
-    // region's kMinRegionBytes, counted here.)
+    // tile's BM rows, then B's of its kScaleBlocksN 128-column blocks, padded to 16 bytes, or (kBScaleRows) B's of
+    // its BN columns. (Other kernels keep the region's kMinRegionBytes, counted here.)
     static constexpr int kScaleBlocksN = kBlockScaled ? BN / kScaleBlockK : 1;
-    static constexpr int kScaleSlotBytes = kBlockScaled ? 4 * (BM + 4) : 0;
+    static constexpr int kScaleSlotBytes = !kBlockScaled ? 0 : kBScaleRows ? 4 * (BM + BN) : 4 * (BM + 4);
     static constexpr int kFixedBytes = kAlignSlack + kScratchRegionBytes + kBarrierBytes + kMinRegionBytes;
     // Pipeline stages that fit beside `staging` bytes of staged tiles.
     static constexpr int stages_beside(int staging) {
@@ -360,10 +361,13 @@ __device__ __forceinline__ void hopper_mma_tile(const HopperSmem& smem, unsigned
 // A stage's block scales as this thread reads them from the stage's slot (hopper_load_block_scales wrote them):
 // A_scale[kb][row] of each of its row slots times B_scale[nb][kb] of each of the tile's 128-column blocks nb. Read
 // once the stage's full barrier has completed, before the stage is freed.
+// With B's scales per column (kBScaleRows) only A's: scale[0][row slot], B's being read column by column as each
+// block is promoted (promote_block_columns), from the slot that columns() gives.
 template <class Tr>
 struct BlockScaleSlots {
     static constexpr int kRows = 2 * Tr::kM64;  // row slots of this thread
     static constexpr int kBlocksN = Tr::kScaleBlocksN;
+    static constexpr int kScales = Tr::kBScaleRows ? 1 : kBlocksN;  // what read() gives per row slot
     unsigned slots;                             // stage 0's slot
     unsigned row_offset[kRows];                 // bytes from a slot's start to each row slot's A scale
 
@@ -371,17 +375,27 @@ struct BlockScaleSlots {
 #pragma unroll
         for (int rs = 0; rs < kRows; ++rs) row_offset[rs] = 4u * static_cast<unsigned>(Tr::Layout::slot_row(rs));
     }
-    __device__ void read(int stage, float (&scale)[kBlocksN][kRows]) const {
+    __device__ void read(int stage, float (&scale)[kScales][kRows]) const {
         const unsigned slot = slots + static_cast<unsigned>(stage * Tr::kScaleSlotBytes);
         float a[kRows];
 #pragma unroll
         for (int rs = 0; rs < kRows; ++rs) a[rs] = sm90::load_shared_f32(slot + row_offset[rs]);
+        if constexpr (Tr::kBScaleRows) {
 #pragma unroll
-        for (int nb = 0; nb < kBlocksN; ++nb) {
+            for (int rs = 0; rs < kRows; ++rs) scale[0][rs] = a[rs];
+            return;
+        }
+#pragma unroll
+        for (int nb = 0; nb < kScales; ++nb) {
             const float b = sm90::load_shared_f32(slot + 4u * (Tr::kBM + nb));
 #pragma unroll
             for (int rs = 0; rs < kRows; ++rs) scale[nb][rs] = a[rs] * b;
         }
+    }
+    // kBScaleRows: the address of B_scale of this thread's first column (column slot 0) of 128-column block nb.
+    __device__ unsigned columns(int stage, int nb) const {
+        return slots + static_cast<unsigned>(stage * Tr::kScaleSlotBytes) +
+               4u * static_cast<unsigned>(Tr::kBM + nb * kScaleBlockK + Tr::Layout::slot_col(0));
     }
 };
 
@@ -402,7 +416,29 @@ __device__ __forceinline__ void promote_block(float (&acc)[Tr::kM64][Tr::kBN / 2
                                                          acc[i][nb * kBlockSumColumns / 2 + r]);
 }
 
+// promote_block with B's scales per column (kBScaleRows): acc's columns of block nb += sum * (the A scale of its row
+// slot * the B scale of its column), element r of an m64 fragment being in column slot r / 4 at column + r % 2
+// (WgmmaLayout); B's are read from the stage's slot, two a column slot, at `columns` (BlockScaleSlots::columns).
+// The scales' product first: multiplying the sum by B's scale first spilled at 128 x 256 (ptxas, 108-120 bytes).
+template <class Tr, int nb>
+__device__ __forceinline__ void promote_block_columns(float (&acc)[Tr::kM64][Tr::kBN / 2],
+                                                      const float (&sum)[Tr::kM64][kBlockSumColumns / 2],
+                                                      const float (&a)[2 * Tr::kM64], unsigned columns) {
+#pragma unroll
+    for (int j = 0; j < kBlockSumColumns / 8; ++j) {
+        const float2 b = sm90::load_shared_f32x2(columns + 32u * j);
+#pragma unroll
+        for (int i = 0; i < Tr::kM64; ++i)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                float& out = acc[i][nb * kBlockSumColumns / 2 + 4 * j + e];
+                out = fmaf(sum[i][4 * j + e], a[2 * i + e / 2] * (e % 2 ? b.y : b.x), out);
+            }
+    }
+}
+
 // hopper_mma_tile for block-scaled FP8 (GemmSpec::block_scales): k-tile kt is the scale block k_begin + kt (128 k).
+// (With B's scales per column, kBScaleRows, the same loop: only the promotion and the stage's release differ.)
 // Its wgmmas, one 128-column block of B at a time (a unit: the tile's kScaleBlocksN of them per k-tile), write a
 // sum of their own (the first one overwrites it); once they are done each thread adds that sum times
 // A_scale[kb][row] * B_scale[nb][kb] into acc's columns of the block: every block is promoted to fp32 with its own
@@ -421,12 +457,12 @@ __device__ __forceinline__ void hopper_mma_tile_block_scaled(const HopperSmem& s
                                                              float (&acc)[Tr::kM64][Tr::kBN / 2],
                                                              const Prefetch& prefetch) {
     using Slots = BlockScaleSlots<Tr>;
-    constexpr int kRows = Slots::kRows, kBlocksN = Slots::kBlocksN;
+    constexpr int kRows = Slots::kRows, kBlocksN = Slots::kBlocksN, kScales = Slots::kScales;
     clear_accumulator<Tr>(acc);
     const bool warp_leader = threadIdx.x % 32 == 0;
     const Slots slots(smem.block_scales);
     float sum[Tr::kM64][kBlockSumColumns / 2];
-    float scale[kBlocksN][kRows];  // the stage in flight's
+    float scale[kScales][kRows];  // the stage in flight's
     auto stage = PipelineState<Tr::kStages>::at(start);
     // Unit nb of the current stage: B's rows from nb * 128 on (K-major: 128 bytes a row).
     const auto issue = [&](int nb) {
@@ -447,8 +483,23 @@ __device__ __forceinline__ void hopper_mma_tile_block_scaled(const HopperSmem& s
     const auto issue_rest = [&] {
         if constexpr (kBlocksN == 2) {
             wait_sum();
-            promote_block<Tr, 0>(acc, sum, scale[0]);
+            if constexpr (Tr::kBScaleRows)
+                promote_block_columns<Tr, 0>(acc, sum, scale[0], slots.columns(stage.index, 0));
+            else
+                promote_block<Tr, 0>(acc, sum, scale[0]);
             issue(1);
+        }
+    };
+    // The last unit of stage `done` (its wgmmas waited for), promoted, and the stage freed. B's scales per column
+    // come from the stage's slot: read (by every lane of the warp) before the warp frees it.
+    const auto finish_stage = [&](int done) {
+        if constexpr (Tr::kBScaleRows) {
+            promote_block_columns<Tr, kBlocksN - 1>(acc, sum, scale[0], slots.columns(done, kBlocksN - 1));
+            __syncwarp();
+            if (warp_leader) free_stage<Tr::kCluster>(smem.empty + 8 * done);
+        } else {
+            if (warp_leader) free_stage<Tr::kCluster>(smem.empty + 8 * done);
+            promote_block<Tr, kBlocksN - 1>(acc, sum, scale[kBlocksN - 1]);
         }
     };
     static_assert(kBlocksN == 1 || kBlocksN == 2, "coda: a block-scaled tile has one or two 128-column blocks");
@@ -462,13 +513,12 @@ __device__ __forceinline__ void hopper_mma_tile_block_scaled(const HopperSmem& s
     for (int kt = 1; kt < k_tiles; ++kt) {
         if (kt == prefetch_at) prefetch();
         sm90::mbarrier_wait(smem.full + 8 * stage.index, stage.phase);
-        float next[kBlocksN][kRows];
+        float next[kScales][kRows];
         slots.read(stage.index, next);
         wait_sum();
-        if (warp_leader) free_stage<Tr::kCluster>(smem.empty + 8 * previous);
-        promote_block<Tr, kBlocksN - 1>(acc, sum, scale[kBlocksN - 1]);
+        finish_stage(previous);
 #pragma unroll
-        for (int nb = 0; nb < kBlocksN; ++nb)
+        for (int nb = 0; nb < kScales; ++nb)
 #pragma unroll
             for (int rs = 0; rs < kRows; ++rs) scale[nb][rs] = next[nb][rs];
         issue(0);
@@ -477,8 +527,7 @@ __device__ __forceinline__ void hopper_mma_tile_block_scaled(const HopperSmem& s
         stage.advance();
     }
     wait_sum();
-    if (warp_leader) free_stage<Tr::kCluster>(smem.empty + 8 * previous);
-    promote_block<Tr, kBlocksN - 1>(acc, sum, scale[kBlocksN - 1]);
+    finish_stage(previous);
 }
 
 // Stream-K's hand-over of a tile's partial sum (TileOrder): the Tail's consumer warpgroup stores its accumulator

@@ -124,7 +124,8 @@ __device__ __forceinline__ void hopper_produce(unsigned stages_base, unsigned fu
 // The block-scale loader (one warp of warpgroup 0, block-scaled FP8: GemmSpec::block_scales): for every k-tile of
 // every item of this CTA, in the operand producer's order, once the stage is free, copies the block's scales into
 // the stage's slot beside it by cp.async: A_scale[kb][row] of the tile's BM rows (0 past M), then B_scale[nb][kb] of
-// each of the tile's 128-column blocks nb (0 past N: a tile past N is a cluster partner's), from the epilogue's parameter slots (kernel_abi.cuh: A_scale's pointer
+// each of the tile's 128-column blocks nb, or (kBScaleRows) B_scale[kb][col] of its BN columns (0 past N: a tile
+// past N is a cluster partner's), from the epilogue's parameter slots (kernel_abi.cuh: A_scale's pointer
 // and leading dimension, then B_scale's). Each lane's copies arrive on the stage's full barrier when they are done,
 // so the loader runs as far ahead as the operand producer, and a consumer that has waited for the stage reads its
 // scales from shared memory instead of loading them itself.
@@ -155,7 +156,16 @@ __device__ __forceinline__ void hopper_load_block_scales(const GemmProblem& prob
                 const bool in_m = row + 32 * j < problem.m;
                 sm90::cp_async_f32(slot + 4u * (lane + 32 * j), in_m ? a_block + row + 32 * j : a_scale, in_m);
             }
-            if (lane < Tr::kScaleBlocksN) {  // B's scale of each 128-column block of the tile
+            if constexpr (Tr::kBScaleRows) {  // B_scale[kb][col] of the tile's BN columns, as A's of its rows
+                const int col = w.tn * Tr::kBN + lane;
+                const float* const b_block = b_scale + kt * ldb;
+#pragma unroll
+                for (int j = 0; j < Tr::kBN / 32; ++j) {
+                    const bool in_n = col + 32 * j < problem.n;
+                    sm90::cp_async_f32(slot + 4u * (Tr::kBM + lane + 32 * j), in_n ? b_block + col + 32 * j : b_scale,
+                                       in_n);
+                }
+            } else if (lane < Tr::kScaleBlocksN) {  // B's scale of each 128-column block of the tile
                 const int nb = w.tn * Tr::kScaleBlocksN + lane;
                 const bool in_n = nb * kScaleBlockK < problem.n;
                 sm90::cp_async_f32(slot + 4u * (Tr::kBM + lane), in_n ? b_scale + nb * ldb + kt : b_scale, in_n);

@@ -45,8 +45,9 @@ struct fp8_operands {
 };
 
 // A mainloop's element type for block-scaled FP8 operands (GemmSpec::block_scales): the operands of T (e4m3, e5m2
-// or fp8_operands), multiplied a 128-k block at a time and promoted with their block scales (detail::BlockScaled).
-template <class T>
+// or fp8_operands), multiplied a 128-k block at a time and promoted with their block scales (detail::BlockScaled):
+// B's one per 128 x 128 block, or with B_ROWS one per row of B and 128 k, as A's (GemmSpec::b_scales_1x128).
+template <class T, bool B_ROWS = false>
 struct block_scaled {
     unsigned char bits;
 };
@@ -74,17 +75,19 @@ struct Fp8Operands<fp8_operands<TA, TB>> {
     using A = TA;
     using B = TB;
 };
-template <class T>
-struct Fp8Operands<block_scaled<T>> : Fp8Operands<T> {};
+template <class T, bool B_ROWS>
+struct Fp8Operands<block_scaled<T, B_ROWS>> : Fp8Operands<T> {};
 
-// Whether a mainloop's element type T carries block scales.
+// Whether a mainloop's element type T carries block scales, and whether B's are per row (b_rows).
 template <class T>
 struct BlockScaled {
     static constexpr bool value = false;
+    static constexpr bool b_rows = false;
 };
-template <class T>
-struct BlockScaled<block_scaled<T>> {
+template <class T, bool B_ROWS>
+struct BlockScaled<block_scaled<T, B_ROWS>> {
     static constexpr bool value = true;
+    static constexpr bool b_rows = B_ROWS;
 };
 
 __device__ __forceinline__ float bf16_bits_to_float(unsigned short b) {

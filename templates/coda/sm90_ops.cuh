@@ -54,6 +54,13 @@ __device__ __forceinline__ float load_shared_f32(unsigned address) {
     return v;
 }
 
+// Two consecutive f32 (8-byte aligned): a thread's two columns of B's per-column block scales.
+__device__ __forceinline__ float2 load_shared_f32x2(unsigned address) {
+    float2 v;
+    asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];" : "=f"(v.x), "=f"(v.y) : "r"(address) : "memory");
+    return v;
+}
+
 // A 4-byte asynchronous copy from global to shared memory; with `valid` false nothing is read and the word is
 // zeroed. cp_async_arrive: an arrival on the mbarrier once all of this thread's earlier cp.asyncs are done (.noinc:
 // the barrier's count includes it).

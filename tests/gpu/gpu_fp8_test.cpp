@@ -125,7 +125,9 @@ TEST_CASE("block-scaled FP8 GEMMs match the reference: partial k-blocks, ragged 
     direct.direct = true;
     configs.push_back(direct);
     std::vector<Build> builds;
-    for (const Graph& g : {block_scaled_graph(DType::E4M3), block_scaled_graph(DType::E5M2, DType::E4M3)})
+    // B's scales per 128 x 128 block, in one type and two, and per row of B and 128 k (b_scales_1x128).
+    for (const Graph& g : {block_scaled_graph(DType::E4M3), block_scaled_graph(DType::E5M2, DType::E4M3),
+                           block_scaled_graph(DType::E4M3, std::nullopt, true)})
         for (const KernelConfig& config : configs) builds.push_back({g, options_for(config)});
     warm_in_parallel(builds);
     // K: one partial block, 8 blocks of which the last holds 112, many blocks; M and N ragged (N: 1000 leaves a
@@ -138,13 +140,16 @@ TEST_CASE("block-scaled FP8 GEMMs match the reference: partial k-blocks, ragged 
     struct Restore {
         ~Restore() { set_stream_k_override(std::nullopt); }
     } restore;
-    const Kernel kernel = Runtime::instance().compile(builds.front().graph, builds.front().options);
-    verify::CheckProblem p;
-    p.m = 4731;
-    p.n = 1000;
-    p.k = 1024;
-    p.seed = seed++;
-    require_pass(verify::check_on_device(kernel, p));
+    // B's scales per block on 128 x 128, then per row on 128 x 256 (b_scales_1x128's default tile).
+    for (const Build& build : {builds.front(), Build{builds.back().graph, options_for(configs[3])}}) {
+        const Kernel kernel = Runtime::instance().compile(build.graph, build.options);
+        verify::CheckProblem p;
+        p.m = 4731;
+        p.n = 1000;
+        p.k = 1024;
+        p.seed = seed++;
+        require_pass(verify::check_on_device(kernel, p));
+    }
 }
 
 TEST_CASE("reduce_group: values of each row's 128-column groups match the reference on the Hopper configs",

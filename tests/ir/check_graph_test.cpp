@@ -192,6 +192,18 @@ TEST_CASE("validation: block scales are for FP8 operands", "[ir]") {
     }
 }
 
+TEST_CASE("validation: b_scales_1x128 needs block scales to lay out", "[ir]") {
+    GemmSpec spec{DType::E4M3, Major::K, Major::K};
+    spec.b_scales_1x128 = true;
+    Graph g = Graph::gemm("g", spec);
+    g.store(g.accumulator(), "out", DType::BF16);
+    CHECK_THAT(only_problem(g), Contains("b_scales_1x128") && Contains("set block_scales too"));
+    spec.block_scales = true;
+    Graph ok = Graph::gemm("g", spec);
+    ok.store(ok.accumulator(), "out", DType::BF16);
+    CHECK(find_problems(ok).empty());
+}
+
 TEST_CASE("validation: graph name", "[ir]") {
     Graph g = Graph::tile("my graph");
     g.store(g.tile_input("t", DType::F32), "out", DType::BF16);

@@ -212,9 +212,27 @@ TEST_CASE("block scales print as scales=block and read back, and every other gra
     CHECK(to_text(parse_graph(kOutProj)) == kOutProj);
 
     CHECK_THAT(parse_error("graph g gemm in=e4m3 scales=row\n"),
-               Contains("scales=<block|none>") && Contains("'scales=row'"));
+               Contains("scales=<block|block_1x128|none>") && Contains("'scales=row'"));
     CHECK_THAT(parse_error("graph g gemm scales=block scales=none\n"), Contains("'scales=' is given twice"));
     CHECK_THAT(parse_error("graph g tile scales=block\n"), Contains("only gemm graphs take") && Contains("scales="));
+}
+
+TEST_CASE("B's scales per row print as scales=block_1x128 and read back, with a hash of their own", "[ir]") {
+    GemmSpec spec{DType::E4M3, Major::K, Major::K};
+    spec.block_scales = true;
+    Graph blocks = Graph::gemm("g", spec);
+    blocks.store(blocks.accumulator(), "D", DType::BF16);
+    spec.b_scales_1x128 = true;
+    Graph rows = Graph::gemm("g", spec);
+    rows.store(rows.accumulator(), "D", DType::BF16);
+    CHECK(header_to_text(rows) == "graph g gemm in=e4m3 a=k b=k scales=block_1x128");
+    const Graph back = parse_graph(to_text(rows));
+    CHECK(back.spec().block_scales);
+    CHECK(back.spec().b_scales_1x128);
+    CHECK(back == rows);
+    CHECK_FALSE(back == blocks);
+    CHECK(graph_hash(rows) != graph_hash(blocks));
+    CHECK_FALSE(parse_graph(to_text(blocks)).spec().b_scales_1x128);
 }
 
 TEST_CASE("parse errors name the file, line and node, and what was expected", "[ir]") {

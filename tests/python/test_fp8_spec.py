@@ -68,6 +68,21 @@ def test_block_scales_default_off_and_are_a_property():
         "input_b=coda.e4m3, block_scales=True)")
 
 
+def test_b_scales_1x128_print_read_back_and_need_block_scales():
+    spec = coda.GemmSpec(input=coda.e4m3, block_scales=True, b_scales_1x128=True)
+    assert repr(spec) == ("coda.GemmSpec(input=coda.e4m3, a=coda.Major.K, b=coda.Major.K, block_scales=True, "
+                          "b_scales_1x128=True)")
+    assert spec != coda.GemmSpec(input=coda.e4m3, block_scales=True)
+    g = scaled(spec)
+    text = coda.to_text(g)
+    assert text.splitlines()[0] == "graph mixed gemm in=e4m3 a=k b=k scales=block_1x128"
+    back = coda.parse_graph(text)
+    assert back == g and back.spec.b_scales_1x128
+    coda.check(g)
+    with pytest.raises(coda.Error, match=r"b_scales_1x128 .* set block_scales too"):
+        coda.check(scaled(coda.GemmSpec(input=coda.e4m3, b_scales_1x128=True)))
+
+
 def test_block_scales_print_read_back_and_check():
     g = block_scaled(input_b=coda.e5m2)
     text = coda.to_text(g)
@@ -106,7 +121,7 @@ def test_reference_of_a_block_scaled_gemm_matches_numpy():
     # B_scale is square here: read the wrong way round it would pass any shape check, but not this one.
     assert not np.allclose(out["D"], 0.5 * numpy_reference(b_scale.T))
 
-    with pytest.raises(coda.Error, match=r"needs the f32 block scales 'A_scale' .* = \[3 x 3\].*'B_scale' is missing"):
+    with pytest.raises(coda.Error, match=r"needs the block scales 'A_scale', f32 .* = \[3 x 3\].*'B_scale' is missing"):
         coda.reference(block_scaled(), {"A": a, "B": b, "A_scale": a_scale, "scale": 0.5}, m, n, k)
     with pytest.raises(coda.Error, match=r"'B_scale'.*expected shape \[3 x 3\]"):
         coda.reference(block_scaled(), {"A": a, "B": b, "A_scale": a_scale, "B_scale": b_scale[:2], "scale": 0.5},

@@ -113,14 +113,17 @@ def test_two_fp8_types_match_torch_scaled_mm_on_the_gpu(dtype, dtype_b):
 
 
 def blockwise_expected(a, b, scale_a, scale_b):
-    """sum over 128-k blocks of scale_a[m, kb] * scale_b[n // 128, kb] * the block's exact FP8 product, in bf16."""
+    """sum over 128-k blocks of scale_a[m, kb] * scale_b[n // 128, kb] (or, with scale_b [N x ceil(K/128)],
+    scale_b[n, kb]) * the block's exact FP8 product, in bf16."""
     m, k = a.shape
     n = b.shape[1]
     out = torch.zeros(m, n, dtype=torch.float64)
     for kb in range(-(-k // 128)):
         ks = slice(128 * kb, 128 * kb + 128)
         block = a[:, ks].double() @ b[ks, :].double()
-        col_scale = scale_b[:, kb].double().repeat_interleave(128)[:n]
+        col_scale = scale_b[:, kb].double()
+        if scale_b.shape[0] != n:
+            col_scale = col_scale.repeat_interleave(128)[:n]
         out += block * scale_a[:, kb].double()[:, None] * col_scale[None, :]
     return out.to(torch.bfloat16)
 
@@ -147,6 +150,25 @@ def test_blockwise_scales_match_the_exact_block_sums(dtype, dtype_b):
     assert not torch.equal(torch.ops.coda.scaled_mm(a, b, sa, swapped, blockwise=True), out)
 
 
+def row_scales(n, k, device="cpu", seed=4):
+    # B's scales per row of the N x K B and 128 k (scale_b [N x ceil(K/128)]), powers of two as block_scales' are.
+    g = torch.Generator().manual_seed(seed)
+    return (2.0 ** torch.randint(-3, 4, (n, -(-k // 128)), generator=g).float()).to(device)
+
+
+def test_blockwise_scales_per_row_of_b_match_the_exact_block_sums():
+    # B's scales [N x ceil(K/128)]: each column of the output its own per k-block (a weight gradient's operands).
+    m, n, k = 12, 260, 300
+    a, b = operands(torch.float8_e4m3fn, m=m, n=n, k=k)
+    sa, _ = block_scales(m, n, k)
+    sb = row_scales(n, k)
+    out = torch.ops.coda.scaled_mm(a, b, sa, sb, blockwise=True)
+    torch.testing.assert_close(out, blockwise_expected(a, b, sa, sb), rtol=2 ** -8, atol=0)
+    # Neighbouring columns' scales swapped change the result: the test can tell columns apart.
+    swapped = sb.view(n // 2, 2, -1).flip(1).reshape(n, -1).contiguous()
+    assert not torch.equal(torch.ops.coda.scaled_mm(a, b, sa, swapped, blockwise=True), out)
+
+
 def test_blockwise_scales_of_the_wrong_shape_are_a_clear_error():
     a, b = operands(torch.float8_e4m3fn, m=12, n=260, k=300)
     sa, sb = block_scales(12, 260, 300)
@@ -154,6 +176,8 @@ def test_blockwise_scales_of_the_wrong_shape_are_a_clear_error():
         torch.ops.coda.scaled_mm(a, b, sa[:, :2], sb, blockwise=True)
     with pytest.raises(ValueError, match=re.escape("[ceil(N/128) x ceil(K/128)] = [3 x 3]")):
         torch.ops.coda.scaled_mm(a, b, sa, sb[:2], blockwise=True)
+    with pytest.raises(ValueError, match=re.escape("[N x ceil(K/128)] = [260 x 3]")):
+        torch.ops.coda.scaled_mm(a, b, sa, row_scales(259, 300), blockwise=True)
     with pytest.raises(ValueError, match="blockwise=True"):
         torch.ops.coda.scaled_mm(a, b, sa, sb)
 
@@ -165,7 +189,9 @@ def test_blockwise_scales_on_the_gpu_match_the_exact_block_sums():
     m, n, k = 1000, 1000, 1008
     a, b = operands(torch.float8_e4m3fn, "cuda", m, n, k)
     sa, sb = block_scales(m, n, k, "cuda")
-    out = torch.ops.coda.scaled_mm(a, b, sa, sb, blockwise=True)
-    exact = blockwise_expected(a.cpu(), b.cpu(), sa.cpu(), sb.cpu()).double()
-    # Promoted to f32 every 128 k: as close to the exact sums as the bf16 output allows.
-    assert (out.cpu().double() - exact).norm() / exact.norm() < 4e-3
+    # B's scales per 128 x 128 block, then per row of B (scale_b [N x ceil(K/128)]).
+    for sb in (sb, row_scales(n, k, "cuda")):
+        out = torch.ops.coda.scaled_mm(a, b, sa, sb, blockwise=True)
+        exact = blockwise_expected(a.cpu(), b.cpu(), sa.cpu(), sb.cpu()).double()
+        # Promoted to f32 every 128 k: as close to the exact sums as the bf16 output allows.
+        assert (out.cpu().double() - exact).norm() / exact.norm() < 4e-3

@@ -331,6 +331,50 @@ TEST_CASE("block-scaled FP8 GEMM: each 128-k block scaled by A_scale[kb][i] * B_
     CHECK(run_reference(check_graph(g), q).at("D").values == std::vector<double>(4, 128 + 72));
 }
 
+// The same operands with B's scales per row of B and k-block (b_scales_1x128): B_scale[kb][j], so columns 0, 1 and
+// 129 each get their own, and a scale read at (j / 128, kb) as the block layout has it would show.
+TEST_CASE("block-scaled FP8 GEMM with B's scales per row: A_scale[kb][i] * B_scale[kb][j]", "[reference]") {
+    GemmSpec spec{DType::E4M3, Major::K, Major::K};
+    spec.block_scales = true;
+    spec.b_scales_1x128 = true;
+    Graph g = Graph::gemm("scaled", spec);
+    g.store(g.accumulator(), "D", DType::F32);
+    const long long M = 2, N = 130, K = 256;
+    HostTensor a = tensor({M, K}, {}, DType::E4M3), b = tensor({K, N}, {}, DType::E4M3);
+    for (long long i = 0; i < M; ++i)
+        for (long long k = 0; k < K; ++k) a.values.push_back(static_cast<double>((i + 1) * (k / 128 + 1)));
+    for (long long k = 0; k < K; ++k)
+        for (long long j = 0; j < N; ++j) b.values.push_back(j % 2 == 0 ? 1.0 : -0.5);
+    const double a_scale[2][2] = {{1, 2}, {4, 8}};  // [kb][i]
+    std::vector<double> b_scale(2 * N);             // [kb][j]: 2^-(j % 5) for kb 0, 3 * 2^-(j % 3) for kb 1
+    for (long long j = 0; j < N; ++j) {
+        b_scale[static_cast<std::size_t>(j)] = std::ldexp(1.0, -static_cast<int>(j % 5));
+        b_scale[static_cast<std::size_t>(N + j)] = 3 * std::ldexp(1.0, -static_cast<int>(j % 3));
+    }
+    ReferenceProblem p;
+    p.m = M, p.n = N, p.k = K, p.a = &a, p.b = &b;
+    p.inputs["A_scale"] = tensor({2, M}, {1, 2, 4, 8});
+    p.inputs["B_scale"] = tensor({2, N}, b_scale);
+    const HostTensor d = run_reference(check_graph(g), p).at("D");
+    REQUIRE(d.shape == std::vector<long long>{M, N});
+    // By hand: [0][0] = 1 * 1 * 128 + 4 * 3 * 256 = 3200; [1][129] = 2 * 2^-4 * (-128) + 8 * 3 * (-256) = -6160.
+    CHECK(at(d, 0, 0) == 3200.0);
+    CHECK(at(d, 1, 129) == -6160.0);
+    for (long long i = 0; i < M; ++i)
+        for (long long j = 0; j < N; ++j) {
+            double expect = 0;
+            for (int kb = 0; kb < 2; ++kb)
+                expect += a_scale[kb][i] * b_scale[static_cast<std::size_t>(kb * N + j)] * 128.0 *
+                          static_cast<double>((i + 1) * (kb + 1)) * (j % 2 == 0 ? 1.0 : -0.5);
+            INFO("i=" << i << " j=" << j);
+            CHECK(at(d, i, j) == expect);
+        }
+    // The block layout's shape is refused by name, with the shape this layout needs.
+    p.inputs["B_scale"] = tensor({2, 2}, {1, 1, 1, 1});
+    CHECK_THROWS_WITH(run_reference(check_graph(g), p),
+                      Catch::Contains("'B_scale'") && Catch::Contains("[2 x 130]") && Catch::Contains("per row of B"));
+}
+
 TEST_CASE("block scales that are missing or misshapen are reported by name and shape", "[reference]") {
     GemmSpec spec{DType::E4M3, Major::K, Major::K};
     spec.block_scales = true;

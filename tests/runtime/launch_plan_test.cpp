@@ -479,6 +479,26 @@ TEST_CASE("block-scale errors name the scale, the expected shape and what was gi
     }
 }
 
+TEST_CASE("with B's scales per row (b_scales_1x128), B_scale is [ceil(K / 128) x N] and the block shape is refused",
+          "[runtime]") {
+    GemmSpec spec{DType::E4M3, Major::K, Major::K};
+    spec.block_scales = true;
+    spec.b_scales_1x128 = true;
+    Graph rows = Graph::gemm("scaled", spec);
+    rows.store(rows.mul(rows.accumulator(), rows.scalar("alpha")), "D", DType::BF16);
+    const CheckedGraph g = check_graph(rows);
+    Args args = block_scaled_args();
+    args.bind("B_scale", matrix(fake(0x500000), DType::F32, KB, N, N + 8));
+    const LaunchPlan plan = plan_launch(g, kTile, args, "scaled");
+    CHECK(scale_words(g, plan) == std::vector<std::uint64_t>{word(fake(0x400000)), static_cast<std::uint64_t>(M),
+                                                            word(fake(0x500000)), static_cast<std::uint64_t>(N + 8)});
+    // The 128 x 128 blocks' shape, [4 x 2], is not this one's.
+    args.bind("B_scale", matrix(fake(0x500000), DType::F32, NB, KB));
+    CHECK_THROWS_WITH(plan_launch(g, kTile, args, "scaled"),
+                      Catch::Contains("'B_scale'") && Catch::Contains("expected shape [2 x 512]") &&
+                          Catch::Contains("ceil(K / 128) x N") && Catch::Contains("[4 x 2]"));
+}
+
 TEST_CASE("scales bound to a GEMM without block scales are unknown names", "[runtime]") {
     const CheckedGraph g = check_graph(scaled_gemm());
     for (const char* name : {"A_scale", "B_scale"}) {

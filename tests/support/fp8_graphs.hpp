@@ -21,8 +21,8 @@ Graph transposing_graph(Domain domain, DType fp8);
 Graph fp8_reading_program();
 
 // A block-scaled FP8 GEMM (GemmSpec::block_scales) with the out-projection's kind of epilogue: the promoted
-// accumulator plus a residual, stored in bf16, and its row partials.
-Graph block_scaled_graph(DType input, std::optional<DType> input_b = std::nullopt);
+// accumulator plus a residual, stored in bf16, and its row partials. b_scales_1x128: B's scales per row of B.
+Graph block_scaled_graph(DType input, std::optional<DType> input_b = std::nullopt, bool b_scales_1x128 = false);
 
 // Block-wise FP8 quantization from each row group's own amax (reduce_group): y = acc * rstd, stored in bf16 and as
 // q = y / scale in e4m3, scale = max(amax / 448, 1e-12), the scales as row partials (per 128-column tile: the next

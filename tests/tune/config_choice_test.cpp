@@ -218,6 +218,32 @@ TEST_CASE("choose_config on sm_90a: a plain GEMM at K >= 5120 takes cooperative 
     CHECK(coda::choose_config(f32_store, "sm_90a", {4096, 4096, 14336}, {}, nullptr) == kDefault);
 }
 
+TEST_CASE("choose_config on sm_90a: a 16-bit weight gradient added into an f32 buffer takes cooperative 128x256",
+          "[tune]") {
+    const KernelConfig wide = coda::HopperConfig{128, 256, 4, Schedule::Cooperative, 1};
+    coda::Graph wgrad =
+        coda::Graph::gemm("config_choice_wgrad_sum", {coda::DType::BF16, coda::Major::MN, coda::Major::MN});
+    wgrad.accumulate(wgrad.accumulator(), "D", coda::DType::F32);
+    REQUIRE(coda::accumulates_accumulator_only(wgrad));
+    CHECK_FALSE(coda::stores_accumulator_only(wgrad));
+    // The four weight gradients of the d = 4096 layer (measured), and the region of the plain GEMM's rule.
+    for (const ProblemShape& shape : {ProblemShape{12288, 4096, 16384}, ProblemShape{4096, 4096, 16384},
+                                      ProblemShape{28672, 4096, 16384}, ProblemShape{4096, 14336, 16384},
+                                      ProblemShape{4096, 2048, 5120}}) {
+        INFO(shape.m << "x" << shape.n << "x" << shape.k);
+        CHECK(coda::choose_config(wgrad, "sm_90a", shape, {}, nullptr) == wide);
+    }
+    CHECK(coda::choose_config(wgrad, "sm_90a", {4096, 4096, 4096}, {}, nullptr) == kDefault);
+    CHECK(coda::choose_config(wgrad, "sm_90a", {2048, 4096, 16384}, {}, nullptr) == kDefault);
+    // Anything beside the sum (a scale) keeps the rules above; so does a store.
+    coda::Graph scaled =
+        coda::Graph::gemm("config_choice_wgrad_scaled", {coda::DType::BF16, coda::Major::MN, coda::Major::MN});
+    scaled.accumulate(scaled.accumulator() * scaled.scalar("alpha"), "D", coda::DType::F32);
+    CHECK_FALSE(coda::accumulates_accumulator_only(scaled));
+    CHECK(coda::choose_config(scaled, "sm_90a", {12288, 4096, 16384}, {}, nullptr) == kDefault);
+    CHECK_FALSE(coda::accumulates_accumulator_only(gemm_graph()));
+}
+
 TEST_CASE("choose_config on sm_90a: a per-tensor FP8 GEMM takes the pairs at long K and on the largest grids",
           "[tune]") {
     const KernelConfig pairs = coda::HopperConfig{256, 128, 4, Schedule::Cooperative, 1, 2};

@@ -78,14 +78,14 @@ void bind_types(nb::module_& m) {
     nb::class_<GemmSpec>(m, "GemmSpec",
                          "The operands of a GEMM graph: A (M x K) and B (K x N) in bf16, f16, e4m3 or e5m2; input_b "
                          "is B's type where it is not A's (two FP8 types, e.g. e5m2 gradients x e4m3 weights); "
-                         "block_scales: FP8 operands with DeepSeek-V3's block scales, bound as A_scale and B_scale.")
+                         "block_scales: FP8 operands with DeepSeek-V3's block scales, bound as A_scale and B_scale (B's per 128 x 128 "
+                         "block, or with b_scales_1x128 per row of B and 128 k, as A's).")
         .def(
             "__init__",
-            [](GemmSpec* self, DType input, Major a, Major b, std::optional<DType> input_b, bool block_scales) {
-                new (self) GemmSpec{input, a, b, input_b, block_scales};
-            },
+            [](GemmSpec* self, DType input, Major a, Major b, std::optional<DType> input_b, bool block_scales,
+               bool b_scales_1x128) { new (self) GemmSpec{input, a, b, input_b, block_scales, b_scales_1x128}; },
             "input"_a = DType::BF16, "a"_a = Major::K, "b"_a = Major::K, "input_b"_a = nb::none(),
-            "block_scales"_a = false)
+            "block_scales"_a = false, "b_scales_1x128"_a = false)
         .def_rw("input", &GemmSpec::input)
         .def_rw("a", &GemmSpec::a)
         .def_rw("b", &GemmSpec::b)
@@ -93,12 +93,16 @@ void bind_types(nb::module_& m) {
         .def_rw("block_scales", &GemmSpec::block_scales,
                 "FP8 block scales: A_scale f32 [ceil(K / 128) x M] and B_scale f32 [ceil(N / 128) x ceil(K / 128)], "
                 "acc = sum over 128-k blocks kb of A_scale[kb][m] * B_scale[n / 128][kb] * (A B over kb)[m][n].")
+        .def_rw("b_scales_1x128", &GemmSpec::b_scales_1x128,
+                "With block_scales: B_scale f32 [ceil(K / 128) x N], one per row of B (as N x K) and 128 k, as A's "
+                "(a weight gradient's operands, both activations): acc uses B_scale[kb][n].")
         .def("__eq__", [](const GemmSpec& x, const GemmSpec& y) { return x == y; })
         .def("__repr__", [](const GemmSpec& s) {
-            return fmt::format("coda.GemmSpec(input=coda.{}, a=coda.Major.{}, b=coda.Major.{}{}{})", to_string(s.input),
+            return fmt::format("coda.GemmSpec(input=coda.{}, a=coda.Major.{}, b=coda.Major.{}{}{}{})", to_string(s.input),
                                s.a == Major::K ? "K" : "MN", s.b == Major::K ? "K" : "MN",
                                s.input_b ? fmt::format(", input_b=coda.{}", to_string(*s.input_b)) : "",
-                               s.block_scales ? ", block_scales=True" : "");
+                               s.block_scales ? ", block_scales=True" : "",
+                               s.b_scales_1x128 ? ", b_scales_1x128=True" : "");
         });
 }
 
@@ -310,6 +314,8 @@ void bind_blocks(nb::module_& m) {
           "spec"_a = blockwise_spec);
     b.def("rmsnorm_backward_residual_fp8_blockwise_bf16_dx", &blocks::rmsnorm_backward_residual_fp8_blockwise_bf16_dx,
           "spec"_a = blockwise_spec);
+    b.def("wgrad_fp8_blockwise_accumulate", &blocks::wgrad_fp8_blockwise_accumulate,
+          "spec"_a = GemmSpec{DType::E4M3, Major::K, Major::K, std::nullopt, true, true});
     b.def("llama_block_fp8_blockwise", &blocks::llama_block_fp8_blockwise,
           "Every block-wise FP8 graph above, forward then backward.");
     // Row-wise FP8 training: a scale per row of A and per column of B (blocks.hpp).

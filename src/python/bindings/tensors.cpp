@@ -396,11 +396,11 @@ nb::dict reference(const Graph& graph, nb::dict bindings, long long m, long long
         problem.b = &b;
     }
     if (block_scales && !(problem.inputs.count("A_scale") && problem.inputs.count("B_scale"))) {
-        const long long kb = (k + kScaleBlock - 1) / kScaleBlock, nb = (n + kScaleBlock - 1) / kScaleBlock;
-        throw Error(fmt::format("{}: a block-scaled GEMM graph needs the f32 block scales 'A_scale' [ceil(k / 128) x "
-                                "m] = [{} x {}] and 'B_scale' [ceil(n / 128) x ceil(k / 128)] = [{} x {}]; {} is "
-                                "missing",
-                                where, kb, m, nb, kb, problem.inputs.count("A_scale") ? "'B_scale'" : "'A_scale'"));
+        const BlockScaleShape as = a_scale_shape(m, k), bs = b_scale_shape(graph.spec(), n, k);
+        throw Error(fmt::format("{}: a block-scaled GEMM graph needs the block scales 'A_scale', {} = [{} x {}], and "
+                                "'B_scale', {} = [{} x {}]; {} is missing",
+                                where, as.text, as.rows, as.cols, bs.text, bs.rows, bs.cols,
+                                problem.inputs.count("A_scale") ? "'B_scale'" : "'A_scale'"));
     }
     nb::dict out;
     for (const auto& [name, tensor] : run_reference(checked, problem)) out[name.c_str()] = numpy_array(tensor);

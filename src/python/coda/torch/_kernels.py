@@ -79,14 +79,15 @@ def scaled_mm_name(recipe: str, fp8_a: str, fp8_b: str) -> str:
 def _scaled_mm(recipe: str, fp8_a: str, fp8_b: str):
     # ops_fp8.scaled_mm's epilogue: D = acc * scale_a * scale_b in bf16, the scales per tensor (two scalars) or
     # row-wise (A's rows, B's columns). FP8 operands are K-major, both, of one type or two.
-    # Block-wise: the mainloop applies the scales (GemmSpec block_scales, bound as A_scale and B_scale); the
-    # epilogue stores the accumulator.
+    # Block-wise: the mainloop applies the scales (GemmSpec block_scales, bound as A_scale and B_scale; B's per row
+    # with blockwise_1x128); the epilogue stores the accumulator.
     def build():
         input_b = None if fp8_b == fp8_a else getattr(coda, fp8_b)
         g = coda.Graph.gemm(scaled_mm_name(recipe, fp8_a, fp8_b),
                             coda.GemmSpec(input=getattr(coda, fp8_a), a=coda.Major.K, b=coda.Major.K, input_b=input_b,
-                                          block_scales=recipe == "blockwise"))
-        if recipe == "blockwise":
+                                          block_scales=recipe.startswith("blockwise"),
+                                          b_scales_1x128=recipe == "blockwise_1x128"))
+        if recipe.startswith("blockwise"):
             g.store(g.accumulator(), "D", coda.bf16)
             return g
         if recipe == "tensorwise":
@@ -106,7 +107,8 @@ _LOCAL = {
     "zero_grad_fp8": _zero_grad_fp8,
     "zero_grad_fp8_t": _zero_grad_fp8_t,
     **{scaled_mm_name(recipe, fp8_a, fp8_b): _scaled_mm(recipe, fp8_a, fp8_b)
-       for recipe in ("tensorwise", "rowwise", "blockwise") for fp8_a in ("e4m3", "e5m2") for fp8_b in ("e4m3", "e5m2")},
+       for recipe in ("tensorwise", "rowwise", "blockwise", "blockwise_1x128") for fp8_a in ("e4m3", "e5m2")
+       for fp8_b in ("e4m3", "e5m2")},
 }
 
 _FP8_LARGEST = {torch.float8_e4m3fn: 448.0, torch.float8_e5m2: 57344.0}

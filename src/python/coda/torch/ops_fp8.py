@@ -3,7 +3,8 @@
 takes, e4m3 x e4m3, e4m3 x e5m2 and e5m2 x e4m3, and e5m2 x e5m2 too) on coda's FP8 Hopper mainloop, the scales
 applied in the epilogue: per tensor (two one-element f32 tensors, read on the GPU, so no host sync) or row-wise
 (scale_a [M x 1], scale_b [1 x N]); or, with blockwise=True, in the mainloop: scale_a [M x ceil(K/128)] (a row of A's
-128-k blocks) and scale_b [ceil(N/128) x ceil(K/128)] (the N x K weight's 128 x 128 blocks), each block's sum
+128-k blocks) and scale_b [ceil(N/128) x ceil(K/128)] (the N x K weight's 128 x 128 blocks) or [N x ceil(K/128)] (one
+per row of the N x K B and 128 k, as A's: a weight gradient's operands, GemmSpec b_scales_1x128), each block's sum
 promoted to f32 with its two scales (GemmSpec block_scales). The output is bf16. CPU tensors run the fp64 reference.
 
 No autograd: FP8 training (which operand is quantized how, and the transposed copies the backward GEMMs need)
@@ -18,8 +19,8 @@ _FP8 = {torch.float8_e4m3fn: "e4m3", torch.float8_e5m2: "e5m2"}
 
 
 def _recipe(a: Tensor, b: Tensor, scale_a: Tensor, scale_b: Tensor, blockwise: bool = False) -> str:
-    """'tensorwise', 'rowwise' or 'blockwise', after checking what coda's FP8 GEMM takes; a ValueError names what does
-    not fit."""
+    """'tensorwise', 'rowwise', 'blockwise' or 'blockwise_1x128' (B's scales per row of B), after checking what
+    coda's FP8 GEMM takes; a ValueError names what does not fit."""
     if a.dtype not in _FP8 or b.dtype not in _FP8:
         raise ValueError(f"coda.torch.scaled_mm: A and B must each be float8_e4m3fn or float8_e5m2, got "
                          f"{a.dtype} and {b.dtype}")
@@ -38,10 +39,11 @@ def _recipe(a: Tensor, b: Tensor, scale_a: Tensor, scale_b: Tensor, blockwise: b
         raise ValueError(f"coda.torch.scaled_mm: scales must be float32, got {scale_a.dtype} and {scale_b.dtype}")
     if blockwise:
         kb, nb = -(-k // 128), -(-n // 128)
-        if tuple(scale_a.shape) == (m, kb) and tuple(scale_b.shape) == (nb, kb):
-            return "blockwise"
+        if tuple(scale_a.shape) == (m, kb) and tuple(scale_b.shape) in ((nb, kb), (n, kb)):
+            return "blockwise" if tuple(scale_b.shape) == (nb, kb) else "blockwise_1x128"
         raise ValueError(f"coda.torch.scaled_mm: block-wise scales must be [M x ceil(K/128)] = [{m} x {kb}] and "
-                         f"[ceil(N/128) x ceil(K/128)] = [{nb} x {kb}], got {tuple(scale_a.shape)} and "
+                         f"[ceil(N/128) x ceil(K/128)] = [{nb} x {kb}] (B's 128 x 128 blocks) or [N x ceil(K/128)] = "
+                         f"[{n} x {kb}] (B's rows, 128 k each), got {tuple(scale_a.shape)} and "
                          f"{tuple(scale_b.shape)}")
     if scale_a.numel() == 1 and scale_b.numel() == 1:
         return "tensorwise"
@@ -62,8 +64,9 @@ def scaled_mm(a: Tensor, b: Tensor, scale_a: Tensor, scale_b: Tensor, blockwise:
         scales = {"scale_a": scale_a.reshape(()), "scale_b": scale_b.reshape(())}
     elif recipe == "rowwise":
         scales = {"scale_a": scale_a.reshape(m), "scale_b": scale_b.reshape(n)}
-    else:  # the mainloop reads A's scales k-block by k-block: [ceil(K/128) x M], row-major
-        scales = {"A_scale": scale_a.t().contiguous(), "B_scale": scale_b.contiguous()}
+    else:  # the mainloop reads A's scales k-block by k-block, [ceil(K/128) x M] row-major, and B's rows' likewise
+        b_scale = scale_b.t() if recipe == "blockwise_1x128" else scale_b
+        scales = {"A_scale": scale_a.t().contiguous(), "B_scale": b_scale.contiguous()}
     run(scaled_mm_name(recipe, _FP8[a.dtype], _FP8[b.dtype]), {"A": a, "B": b, **scales}, {"D": out}, m, n, k)
     return out
 
