@@ -214,11 +214,12 @@ Args RandomBindings::bind(const Kernel& kernel, std::int64_t partial_tiles) {
                                            : matrix(ptr(a), spec.input, m_, k_));
         args.bind("B", spec.b == Major::K ? matrix_col_major(ptr(b), spec.b_input(), k_, n_)
                                           : matrix(ptr(b), spec.b_input(), k_, n_));
-        if (spec.block_scales) {  // positive, one per 1 x 128 of A and per 128 x 128 of B
-            const std::int64_t kb = (k_ + kScaleBlock - 1) / kScaleBlock, nb = (n_ + kScaleBlock - 1) / kScaleBlock;
-            const DeviceBuffer& sa = buffer("A_scale", DType::F32, count(kb, m_), Fill::Positive);
-            const DeviceBuffer& sb = buffer("B_scale", DType::F32, count(nb, kb), Fill::Positive);
-            args.bind("A_scale", matrix(ptr(sa), DType::F32, kb, m_)).bind("B_scale", matrix(ptr(sb), DType::F32, nb, kb));
+        if (spec.block_scales) {  // positive, in the shapes GemmSpec's scales have
+            const BlockScaleShape as = a_scale_shape(m_, k_), bs = b_scale_shape(spec, n_, k_);
+            const DeviceBuffer& sa = buffer("A_scale", DType::F32, count(as.rows, as.cols), Fill::Positive);
+            const DeviceBuffer& sb = buffer("B_scale", DType::F32, count(bs.rows, bs.cols), Fill::Positive);
+            args.bind("A_scale", matrix(ptr(sa), DType::F32, as.rows, as.cols))
+                .bind("B_scale", matrix(ptr(sb), DType::F32, bs.rows, bs.cols));
         }
     }
     for (const Binding& binding : g.bindings) {
