@@ -367,14 +367,13 @@ public:
         if (per_visit_bytes * kPingPongKPerByte > static_cast<double>(k))
             return HopperConfig{128, 128, 6, Schedule::Cooperative, 1};
         // A weight gradient added into an f32 buffer (D += acc and nothing else: coda.torch's 16-bit weight
-        // gradients into their gradient buffers) on the plain GEMM's grid and K: cooperative 128 x 256. Against
-        // ping-pong 128 x 128 at the d = 4096 layer's four weight gradients, M/N-major at K = 16384 (`coda tune
-        // --solo`, H100, docs/PERFORMANCE.md, 2026-12-07, twenty-eighth session): 0.80-0.95x the time (12288 x 4096
-        // 0.92x, 4096 x 4096 0.95x, 28672 x 4096 0.80x, 4096 x 14336 0.89x).
-        if (k >= kLongK && shape.m >= kPairsMinM && shape.n >= kPairsMinN && accumulates_accumulator_only(graph))
-            return HopperConfig{128, 256, 4, Schedule::Cooperative, 1};
-        if (k >= kLongK && shape.m >= kPairsMinM && shape.n >= kPairsMinN && graph.spec().a == graph.spec().b &&
-            per_visit_bytes == 0 && stores_accumulator_only(graph))
+        // gradients into their gradient buffers; its f32 read-modify-write is per-visit traffic) takes the pairs in
+        // the same region. Against ping-pong 128 x 128 at the d = 4096 layer's four weight gradients, M/N-major at K
+        // = 16384 (`coda tune --solo`, H100, docs/PERFORMANCE.md, 2026-12-07, twenty-eighth session): 0.77-0.97x
+        // the time; cooperative 128 x 256 within 1% of them at 28672 x 4096, 3-11% behind at the other three.
+        const bool plain =
+            (per_visit_bytes == 0 && stores_accumulator_only(graph)) || accumulates_accumulator_only(graph);
+        if (k >= kLongK && shape.m >= kPairsMinM && shape.n >= kPairsMinN && graph.spec().a == graph.spec().b && plain)
             return pairs;
         return base_config();
     }

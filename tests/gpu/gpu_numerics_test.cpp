@@ -217,6 +217,16 @@ TEST_CASE("random GEMM epilogues over all layouts and both dtypes match the refe
     check_gemm_cases(cases);
 }
 
+// The GEMM of coda.torch's 16-bit weight gradients with gradient buffers: both operands M/N-major, D += acc in f32.
+// Its default at the layer's shapes is the cooperative pairs along N (hopper.cpp, default_config), which the random
+// cases above run only with A K-major: here every config, at a ragged shape and a square one.
+TEST_CASE("a weight gradient added into f32, both operands M/N-major, matches the reference on every config",
+          "[gpu]") {
+    Graph g = Graph::gemm("wgrad_sum_mn", GemmSpec{DType::BF16, Major::MN, Major::MN});
+    g.accumulate(g.accumulator(), "D", DType::F32);
+    check_gemm_cases({{g, {1000, 1000, 1000, 0}, 61, true}, {g, {257, 1000, 520, 0}, 62, true}});
+}
+
 TEST_CASE("random tile programs and finalizers match the reference", "[gpu]") {
     std::mt19937_64 rng(4242);
     std::vector<Graph> tiles, finals;

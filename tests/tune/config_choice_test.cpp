@@ -218,9 +218,8 @@ TEST_CASE("choose_config on sm_90a: a plain GEMM at K >= 5120 takes cooperative 
     CHECK(coda::choose_config(f32_store, "sm_90a", {4096, 4096, 14336}, {}, nullptr) == kDefault);
 }
 
-TEST_CASE("choose_config on sm_90a: a 16-bit weight gradient added into an f32 buffer takes cooperative 128x256",
-          "[tune]") {
-    const KernelConfig wide = coda::HopperConfig{128, 256, 4, Schedule::Cooperative, 1};
+TEST_CASE("choose_config on sm_90a: a 16-bit weight gradient added into an f32 buffer takes the pairs", "[tune]") {
+    const KernelConfig pairs = coda::HopperConfig{256, 128, 4, Schedule::Cooperative, 1, 2};
     coda::Graph wgrad =
         coda::Graph::gemm("config_choice_wgrad_sum", {coda::DType::BF16, coda::Major::MN, coda::Major::MN});
     wgrad.accumulate(wgrad.accumulator(), "D", coda::DType::F32);
@@ -231,10 +230,15 @@ TEST_CASE("choose_config on sm_90a: a 16-bit weight gradient added into an f32 b
                                       ProblemShape{28672, 4096, 16384}, ProblemShape{4096, 14336, 16384},
                                       ProblemShape{4096, 2048, 5120}}) {
         INFO(shape.m << "x" << shape.n << "x" << shape.k);
-        CHECK(coda::choose_config(wgrad, "sm_90a", shape, {}, nullptr) == wide);
+        CHECK(coda::choose_config(wgrad, "sm_90a", shape, {}, nullptr) == pairs);
     }
     CHECK(coda::choose_config(wgrad, "sm_90a", {4096, 4096, 4096}, {}, nullptr) == kDefault);
     CHECK(coda::choose_config(wgrad, "sm_90a", {2048, 4096, 16384}, {}, nullptr) == kDefault);
+    // Measured in the plain GEMM's layouts only: both operands M/N-major (or both K-major), not mixed.
+    coda::Graph mixed =
+        coda::Graph::gemm("config_choice_wgrad_mixed", {coda::DType::BF16, coda::Major::MN, coda::Major::K});
+    mixed.accumulate(mixed.accumulator(), "D", coda::DType::F32);
+    CHECK(coda::choose_config(mixed, "sm_90a", {12288, 4096, 16384}, {}, nullptr) == kDefault);
     // Anything beside the sum (a scale) keeps the rules above; so does a store.
     coda::Graph scaled =
         coda::Graph::gemm("config_choice_wgrad_scaled", {coda::DType::BF16, coda::Major::MN, coda::Major::MN});
