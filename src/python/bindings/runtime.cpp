@@ -40,6 +40,16 @@ CompileOptions options_of(const std::optional<std::string>& arch, nb::handle con
     return options;
 }
 
+// torch's current stream on its current device, as a CUstream handle: through torch._C's two raw getters (as Triton
+// reads it), about 1 us, where torch.cuda.current_stream() builds a Stream object in Python (about 5 us a launch on
+// an H100 host, tools/profile_op_host.py); that where a torch lacks the getters.
+nb::object torch_current_stream(nb::handle torch) {
+    nb::handle c = nb::handle(torch).attr("_C");
+    if (nb::hasattr(c, "_cuda_getCurrentRawStream") && nb::hasattr(c, "_cuda_getDevice"))
+        return c.attr("_cuda_getCurrentRawStream")(c.attr("_cuda_getDevice")());
+    return nb::handle(torch).attr("cuda").attr("current_stream")();
+}
+
 // The stream of a launch: an int (a CUstream handle), an object with .cuda_stream (torch, cupy), or None: torch's
 // current stream when torch has been imported, else the default stream.
 CUstream_st* stream_of(nb::handle stream) {
@@ -49,7 +59,7 @@ CUstream_st* stream_of(nb::handle stream) {
         nb::handle modules = PyImport_GetModuleDict();
         PyObject* torch = PyDict_GetItemString(modules.ptr(), "torch");  // borrowed; no import of our own
         if (torch == nullptr) return nullptr;
-        current = nb::handle(torch).attr("cuda").attr("current_stream")();
+        current = torch_current_stream(torch);
         source = current;
     }
     if (!nb::isinstance<nb::int_>(source)) {
