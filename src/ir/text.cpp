@@ -51,7 +51,8 @@ std::string header_to_text(const Graph& g) {
         out += fmt::format(" in={} a={} b={}", to_string(s.input), to_string(s.a), to_string(s.b));
         // Only where B's type is not A's, so that every other graph's text (and hash) reads as before.
         if (s.b_input() != s.input) out += fmt::format(" in_b={}", to_string(s.b_input()));
-        if (s.block_scales) out += s.b_scales_1x128 ? " scales=block_1x128" : " scales=block";  // likewise only where set
+        // Likewise only where set.
+        if (s.block_scales) out += s.b_scales_1x128 ? " scales=block_1x128" : " scales=block";
     }
     return out;
 }

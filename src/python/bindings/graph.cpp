@@ -78,8 +78,8 @@ void bind_types(nb::module_& m) {
     nb::class_<GemmSpec>(m, "GemmSpec",
                          "The operands of a GEMM graph: A (M x K) and B (K x N) in bf16, f16, e4m3 or e5m2; input_b "
                          "is B's type where it is not A's (two FP8 types, e.g. e5m2 gradients x e4m3 weights); "
-                         "block_scales: FP8 operands with DeepSeek-V3's block scales, bound as A_scale and B_scale (B's per 128 x 128 "
-                         "block, or with b_scales_1x128 per row of B and 128 k, as A's).")
+                         "block_scales: FP8 operands with DeepSeek-V3's block scales, bound as A_scale and B_scale "
+                         "(B's per 128 x 128 block, or with b_scales_1x128 per row of B and 128 k, as A's).")
         .def(
             "__init__",
             [](GemmSpec* self, DType input, Major a, Major b, std::optional<DType> input_b, bool block_scales,
@@ -98,7 +98,8 @@ void bind_types(nb::module_& m) {
                 "(a weight gradient's operands, both activations): acc uses B_scale[kb][n].")
         .def("__eq__", [](const GemmSpec& x, const GemmSpec& y) { return x == y; })
         .def("__repr__", [](const GemmSpec& s) {
-            return fmt::format("coda.GemmSpec(input=coda.{}, a=coda.Major.{}, b=coda.Major.{}{}{}{})", to_string(s.input),
+            return fmt::format("coda.GemmSpec(input=coda.{}, a=coda.Major.{}, b=coda.Major.{}{}{}{})",
+                               to_string(s.input),
                                s.a == Major::K ? "K" : "MN", s.b == Major::K ? "K" : "MN",
                                s.input_b ? fmt::format(", input_b=coda.{}", to_string(*s.input_b)) : "",
                                s.block_scales ? ", block_scales=True" : "",
