@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""coda's FP8 GEMM (torch.ops.coda.scaled_mm) against torch._scaled_mm (cuBLASLt), interleaved in one process.
+"""coda's FP8 GEMM (coda.torch.scaled_mm: torch.ops.coda.scaled_mm, called without PyTorch's dispatcher in eager
+mode) against torch._scaled_mm (cuBLASLt), interleaved in one process.
 
 `coda bench gemm --fp8` and tools/bench_torch.py time the two sides in separate processes (tools/bench_identity.sh),
 each after its own settle: a clock or temperature that differs between the two runs lands in the ratio. Here each
@@ -85,13 +86,13 @@ def shape_systems(m, n, k, blockwise):
     one = torch.ones((), device="cuda", dtype=torch.float32)
     systems = {
         "cublas": lambda: torch._scaled_mm(a, w.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16),
-        "coda": lambda: torch.ops.coda.scaled_mm(a, w.t(), one, one),
+        "coda": lambda: coda.torch.scaled_mm(a, w.t(), one, one),
     }
     if blockwise:
         kb, nb = (k + 127) // 128, (n + 127) // 128
         scale_a = torch.rand(m, kb, device="cuda") + 0.5  # [M x ceil(K / 128)]
         scale_b = torch.rand(nb, kb, device="cuda") + 0.5  # [ceil(N / 128) x ceil(K / 128)]
-        systems["coda blockwise"] = lambda: torch.ops.coda.scaled_mm(a, w.t(), scale_a, scale_b, blockwise=True)
+        systems["coda blockwise"] = lambda: coda.torch.scaled_mm(a, w.t(), scale_a, scale_b, blockwise=True)
         try:  # torch's block-wise form: A's scales 1 x 128 (outer-dim-major), B's 128 x 128
             torch_a = scale_a.t().contiguous().t()
             torch._scaled_mm(a, w.t(), scale_a=torch_a, scale_b=scale_b.t(), out_dtype=torch.bfloat16)

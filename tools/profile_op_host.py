@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Where a coda.torch op's host time goes, at a shape too small for the GPU to matter: per-call wall time of
-torch.ops.coda.scaled_mm (per tensor, e4m3) through PyTorch's dispatcher, of the op's own Python body called
-directly (no dispatcher), of coda's launch alone (the compiled kernel, its bindings ready), and of torch._scaled_mm
-beside them; then a cProfile of the op's calls, its top entries by own time. Needs a CUDA GPU with FP8 (sm_89+).
+torch.ops.coda.scaled_mm (per tensor, e4m3) through PyTorch's dispatcher, of coda.torch.scaled_mm (which skips it in
+eager mode), of the op's own Python body called directly, of coda's launch alone (the compiled kernel, its bindings
+ready), and of torch._scaled_mm beside them; then a cProfile of the op's calls, its top entries by own time. Needs a
+CUDA GPU with FP8 (sm_89+).
 
 Usage: python3 tools/profile_op_host.py [--size 256] [--calls 2000] [--top 25]
 """
@@ -45,7 +46,8 @@ def main() -> int:
     bindings = {"A": a, "B": w.t(), "scale_a": sa, "scale_b": sb, "D": out}
     calls = {
         "torch.ops.coda.scaled_mm (dispatcher)": lambda: torch.ops.coda.scaled_mm(a, w.t(), sa, sb),
-        "the op's Python body alone": lambda: ops_fp8.scaled_mm._init_fn(a, w.t(), sa, sb),
+        "coda.torch.scaled_mm (eager: no dispatcher)": lambda: coda.torch.scaled_mm(a, w.t(), sa, sb),
+        "the op's Python body alone": lambda: ops_fp8.scaled_mm_op._init_fn(a, w.t(), sa, sb),
         "coda Kernel.launch alone (bindings ready)": lambda: kern.launch(bindings),
         "torch._scaled_mm": lambda: torch._scaled_mm(a, w.t(), scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16),
     }

@@ -112,6 +112,38 @@ def test_two_fp8_types_match_torch_scaled_mm_on_the_gpu(dtype, dtype_b):
     assert (out.double() - theirs.double()).norm() / exact.norm() < 2e-2
 
 
+def test_coda_torch_scaled_mm_skips_the_dispatcher_only_where_nothing_needs_it(monkeypatch):
+    # coda.torch.scaled_mm calls the op's body itself in eager mode, and torch.ops.coda.scaled_mm wherever the
+    # dispatcher has work: a gradient wanted, a dispatch mode, torch.compile's tracing.
+    from torch.utils._python_dispatch import TorchDispatchMode
+    a, b = operands(torch.float8_e4m3fn, m=12, n=260, k=300)
+    sa, sb = torch.tensor(0.5), torch.tensor(1.5)
+    dispatched = []
+    real = torch.ops.coda.scaled_mm
+
+    class Spy:
+        def __call__(self, *args):
+            dispatched.append(args)
+            return real(*args)
+    monkeypatch.setattr(torch.ops.coda, "scaled_mm", Spy())
+    out = coda.torch.scaled_mm(a, b, sa, sb)
+    assert not dispatched
+    torch.testing.assert_close(out, real(a, b, sa, sb), rtol=0, atol=0)
+
+    class Passing(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+    with Passing():
+        coda.torch.scaled_mm(a, b, sa, sb)
+    assert len(dispatched) == 1
+    with pytest.raises(Exception):  # the op has no autograd: asked for a gradient, the dispatcher refuses
+        coda.torch.scaled_mm(a, b, sa.clone().requires_grad_(), sb).sum().backward()
+    assert len(dispatched) == 2
+    compiled = torch.compile(lambda *t: coda.torch.scaled_mm(*t), backend="eager", fullgraph=True)
+    torch.testing.assert_close(compiled(a, b, sa, sb), out, rtol=0, atol=0)
+    assert len(dispatched) == 3
+
+
 def blockwise_expected(a, b, scale_a, scale_b):
     """sum over 128-k blocks of scale_a[m, kb] * scale_b[n // 128, kb] (or, with scale_b [N x ceil(K/128)],
     scale_b[n, kb]) * the block's exact FP8 product, in bf16."""

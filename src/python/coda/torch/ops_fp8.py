@@ -7,8 +7,11 @@ applied in the epilogue: per tensor (two one-element f32 tensors, read on the GP
 per row of the N x K B and 128 k, as A's: a weight gradient's operands, GemmSpec b_scales_1x128), each block's sum
 promoted to f32 with its two scales (GemmSpec block_scales). The output is bf16. CPU tensors run the fp64 reference.
 
-No autograd: FP8 training (which operand is quantized how, and the transposed copies the backward GEMMs need)
-is coda.torch's next stage (issue 28)."""
+No autograd: FP8 training (which operand is quantized how, and the transposed copies the backward GEMMs need) is
+coda.torch's layers' (fp8=...). coda.torch.scaled_mm is the same op without PyTorch's dispatcher where nothing needs
+it (eager mode, plain tensors, no dispatch or function mode, no gradient wanted): about 19 of the op's 47 us a call at
+a small shape on an H100 host (tools/profile_op_host.py), the whole GPU time of a small GEMM. Anything else goes
+through torch.ops.coda.scaled_mm."""
 import torch
 from torch import Tensor
 
@@ -54,8 +57,7 @@ def _recipe(a: Tensor, b: Tensor, scale_a: Tensor, scale_b: Tensor, blockwise: b
                      f"{tuple(scale_a.shape)} and {tuple(scale_b.shape)}")
 
 
-@torch.library.custom_op("coda::scaled_mm", mutates_args=())
-def scaled_mm(a: Tensor, b: Tensor, scale_a: Tensor, scale_b: Tensor, blockwise: bool = False) -> Tensor:
+def _scaled_mm(a: Tensor, b: Tensor, scale_a: Tensor, scale_b: Tensor, blockwise: bool) -> Tensor:
     recipe = _recipe(a, b, scale_a, scale_b, blockwise)
     m, k = a.shape
     n = b.shape[1]
@@ -71,7 +73,27 @@ def scaled_mm(a: Tensor, b: Tensor, scale_a: Tensor, scale_b: Tensor, blockwise:
     return out
 
 
-@fake(scaled_mm)
+@torch.library.custom_op("coda::scaled_mm", mutates_args=())
+def scaled_mm_op(a: Tensor, b: Tensor, scale_a: Tensor, scale_b: Tensor, blockwise: bool = False) -> Tensor:
+    return _scaled_mm(a, b, scale_a, scale_b, blockwise)
+
+
+@fake(scaled_mm_op)
 def _(a, b, scale_a, scale_b, blockwise=False):
     _recipe(a, b, scale_a, scale_b, blockwise)
     return a.new_empty((a.shape[0], b.shape[1]), dtype=torch.bfloat16)
+
+
+def _without_dispatcher(*tensors: Tensor) -> bool:
+    """Whether a call may skip PyTorch's dispatcher and still do what the op would: eager (no torch.compile tracing),
+    plain tensors (no FakeTensor, DTensor or other subclass), no torch dispatch or function mode on the stack, and
+    nothing that wants a gradient (the op has no autograd, and would refuse it)."""
+    return (not torch.compiler.is_compiling() and all(type(t) is Tensor and not t.requires_grad for t in tensors)
+            and torch._C._len_torch_dispatch_stack() == 0 and not torch._C._is_torch_function_mode_enabled())
+
+
+def scaled_mm(a: Tensor, b: Tensor, scale_a: Tensor, scale_b: Tensor, blockwise: bool = False) -> Tensor:
+    """torch.ops.coda.scaled_mm (this module's docstring), called directly where the dispatcher adds nothing."""
+    if _without_dispatcher(a, b, scale_a, scale_b):
+        return _scaled_mm(a, b, scale_a, scale_b, blockwise)
+    return torch.ops.coda.scaled_mm(a, b, scale_a, scale_b, blockwise)
