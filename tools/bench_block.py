@@ -10,7 +10,8 @@ architecture (llama_rows). One table on stdout; bench_block.csv and bench_block.
 --fp8: the layers instead with coda's FP8 layers (fp8="tensorwise", "blockwise", "rowwise") against coda bf16, torch.compile bf16 and torchao's
 float8 recipes under torch.compile, x_floor against the FP8 GEMM floor (fp8_layer_rows); then "llama3.2-1b fp8 step":
 coda's LLaMA-3.2-1B in the tensorwise and rowwise recipes (FP8 weight gradients) against Hugging Face's model under
-torchao's same recipe + torch.compile (llama_fp8_rows).
+torchao's same recipe + torch.compile, and in the block-wise one against Hugging Face's in bf16 + torch.compile
+(llama_fp8_rows).
 
 Timing: every system runs twice (compiles, autotuning), then all run in turn for 500 ms to settle the GPU clock,
 then rounds: in each round every system runs `per_round` times between two CUDA events; the median over rounds.
@@ -708,14 +709,30 @@ def llama_rows(rounds, skip_compile, batch, n_layers):
     return rows
 
 
-# coda's FP8 recipes in the model step: FP8 weight gradients too, as torchao's tensorwise and rowwise recipes have them.
-LLAMA_FP8_RECIPES = ("tensorwise", "rowwise")
+# coda's FP8 recipes in the model step: tensorwise and rowwise with FP8 weight gradients too, as torchao's recipes of
+# those names have them; blockwise (DeepSeek-V3's scales), whose layer keeps bf16 weight gradients and which torchao's
+# float8 training has no recipe for, beside Hugging Face's model in bf16 under torch.compile.
+LLAMA_FP8_RECIPES = ("tensorwise", "rowwise", "blockwise")
+
+
+def llama_fp8_wgrad(recipe):
+    """Whether coda's model in `recipe` computes its weight gradients in FP8 here."""
+    return recipe != "blockwise"
 
 
 def llama_fp8_model(source, recipe, device, dtype=torch.bfloat16):
-    """coda's LLaMA model in FP8 recipe `recipe`, with FP8 weight gradients, from `source` (Hugging Face's model, or
-    its fields), no logits stored, like llama_models' bf16 one."""
-    return ct.from_hf(source, device=device, dtype=dtype, store_logits=False, fp8=recipe, fp8_wgrad=True)
+    """coda's LLaMA model in FP8 recipe `recipe` (FP8 weight gradients where llama_fp8_wgrad says), from `source`
+    (Hugging Face's model, or its fields), no logits stored, like llama_models' bf16 one."""
+    return ct.from_hf(source, device=device, dtype=dtype, store_logits=False, fp8=recipe,
+                      fp8_wgrad=llama_fp8_wgrad(recipe))
+
+
+def llama_fp8_baseline(hf, recipe):
+    """(name, model) of the step's baseline for `recipe`: a copy of Hugging Face's model under torchao's float8
+    training of that recipe, or for blockwise the bf16 model itself; either compiled by the caller."""
+    if recipe == "blockwise":
+        return "HF Llama + torch.compile bf16", copy.deepcopy(hf)
+    return f"HF Llama + torchao {recipe} + compile", torchao_hf(hf, recipe)
 
 
 def torchao_hf(hf, recipe):
@@ -730,8 +747,8 @@ def torchao_hf(hf, recipe):
 
 def llama_fp8_rows(rounds, batch, n_layers):
     """The llama3.2-1b step in FP8: coda's model in each FP8 recipe against Hugging Face's LlamaForCausalLM under
-    torchao's float8 training of the same recipe + torch.compile, with coda bf16 beside them, all from the same
-    weights (AdamW on the bf16 weights). One recipe at a time: its three systems are built, timed against each other
+    torchao's float8 training of the same recipe + torch.compile (block-wise: in bf16 + torch.compile,
+    llama_fp8_baseline), with coda bf16 beside them, all from the same weights (AdamW on the bf16 weights). One recipe at a time: its three systems are built, timed against each other
     and freed before the next recipe's (six 1.2B-parameter models with AdamW states and a 128256-wide loss do not fit
     an 80 GB GPU at once). coda bf16 is in every group, so each group's ratios are from one interleaved run; HF +
     torch.compile in bf16 is the "llama3.2-1b step" section's."""
@@ -746,16 +763,18 @@ def llama_fp8_rows(rounds, batch, n_layers):
     for recipe in LLAMA_FP8_RECIPES:
         losses = {}
         coda_fp8 = llama_fp8_model(source, recipe, "cuda")
+        coda_name = f"coda fp8 {recipe}" + (" wgrad" if llama_fp8_wgrad(recipe) else "")
         entries = {"coda bf16": (model, lambda: model(tokens, tokens)),
-                   f"coda fp8 {recipe} wgrad": (coda_fp8, lambda: coda_fp8(tokens, tokens))}
-        ao_name = f"HF Llama + torchao {recipe} + compile"
+                   coda_name: (coda_fp8, lambda: coda_fp8(tokens, tokens))}
+        ao_name = None
         if hf is not None:
             try:
-                ao = torchao_hf(hf, recipe)
+                ao_name, ao = llama_fp8_baseline(hf, recipe)
                 ao_fn = torch.compile(ao)
                 entries[ao_name] = (ao, lambda: ao_fn(input_ids=tokens, labels=tokens).loss)
             except Exception as e:  # noqa: BLE001
-                log(f"{label}: torchao {recipe} unavailable: {e!r}")
+                log(f"{label}: the {recipe} baseline is unavailable: {e!r}")
+                ao_name = None
         systems = {name: adamw_step(module, remember_first_loss(fwd, losses, name))
                    for name, (module, fwd) in entries.items()}
         log(f"{label} ({recipe}): compiling and warming {list(systems)}")
@@ -769,7 +788,7 @@ def llama_fp8_rows(rounds, batch, n_layers):
                 note = [f"{recipe} group", "bf16 weights stepped by the groups before"]
             if name.startswith("coda fp8"):
                 if ao_name in ms:
-                    note.append(f"{ms[ao_name] / ms[name]:.3f}x faster than torchao {recipe}")
+                    note.append(f"{ms[ao_name] / ms[name]:.3f}x faster than {ao_name}")
                 note.append(f"{ms['coda bf16'] / ms[name]:.3f}x faster than coda bf16")
             group.append({"bench": label, "attention": "sdpa", "system": name, "ms": round(ms[name], 3),
                           "x_floor": "", "tokens_per_s": round(tokens_per_step / ms[name] * 1e3),
@@ -815,7 +834,7 @@ def main():
                    help="the FP8 sections instead (fp8 layer d=2048 / d=4096, each attention: coda's "
                         "fp8='tensorwise', 'blockwise' and 'rowwise' layers against coda bf16, torch.compile bf16, "
                         "torchao float8 + compile; 'llama3.2-1b fp8 step': coda's FP8 model against Hugging Face's "
-                        "under torchao + compile)")
+                        "under torchao + compile, block-wise against Hugging Face's in bf16 + compile)")
     p.add_argument("--hold-s", type=float, default=0.0,
                    help="also run each system alone this many seconds, with nvidia-smi sampling clock and power: "
                         "its sustained ms per step, MHz, W and joules per step (default 0: off)")

@@ -18,7 +18,8 @@
 #           LAYER_HOLD_S: also each system alone this many seconds, its sustained ms, MHz, W and J a step;
 #           LAYER_SYSTEMS: only the systems whose name contains one of these '|'-separated texts)
 #   model   tools/bench_block.py --fp8 --only "llama3.2-1b fp8 step": coda's LLaMA-3.2-1B in FP8 (tensorwise and
-#           rowwise, FP8 weight gradients) against Hugging Face's under torchao + compile (MODEL_LAYERS: default 16)
+#           rowwise, FP8 weight gradients) against Hugging Face's under torchao + compile, and block-wise against
+#           Hugging Face's in bf16 + compile (MODEL_LAYERS: default 16)
 #   profile tools/profile_block.py --fp8 at d = 4096 with SDPA (PROFILE_RECIPES: default tensorwise+wgrad,
 #           rowwise+wgrad, blockwise), coda's bf16 layer and torchao's recipe + torch.compile beside each
 #   curve   tools/fp8_loss_curve.py, 300 steps of fp32, bf16 and FP8 (CURVE_RECIPES: the recipes, default all three)

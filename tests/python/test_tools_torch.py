@@ -214,7 +214,7 @@ def test_ab_builds_pairs_each_row_of_the_two_builds():
 
 
 def test_llama_fp8_model_takes_the_bf16_models_weights_and_trains():
-    """The FP8 step's coda models: Hugging Face's weights (as the bf16 one), each recipe with FP8 weight gradients, no
+    """The FP8 step's coda models: Hugging Face's weights (as the bf16 one), FP8 weight gradients but in block-wise, no
     logits stored; on the CPU their FP8 emulation's first loss is near bf16's."""
     pytest.importorskip("transformers")
     torch.manual_seed(0)
@@ -224,7 +224,8 @@ def test_llama_fp8_model_takes_the_bf16_models_weights_and_trains():
     tokens = torch.randint(0, 512, (1, 64))
     expected = coda(tokens, tokens).item()
     for recipe, m in models.items():
-        assert m.fp8_recipe == recipe and all(layer.fp8_wgrad for layer in m.layers)
+        assert m.fp8_recipe == recipe
+        assert all(layer.fp8_wgrad == (recipe != "blockwise") for layer in m.layers)
         assert not m.head.store_logits
         assert torch.equal(m.layers[1].w_down, coda.layers[1].w_down)
         loss = m(tokens, tokens)
