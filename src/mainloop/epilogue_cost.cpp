@@ -39,6 +39,17 @@ EpilogueTraffic measure(const Graph& graph) {
     return t;
 }
 
+// Whether every node is the accumulator or a `sink` (store, accumulate) of it.
+bool sinks_accumulator_only(const Graph& graph, Op sink) {
+    if (graph.domain() != Domain::Gemm || graph.nodes().empty()) return false;
+    for (const Node& n : graph.nodes()) {
+        const bool sink_of_accumulator =
+            n.op == sink && n.args.size() == 1 && graph.node(n.args[0]).op == Op::Accumulator;
+        if (n.op != Op::Accumulator && !sink_of_accumulator) return false;
+    }
+    return true;
+}
+
 }  // namespace
 
 EpilogueTraffic epilogue_traffic(const Graph& graph) {
@@ -46,25 +57,9 @@ EpilogueTraffic epilogue_traffic(const Graph& graph) {
     return memo.get(graph, measure);
 }
 
-bool stores_accumulator_only(const Graph& graph) {
-    if (graph.domain() != Domain::Gemm || graph.nodes().empty()) return false;
-    for (const Node& n : graph.nodes()) {
-        const bool store_of_accumulator = n.op == Op::Store && n.args.size() == 1 &&
-                                          graph.node(n.args[0]).op == Op::Accumulator;
-        if (n.op != Op::Accumulator && !store_of_accumulator) return false;
-    }
-    return true;
-}
+bool stores_accumulator_only(const Graph& graph) { return sinks_accumulator_only(graph, Op::Store); }
 
-bool accumulates_accumulator_only(const Graph& graph) {
-    if (graph.domain() != Domain::Gemm || graph.nodes().empty()) return false;
-    for (const Node& n : graph.nodes()) {
-        const bool sum_of_accumulator = n.op == Op::Accumulate && n.args.size() == 1 &&
-                                        graph.node(n.args[0]).op == Op::Accumulator;
-        if (n.op != Op::Accumulator && !sum_of_accumulator) return false;
-    }
-    return true;
-}
+bool accumulates_accumulator_only(const Graph& graph) { return sinks_accumulator_only(graph, Op::Accumulate); }
 
 bool stores_scaled_accumulator_only(const Graph& graph) {
     if (graph.domain() != Domain::Gemm || graph.nodes().empty()) return false;

@@ -286,19 +286,26 @@ TEST_CASE("missing or misshapen inputs are reported by name", "[reference]") {
     CHECK_THROWS_AS(run_reference(checked, p), Error);
 }
 
-// M = 2, N = 130 (two n-blocks), K = 256 (two k-blocks): A[i][k] = (i + 1)(kb + 1), B[k][j] = 1 (j even) or -0.5 (odd),
-// so the block sums are 128 (i + 1)(kb + 1) B[.][j], and every scale differs, so a misread index shows.
+// The block-scaled tests' e4m3 operands: A[i][k] = (i + 1)(kb + 1), B[k][j] = 1 (j even) or -0.5 (odd), so the block
+// sums are 128 (i + 1)(kb + 1) B[.][j].
+std::pair<HostTensor, HostTensor> block_test_operands(long long m, long long n, long long k) {
+    HostTensor a = tensor({m, k}, {}, DType::E4M3), b = tensor({k, n}, {}, DType::E4M3);
+    for (long long i = 0; i < m; ++i)
+        for (long long kk = 0; kk < k; ++kk) a.values.push_back(static_cast<double>((i + 1) * (kk / 128 + 1)));
+    for (long long kk = 0; kk < k; ++kk)
+        for (long long j = 0; j < n; ++j) b.values.push_back(j % 2 == 0 ? 1.0 : -0.5);
+    return {a, b};
+}
+
+// M = 2, N = 130 (two n-blocks), K = 256 (two k-blocks), block_test_operands: every scale differs, so a misread index
+// shows.
 TEST_CASE("block-scaled FP8 GEMM: each 128-k block scaled by A_scale[kb][i] * B_scale[j / 128][kb]", "[reference]") {
     GemmSpec spec{DType::E4M3, Major::K, Major::K};
     spec.block_scales = true;
     Graph g = Graph::gemm("scaled", spec);
     g.store(g.accumulator(), "D", DType::F32);
     const long long M = 2, N = 130, K = 256;
-    HostTensor a = tensor({M, K}, {}, DType::E4M3), b = tensor({K, N}, {}, DType::E4M3);
-    for (long long i = 0; i < M; ++i)
-        for (long long k = 0; k < K; ++k) a.values.push_back(static_cast<double>((i + 1) * (k / 128 + 1)));
-    for (long long k = 0; k < K; ++k)
-        for (long long j = 0; j < N; ++j) b.values.push_back(j % 2 == 0 ? 1.0 : -0.5);
+    const auto [a, b] = block_test_operands(M, N, K);
     const double a_scale[2][2] = {{1, 2}, {4, 8}};           // [kb][i]
     const double b_scale[2][2] = {{0.5, 0.25}, {3, 0.125}};  // [j / 128][kb]
     ReferenceProblem p;
@@ -340,11 +347,7 @@ TEST_CASE("block-scaled FP8 GEMM with B's scales per row: A_scale[kb][i] * B_sca
     Graph g = Graph::gemm("scaled", spec);
     g.store(g.accumulator(), "D", DType::F32);
     const long long M = 2, N = 130, K = 256;
-    HostTensor a = tensor({M, K}, {}, DType::E4M3), b = tensor({K, N}, {}, DType::E4M3);
-    for (long long i = 0; i < M; ++i)
-        for (long long k = 0; k < K; ++k) a.values.push_back(static_cast<double>((i + 1) * (k / 128 + 1)));
-    for (long long k = 0; k < K; ++k)
-        for (long long j = 0; j < N; ++j) b.values.push_back(j % 2 == 0 ? 1.0 : -0.5);
+    const auto [a, b] = block_test_operands(M, N, K);
     const double a_scale[2][2] = {{1, 2}, {4, 8}};  // [kb][i]
     std::vector<double> b_scale(2 * N);             // [kb][j]: 2^-(j % 5) for kb 0, 3 * 2^-(j % 3) for kb 1
     for (long long j = 0; j < N; ++j) {
