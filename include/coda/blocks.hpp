@@ -113,6 +113,12 @@ Graph quantize_e5m2();
 // [ceil(N / 128) x M], the A_scale of a block-scaled GEMM (GemmSpec::block_scales) that reads x_fp8. Bindings: x,
 // x_fp8, x_scale_partials. (Listed in llama_block_fp8_blockwise, below.)
 Graph quantize_e4m3_blockwise();
+// quantize_e4m3_blockwise of x read transposed (tile_input_transposed): x [T x F] (e.g. an activation or gradient,
+// tokens by features) to x_fp8 [F x T] in e4m3 with one scale per feature and 128 tokens, x_scale_partials f32
+// [ceil(T / 128) x F]: the K-major operand and B_scale (or A_scale) of the weight gradient dW = dY^T X on a
+// block-scaled GEMM with B's scales per row (GemmSpec::b_scales_1x128), in one pass over x. The program's M is F,
+// its N is T. Bindings: x, x_fp8, x_scale_partials. (Listed in llama_block_fp8_blockwise, below.)
+Graph quantize_e4m3_blockwise_t();
 // An e4m3 tensor transposed, bitwise: x_t [N x M] of x [M x N] (a tile program; the transposed store is staged in
 // shared memory). The block-wise weights' dgrad copy: a 128 x 128 block's scale is the same block's transposed, so
 // quantizing once and transposing the bytes makes both copies. Bindings: x, x_t. (Listed in
@@ -227,7 +233,7 @@ Graph rmsnorm_backward_residual_fp8_blockwise_bf16_dx(
 // rotation in its pass before the visits, and NVRTC's ptxas then spills (24 bytes). coda.torch runs
 // rope_backward_from_output and quantize_e4m3_blockwise on its bf16 dz (which the weight gradient reads anyway).
 
-// Every block-wise graph above, quantize_e4m3_blockwise and transpose_e4m3, forward then backward.
+// Every block-wise graph above, quantize_e4m3_blockwise (and _t) and transpose_e4m3, forward then backward.
 std::vector<Graph> llama_block_fp8_blockwise();
 
 // ---------------------------------------------------------------------------------------------------------

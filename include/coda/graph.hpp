@@ -137,6 +137,8 @@ public:
     // Sources. Names of inputs are the names they are bound by at launch.
     Value accumulator(const std::string& name = "acc");
     Value tile_input(const std::string& name, DType dtype, Width width = Width::Full);
+    // A tile input stored transposed (N x M): x[m][n] = in[n][m]. Tile programs only (ops.def).
+    Value tile_input_transposed(const std::string& name, DType dtype);
     Value row_input(const std::string& name, DType dtype);
     Value col_input(const std::string& name, DType dtype, Width width = Width::Full);
     Value scalar(const std::string& name);  // a runtime f32 scalar, bound at launch

@@ -16,6 +16,12 @@ Graph rms_entry_fp8_blockwise() {
     return g;
 }
 
+Graph quantize_e4m3_blockwise_t() {
+    Graph g = Graph::tile("quantize_e4m3_blockwise_t");
+    parts::store_fp8_grouped(g, g.tile_input_transposed("x", DType::BF16), "x");
+    return g;
+}
+
 Graph transpose_e4m3() {
     Graph g = Graph::tile("transpose_e4m3");
     // e4m3 -> f32 -> e4m3 is exact, NaN included (cvt.rn.satfinite keeps NaN).
@@ -101,6 +107,7 @@ std::vector<Graph> llama_block_fp8_blockwise() {
     return {rms_entry_fp8_blockwise(),
             qkv_rope_fp8_blockwise(),
             quantize_e4m3_blockwise(),
+            quantize_e4m3_blockwise_t(),
             transpose_e4m3(),
             out_proj_fp8_blockwise(),
             out_proj_fp8_blockwise_bf16_h(),

@@ -338,9 +338,9 @@ std::string visit(const CheckedGraph& g, const codegen::LoweringContext& cx, con
 }
 
 // reduce_group's pass before the visits (hopper_epilogue.cuh, tile_program.cuh): group_visit folds each visit's
-// operand values into its row group's state, reading the tile, row and column inputs they need from global memory
-// itself (the visits load them again, perhaps staged), and group_finish combines each row's groups over the row's
-// sharers. kGroupReductions: whether to run it.
+// operand values into its row group's state, reading the tile inputs they need through `tiles` (global memory, or
+// the tile program's staged tile) and the row and column inputs from global memory itself (the visits load them
+// again), and group_finish combines each row's groups over the row's sharers. kGroupReductions: whether to run it.
 std::string group_functions(const CheckedGraph& g, const codegen::LoweringContext& cx,
                             const std::vector<std::string>& lines) {
     const int count = static_cast<int>(g.graph.nodes().size());
@@ -361,12 +361,12 @@ std::string group_functions(const CheckedGraph& g, const codegen::LoweringContex
     std::string out = fmt::format("{}static constexpr int kGroupReductions = {};\n", kMember, groups.size());
     if (groups.empty()) return out;  // the mainloop calls the functions below only where there are some
     out += fmt::format(
-        "\n{0}template <class L>\n"
+        "\n{0}template <class L, class Tiles = coda::GlobalTiles>\n"
         "{0}__device__ static void group_visit(const Args& args, State<L>& st, const coda::Coord& c, int row_slot,\n"
-        "{0}                                   int col_slot, float acc0, float acc1) {{\n",
+        "{0}                                   int col_slot, float acc0, float acc1, const Tiles& tiles = Tiles()) {{\n",
         kMember);
     const auto keep = [&](int id) { return static_cast<bool>(cone[static_cast<std::size_t>(id)]); };
-    out += fmt::format("{0}(void)acc0;\n{0}(void)acc1;\n", kBody);
+    out += fmt::format("{0}(void)acc0;\n{0}(void)acc1;\n{0}(void)tiles;\n", kBody);
     // Pairs past N (a mainloop that visits them) add nothing, and read no input: a tile input's row ends at N.
     out += fmt::format("{}if (c.n >= c.N) return;\n", kBody);
     out += visit_locals(g, keep) + node_statements(g, cx, lines, keep);
@@ -435,10 +435,12 @@ std::string tile_table(const CheckedGraph& g, const codegen::LoweringContext& cx
     std::string sizes;
     std::string elements;
     std::string views;
+    std::string transposed;
     int count = 0;
     for (int id = 0; id < static_cast<int>(g.graph.nodes().size()); ++id) {
         if (index.at(static_cast<std::size_t>(id)) < 0) continue;
         const Node& n = g.graph.node(id);
+        if (n.op == Op::TileInputTransposed) transposed += fmt::format("i == {} || ", count);
         // A store's lanes are its operand's; a tile input's its own.
         const int value = outputs ? n.args.at(0) : id;
         const std::size_t element = size_of(n.dtype);
@@ -471,6 +473,10 @@ std::string tile_table(const CheckedGraph& g, const codegen::LoweringContext& cx
                        kMember, what, sizes);
     out += fmt::format("{}__host__ __device__ static constexpr int tile_{}_element_bytes(int i) {{ return {}0; }}\n",
                        kMember, what, elements);
+    // (Inputs only.) Which are stored transposed, N x M (tile_input_transposed): a tile program stages them as such.
+    if (!outputs)
+        out += fmt::format("{}__host__ __device__ static constexpr bool tile_input_transposed(int i) {{ return {}false; }}\n",
+                           kMember, transposed);
     out += fmt::format("{0}__device__ static coda::TileView tile_{1}(const Args& args, int i) {{\n", kMember, what);
     if (count == 0) out += fmt::format("{}(void)args;\n{}(void)i;\n", kBody, kBody);
     out += views;

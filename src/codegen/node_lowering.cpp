@@ -35,6 +35,7 @@ public:
         switch (node_.op) {
             case Op::Accumulator: return line(fmt::format("float {}[2] = {{acc0, acc1}};", name()));
             case Op::TileInput: return tile_input();
+            case Op::TileInputTransposed: return tile_input();
             case Op::RowInput: return row_input();
             case Op::ColInput: return col_input();
             case Op::Scalar:
@@ -59,12 +60,7 @@ public:
 
     // The Inputs member that holds this input node's value, and the load that fills it.
     void input_member() { line(fmt::format("{} {}[{}];", register_type(type()), name(), lanes_out())); }
-    void load_input() {
-        if (node_.op == Op::TileInput)
-            return line(fmt::format("tiles.template load<{}>({}, {}, c, in.{});", lanes_out(),
-                                    cx_.tile_input_index.at(static_cast<std::size_t>(id_)), source_address(), name()));
-        line(fmt::format("coda::load<{}>({}, in.{});", lanes_out(), source_address(), name()));
-    }
+    void load_input() { line(tile_load("in." + name())); }
 
     // A tile tensor this node reads at the visit (tile_input, accumulate's old value): an L2 prefetch of it.
     void prefetch() {
@@ -125,12 +121,6 @@ private:
         line(fmt::format("for (int v = 0; v < {}; ++v) {}[v] = {};", v, name(), expression(std::string("v"))));
     }
 
-    void declare_and_load(const std::string& address) {
-        const int v = lanes_out();
-        line(fmt::format("{} {}[{}];", register_type(type()), name(), v));
-        line(fmt::format("coda::load<{}>({}, {});", v, address, name()));
-    }
-
     // Where a tile, row or column input is read.
     std::string source_address() const {
         switch (node_.op) {
@@ -140,9 +130,23 @@ private:
             default: throw InternalError(fmt::format("node {} reads no input tensor", id_));
         }
     }
+    // The statement that loads this input into `target`: tile inputs through the visit's `tiles` (global memory, or
+    // the tile a mainloop staged), the others from global memory.
+    std::string tile_load(const std::string& target) const {
+        const int index = cx_.tile_input_index.at(static_cast<std::size_t>(id_));
+        if (node_.op == Op::TileInputTransposed)
+            return fmt::format("tiles.template load_transposed<{}>({}, {}, static_cast<long long>({}), c, {});", lanes_out(),
+                               index, pointer(false), word(1), target);
+        if (node_.op == Op::TileInput)
+            return fmt::format("tiles.template load<{}>({}, {}, c, {});", lanes_out(), index, source_address(), target);
+        return fmt::format("coda::load<{}>({}, {});", lanes_out(), source_address(), target);
+    }
     // Inputs come either loaded here, or from the Inputs struct Epilogue::load filled (cx_.sources_from_inputs).
     void input() {
-        if (!cx_.sources_from_inputs) return declare_and_load(source_address());
+        if (!cx_.sources_from_inputs) {
+            line(fmt::format("{} {}[{}];", register_type(type()), name(), lanes_out()));
+            return line(tile_load(name()));
+        }
         line(fmt::format("const {} (&{})[{}] = in.{};", register_type(type()), name(), lanes_out(), name()));
     }
     void tile_input() { input(); }
@@ -315,7 +319,7 @@ LoweringContext make_lowering_context(const CheckedGraph& g) {
     int transposed = 0;
     for (std::size_t id = 0; id < g.graph.nodes().size(); ++id) {
         const Op op = g.graph.nodes()[id].op;
-        if (op == Op::TileInput) cx.tile_input_index[id] = tile_inputs++;
+        if (op == Op::TileInput || op == Op::TileInputTransposed) cx.tile_input_index[id] = tile_inputs++;
         if (op == Op::Store && cx.site == Site::Visit) cx.tile_output_index[id] = tile_outputs++;
         if (op == Op::StoreTransposed) cx.transposed_index[id] = transposed++;
     }
@@ -348,7 +352,9 @@ void lower_node(const LoweringContext& cx, int id, const std::string& canonical_
 
 bool reads_tile(Op op) { return op == Op::TileInput || op == Op::Accumulate; }
 
-bool reads_input(Op op) { return op == Op::TileInput || op == Op::RowInput || op == Op::ColInput; }
+bool reads_input(Op op) {
+    return op == Op::TileInput || op == Op::TileInputTransposed || op == Op::RowInput || op == Op::ColInput;
+}
 
 void input_member(const LoweringContext& cx, int id, const std::string& indent, std::string& out) {
     NodeWriter(cx, id, indent, out).input_member();

@@ -99,7 +99,8 @@ private:
         const Node& n = g_.node(id);
         if (!is_fp8(n.dtype)) return;
         if (n.op == Op::StoreTransposed) return;  // written element by element, unstaged: any width
-        const bool tile_tensor = n.op == Op::TileInput || (n.op == Op::Store && g_.domain() != Domain::Finalize);
+        const bool tile_tensor = n.op == Op::TileInput || n.op == Op::TileInputTransposed ||
+                                 (n.op == Op::Store && g_.domain() != Domain::Finalize);
         if (!tile_tensor) {
             fail(id, fmt::format("{} is a GEMM operand (GemmSpec input) or tile tensor (tile_input, store) type: {} "
                                  "takes bf16, f16, f32 or i32",
@@ -252,6 +253,16 @@ private:
             case Op::TileInput:
                 if (not_in_finalize(id)) return std::nullopt;
                 return ValueType{Kind::Tile, n.width, scalar_of(n.dtype)};
+            case Op::TileInputTransposed:
+                // Staged transposed through shared memory by the tile program alone; a GEMM's epilogue reads its
+                // tile tensors in the accumulator's layout, row by row.
+                if (g_.domain() != Domain::Tile) {
+                    fail(id, fmt::format("tile_input_transposed is read by tile programs only (Graph::tile); in a {} "
+                                         "graph, read the tensor with tile_input as stored, or transpose it first",
+                                         to_string(g_.domain())));
+                    return std::nullopt;
+                }
+                return ValueType{Kind::Tile, Width::Full, scalar_of(n.dtype)};
             case Op::RowInput: return ValueType{Kind::Row, Width::Full, scalar_of(n.dtype)};
             case Op::ColInput:
                 if (not_in_finalize(id)) return std::nullopt;
@@ -500,6 +511,9 @@ private:
             const ValueType* operand = n.args.empty() ? nullptr : &types_[n.args[0]];
             switch (n.op) {
                 case Op::TileInput: b.role = BindingRole::Input, b.kind = Kind::Tile, b.width = n.width; break;
+                case Op::TileInputTransposed:
+                    b.role = BindingRole::Input, b.kind = Kind::Tile, b.transposed = true;
+                    break;
                 case Op::RowInput: b.role = BindingRole::Input, b.kind = Kind::Row; break;
                 case Op::ColInput: b.role = BindingRole::Input, b.kind = Kind::Col, b.width = n.width; break;
                 case Op::Scalar: b.role = BindingRole::ScalarArg, b.kind = Kind::Scalar, b.dtype = DType::F32; break;

@@ -30,6 +30,7 @@ std::string_view to_string(BindingRole r) {
 bool is_binding(Op op) {
     switch (op) {
         case Op::TileInput:
+        case Op::TileInputTransposed:
         case Op::RowInput:
         case Op::ColInput:
         case Op::Scalar:

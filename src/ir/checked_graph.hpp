@@ -47,7 +47,7 @@ struct Binding {
     Kind kind = Kind::Tile;      // Tile, Row, Col or Scalar: the shape of the tensor bound
     Width width = Width::Full;   // for Tile and Col tensors, and for the columns of ColPartials
     DType dtype = DType::F32;
-    bool transposed = false;  // a store_transposed output: N x M (a tile's columns by rows)
+    bool transposed = false;  // stored N x M (a tile's columns by rows): a store_transposed output, a tile_input_transposed
 };
 
 struct CheckedGraph {

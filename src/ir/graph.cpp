@@ -150,6 +150,12 @@ Value Graph::tile_input(const std::string& name, DType dtype, Width width) {
     return add_node(n);
 }
 
+Value Graph::tile_input_transposed(const std::string& name, DType dtype) {
+    Node n = make(Op::TileInputTransposed, {}, name);
+    n.dtype = dtype;
+    return add_node(n);
+}
+
 Value Graph::row_input(const std::string& name, DType dtype) {
     Node n = make(Op::RowInput, {}, name);
     n.dtype = dtype;

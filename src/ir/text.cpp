@@ -16,6 +16,7 @@ std::vector<Attr> attributes_of(Op op) {
         case Op::TileInput:
         case Op::ColInput: return {Attr::DType, Attr::Width};
         case Op::RowInput:
+        case Op::TileInputTransposed:
         case Op::Round:
         case Op::Store:
         case Op::StoreTransposed:

@@ -118,6 +118,18 @@ private:
         return d;
     }
 
+    // x[i][j] = in[j][i]: the tensor bound is N x M.
+    Dense load_transposed(int id) const {
+        const Node& n = g_.graph.node(id);
+        Dense d = shaped(type(id));
+        const HostTensor& t = tensor(n.name, {d.cols, d.rows}, "tile_input_transposed");
+        for (long long i = 0; i < d.rows; ++i)
+            for (long long j = 0; j < d.cols; ++j)
+                d.v[static_cast<std::size_t>(i * d.cols + j)] =
+                    stored(t.values[static_cast<std::size_t>(j * d.rows + i)], n.dtype, n.name);
+        return d;
+    }
+
     Dense accumulator() const {
         const GemmSpec& spec = g_.graph.spec();
         if (p_.a == nullptr || p_.b == nullptr) fail("lacks the GEMM operands a and b");
@@ -308,6 +320,7 @@ private:
         switch (n.op) {
             case Op::Accumulator: d = accumulator(); return;
             case Op::TileInput: d = load(id, "tile_input"); return;
+            case Op::TileInputTransposed: d = load_transposed(id); return;
             case Op::RowInput: d = load(id, "row_input"); return;
             case Op::ColInput: d = load(id, "col_input"); return;
             case Op::Scalar: d = scalar(id); return;

@@ -68,6 +68,7 @@ double apply_elementwise(Op op, DType round_to, const std::vector<double>& xs) {
         // op added to ops.def fails to compile here until it has a meaning (-Werror=switch).
         case Op::Accumulator:
         case Op::TileInput:
+        case Op::TileInputTransposed:
         case Op::RowInput:
         case Op::ColInput:
         case Op::Scalar:

@@ -282,10 +282,12 @@ void plan_block_scales(const Checker& c, LaunchPlan& plan, std::size_t first) {
     plan.slots.at(first + 3) = static_cast<std::uint64_t>(ldb);
 }
 
-// Tile programs take M and N from their first tile tensor (not a transposed one); every other binding must then
-// agree.
+// Tile programs take M and N from their first tile tensor that is not transposed, or else from their first
+// transposed one (N x M, full width); every other binding must then agree.
 void plan_tile_extent(const Checker& c, std::int64_t& m, std::int64_t& n) {
+    const Binding* transposed = nullptr;
     for (const Binding& b : c.graph().bindings) {
+        if (is_tile_tensor(b) && b.transposed && transposed == nullptr) transposed = &b;
         if (!is_tile_tensor(b) || b.transposed) continue;
         const TensorRef& t = c.tensor(b.name, "tile tensor");
         if (t.shape.size() != 2) c.fail(b.name, fmt::format("must be a 2-D tile tensor, got {}", t.describe()));
@@ -303,6 +305,18 @@ void plan_tile_extent(const Checker& c, std::int64_t& m, std::int64_t& n) {
         check_extent(c, b.name, n);
         if (n % 2 != 0)
             c.fail(b.name, fmt::format("N = {} is odd; coda tile programs work on column pairs and need an even N", n));
+        return;
+    }
+    if (transposed != nullptr && transposed->width == Width::Full) {
+        const TensorRef& t = c.tensor(transposed->name, "tile tensor");
+        if (t.shape.size() != 2) c.fail(transposed->name, fmt::format("must be a 2-D tile tensor, got {}", t.describe()));
+        n = t.shape[0];
+        m = t.shape[1];
+        check_extent(c, transposed->name, m);
+        check_extent(c, transposed->name, n);
+        if (n % 2 != 0)
+            c.fail(transposed->name,
+                   fmt::format("N = {} (its rows) is odd; coda tile programs work on column pairs and need an even N", n));
         return;
     }
     throw Error(fmt::format("kernel '{}': a tile program needs a tile tensor to take M and N from; add a tile_input "
@@ -379,8 +393,9 @@ LaunchPlan plan_launch(const CheckedGraph& g, TileShape tile, const Args& args, 
         } else if (b.kind == Kind::Tile && b.transposed) {
             c.expect_dtype(b.name, ref, b.dtype);
             c.expect_shape(b.name, ref, {columns(b.width, n), m}, [&] {
-                return fmt::format("{} x M: the {} columns of a {}-width tile by its rows (store_transposed)",
-                                   columns(b.width, n), columns(b.width, n), to_string(b.width));
+                return fmt::format("{} x M: the {} columns of a {}-width tile by its rows ({})", columns(b.width, n),
+                                   columns(b.width, n), to_string(b.width),
+                                   b.role == BindingRole::Input ? "tile_input_transposed" : "store_transposed");
             });
             c.expect_alignment(b.name, ref, pointer_alignment(b));
             const long long ld = c.row_major_ld(b.name, ref, 1);

@@ -48,7 +48,9 @@
 //   static constexpr int kTileInputs;          // tile inputs, numbered 0.. in graph order, for a mainloop that
 //   __host__ __device__ static constexpr int tile_input_pair_bytes(int i);  // stages them in shared memory:
 //   __host__ __device__ static constexpr int tile_input_element_bytes(int i);  // bytes per column pair and per
-//   __device__ static coda::TileView tile_input(const Args& args, int i);    // element, where
+//   __device__ static coda::TileView tile_input(const Args& args, int i);    // element, where, and
+//   __host__ __device__ static constexpr bool tile_input_transposed(int i);  // whether stored N x M
+//                                              // (tile_input_transposed, read through tiles.load_transposed)
 //   static constexpr int kTileOutputs;         // likewise the tile outputs (stores), which visit writes through
 //   ... tile_output_pair_bytes(i), tile_output_element_bytes(i),            // tiles.store(i, pointer, c, value)
 //       tile_output(args, i)
@@ -137,6 +139,18 @@ __device__ __forceinline__ void store_transposed(T* out, long long ld, const Coo
     }
 }
 
+// tile_input_transposed (ops.def): a visit's V values of row m, columns c.n .. c.n + V - 1, read from in[column][m]
+// (ld: in's row pitch), one element at a time.
+template <int V, class T, class R>
+__device__ __forceinline__ void load_transposed(const T* in, long long ld, const Coord& c, R (&out)[V]) {
+#pragma unroll
+    for (int v = 0; v < V; ++v) {
+        R element[1];
+        coda::load<1>(in + static_cast<long long>(c.n + v) * ld + c.m, element);
+        out[v] = element[0];
+    }
+}
+
 // Where a visit's tile inputs come from and its tile outputs go, as every mainloop can do it: global memory
 // at the visit's address. (The Hopper mainloop stages them in shared memory instead: hopper_staging.cuh; tile
 // programs too, and their transposed outputs: tile_program.cuh.)
@@ -151,6 +165,11 @@ struct GlobalTiles {
     template <int V, class T, class R>
     __device__ void store(int, T* p, const Coord&, const R (&in)[V]) const {
         coda::store<V>(p, in);
+    }
+    // tile_input_transposed input i (Epilogue::tile_input(args, i)).
+    template <int V, class T, class R>
+    __device__ void load_transposed(int, const T* in, long long ld, const Coord& c, R (&out)[V]) const {
+        coda::load_transposed<V>(in, ld, c, out);
     }
     // store_transposed sink j (Epilogue::transposed_output(args, j)).
     template <int V, class T, class R>

@@ -16,6 +16,9 @@
 //     and its tile's rows end on a 16-byte unit (columns past N would otherwise be read or written); otherwise, and
 //     for graphs whose staged tile would not fit kMaxStagedBytes, it visits global memory directly. Either way
 //     each thread visits the same positions in the same order, so reductions stay deterministic and alike.
+//   - Transposed inputs (tile_input_transposed, N x M in memory) stage as they are stored: the tile's kBN columns
+//     as rows of its kBM elements, each row's 16-byte units XOR-swizzled by the row (TransposedInput), so that a
+//     visit, which reads one element of each of its columns, meets at most 4 lanes in a bank, not all 32.
 //   - Transposed outputs (store_transposed) stage as transposed tiles: a visit writes its elements into rows of
 //     the tile's columns, and the CTA writes each row out in 16-byte stores. Unstaged, each element is a store of
 //     its own to another row of the output (a 32-byte sector written for each byte of an FP8 copy).
@@ -74,14 +77,35 @@ struct TileProgramLayout {
 
 namespace detail {
 
+// A transposed tile input's staged tile (tile_input_transposed): the tile's kBN columns as rows of its kBM elements
+// (element_bytes each), as the tensor stores them. Unit u (16 bytes) of row r sits at unit u ^ key(r): a visit
+// reads element m of rows 2p and 2p + 1 (its column pair p), and the key spreads the rows of a warp's 32 pairs
+// over every unit of a row, i.e. over 4 (f32: 8) of the 32 banks' words... at most 4 lanes a bank.
+struct TransposedInput {
+    using L = TileProgramLayout;
+    __host__ __device__ static constexpr int row_bytes(int element_bytes) { return L::kBM * element_bytes; }
+    __host__ __device__ static constexpr int units(int element_bytes) { return row_bytes(element_bytes) / 16; }
+    __device__ static int key(int element_bytes, int r) { return (r >> 1) & (units(element_bytes) - 1); }
+    // Shared address of element e of row r, the tile starting at `tile`.
+    __device__ static unsigned element(unsigned tile, int element_bytes, int r, int e) {
+        const int byte = e * element_bytes;
+        return tile + r * row_bytes(element_bytes) + (((byte >> 4) ^ key(element_bytes, r)) << 4) + (byte & 15);
+    }
+};
+
 // The tile inputs (kOutputs = false) or outputs of Epilogue as one CTA stages them: tensor i's kBM rows of
-// row_bytes(i) bytes (the tile's kBN / 2 column pairs), one tensor after another.
+// row_bytes(i) bytes (the tile's kBN / 2 column pairs), one tensor after another; a transposed input's kBN rows of
+// kBM elements instead (TransposedInput: the same bytes).
 template <class Epilogue, bool kOutputs>
 struct StagedTileTable {
     using L = TileProgramLayout;
     static constexpr int kCount = kOutputs ? Epilogue::kTileOutputs : Epilogue::kTileInputs;
     __host__ __device__ static constexpr int pair_bytes(int i) {
         return kOutputs ? Epilogue::tile_output_pair_bytes(i) : Epilogue::tile_input_pair_bytes(i);
+    }
+    __host__ __device__ static constexpr bool transposed(int i) { return !kOutputs && Epilogue::tile_input_transposed(i); }
+    __host__ __device__ static constexpr int element_bytes(int i) {
+        return kOutputs ? Epilogue::tile_output_element_bytes(i) : Epilogue::tile_input_element_bytes(i);
     }
     __host__ __device__ static constexpr int row_bytes(int i) { return L::kBN / 2 * pair_bytes(i); }
     __host__ __device__ static constexpr int offset(int i) { return i == 0 ? 0 : offset(i - 1) + L::kBM * row_bytes(i - 1); }
@@ -93,15 +117,16 @@ struct StagedTileTable {
             return Epilogue::tile_input(args, i);
     }
     // Whether this CTA's rows of every tensor can move in 16-byte units: base and pitch aligned, and the tile's
-    // part of a row (n0 .. min(n0 + kBN, N)) whole units.
-    __device__ static bool movable_in_16(const typename Epilogue::Args& args, int n0, int n) {
+    // part of a row (n0 .. min(n0 + kBN, N); a transposed input's: its `rows` elements) whole units.
+    __device__ static bool movable_in_16(const typename Epilogue::Args& args, int n0, int n, int rows) {
         const int columns = (n - n0 < L::kBN ? n - n0 : L::kBN);
         bool all = true;
 #pragma unroll
         for (int i = 0; i < kCount; ++i) {
             const TileView v = view(args, i);
+            const int part = transposed(i) ? rows * element_bytes(i) : columns / 2 * pair_bytes(i);
             all = all && ((reinterpret_cast<unsigned long long>(v.base) | static_cast<unsigned long long>(v.row_bytes) |
-                           static_cast<unsigned long long>(columns / 2 * pair_bytes(i))) & 15ull) == 0;
+                           static_cast<unsigned long long>(part)) & 15ull) == 0;
         }
         return all;
     }
@@ -113,9 +138,23 @@ struct StagedTileTable {
         const int columns = (n - n0 < L::kBN ? n - n0 : L::kBN);
 #pragma unroll
         for (int i = 0; i < kCount; ++i) {
+            const TileView v = view(args, i);
+            if (transposed(i)) {  // kBN rows (the tile's columns n0..) of kBM elements (its rows m0..), swizzled
+                const int eb = element_bytes(i), units = TransposedInput::units(eb), valid = rows * eb / 16;
+                unsigned char* first = v.base + static_cast<long long>(n0) * v.row_bytes + static_cast<long long>(m0) * eb;
+                // kBN * units = kThreads * pair_bytes(i) (full width: pair_bytes = 2 * eb): as many as below.
+#pragma unroll
+                for (int k = 0; k < pair_bytes(i); ++k) {
+                    const int u = k * L::kThreads + L::thread_index();
+                    const int r = u / units, b = u % units;
+                    if (r < columns && b < valid)
+                        f(smem + offset(i) + r * TransposedInput::row_bytes(eb) + ((b ^ TransposedInput::key(eb, r)) << 4),
+                          first + r * v.row_bytes + b * 16);
+                }
+                continue;
+            }
             const int units = row_bytes(i) / 16;
             const int valid = columns / 2 * pair_bytes(i) / 16;
-            const TileView v = view(args, i);
             unsigned char* first = v.base + static_cast<long long>(m0) * v.row_bytes + n0 / 2 * pair_bytes(i);
             // kBM * units = kThreads * pair_bytes(i): pair_bytes(i) units per thread, all issued before any is used.
 #pragma unroll
@@ -247,6 +286,19 @@ struct StagedTiles {
                                   (c.n - n0) / 2 * S::Outputs::pair_bytes(i),
                               in);
     }
+    // Transposed input i: the visit's V elements from rows c.n - n0 + v of its staged tile (TransposedInput); the
+    // pair's rows (c.n is even) share their key, so they are a row apart.
+    template <int V, class T, class R>
+    __device__ void load_transposed(int i, const T*, long long, const Coord& c, R (&out)[V]) const {
+        using In = detail::TransposedInput;
+        const unsigned first = In::element(smem + S::Inputs::offset(i), sizeof(T), c.n - n0, c.m - m0);
+#pragma unroll
+        for (int v = 0; v < V; ++v) {
+            R element[1];
+            coda::load_shared<T>(first + v * In::row_bytes(sizeof(T)), element);
+            out[v] = element[0];
+        }
+    }
     // Transposed output j: the visit's V elements into rows (c.n - n0) / 2 * V + v of its transposed tile.
     template <int V, class T, class R>
     __device__ void store_transposed(int j, T*, long long, const Coord& c, int, const R (&in)[V]) const {
@@ -320,7 +372,8 @@ __global__ void __launch_bounds__(TileProgramLayout::kThreads)
     const unsigned smem = detail::shared_address(coda_tile_smem);
     bool staged = false;
     if constexpr (S::kEnabled) {
-        staged = S::Inputs::movable_in_16(args, n0, problem.n) && S::Outputs::movable_in_16(args, n0, problem.n) &&
+        staged = S::Inputs::movable_in_16(args, n0, problem.n, rows) &&
+                 S::Outputs::movable_in_16(args, n0, problem.n, rows) &&
                  S::Transposed::movable_in_16(args, rows);
         // Every input unit of the tile in flight at once; the wait comes after the row and column values' loads.
         if (staged) {
@@ -335,17 +388,23 @@ __global__ void __launch_bounds__(TileProgramLayout::kThreads)
     if (n < problem.n) Epilogue::col_values(args, Coord{m0, n, problem.m, problem.n}, col);
     if (staged) detail::cp_async_wait<0>();
     __syncthreads();
-    // reduce_group's values first: every row slot's group from the tile inputs in global memory (L2 has them: this
-    // CTA just staged them), then combined over each row's sharers.
+    // reduce_group's values first: every row slot's group from the tile inputs (staged, or in global memory),
+    // then combined over each row's sharers.
     if constexpr (Epilogue::kGroupReductions > 0) {
-        if (n < problem.n) {
+        const auto group_all = [&](const auto tiles) {
 #pragma unroll
             for (int rs = 0; rs < L::kRowSlots; ++rs) {
                 const int m = m0 + L::slot_row(rs);
                 if (m < problem.m)
                     Epilogue::template group_visit<L>(args, st, Coord{m, n, problem.m, problem.n, 0, rs}, rs, 0, 0.0f,
-                                                      0.0f);
+                                                      0.0f, tiles);
             }
+        };
+        if (n < problem.n) {
+            if (staged)
+                group_all(StagedTiles<Epilogue>{smem, m0, n0});
+            else
+                group_all(GlobalTiles{});
         }
         Epilogue::template group_finish<L>(st, reinterpret_cast<float*>(coda_tile_smem + V::kGroupOffset));
     }

@@ -4,6 +4,8 @@
 // operand's format (verify::check_on_device), outputs poisoned before each run.
 #include <catch2/catch.hpp>
 
+#include <tuple>
+
 #include <fmt/format.h>
 
 #include "coda/blocks.hpp"
@@ -176,6 +178,32 @@ TEST_CASE("reduce_group in tile programs: each row's 128-column group, and block
             p.seed = seed++;
             require_pass(verify::check_on_device(Runtime::instance().compile(g), p));
         }
+}
+
+TEST_CASE("tile_input_transposed: tile programs read N x M inputs, and quantize them block-wise, as the reference does",
+          "[gpu][fp8]") {
+    const bool fp8 = sm_number(Driver::instance().current_device().arch).value_or(0) >= 89;
+    std::vector<Graph> graphs = {test::transposed_reading_graph(DType::BF16), test::transposed_reading_graph(DType::F32),
+                                 blocks::quantize_e4m3_blockwise_t()};
+    if (fp8) graphs.push_back(test::transposed_reading_graph(DType::E4M3));
+    // Staged where a tile's M elements of each input row are whole 16-byte units ({256, 1024}; {64, 4096}: one
+    // tile row; {272, 272}: a last tile of 16 rows and 16 columns), direct in the last tile row of {257, 1000} and
+    // everywhere at {129, 130} and with padded rows (tile_pad); the groups of 128 columns ragged at N = 1000 and 130.
+    std::uint64_t seed = 1200;
+    for (const Graph& g : graphs) {
+        if (!fp8 && g.name() == "quantize_e4m3_blockwise_t") continue;
+        const Kernel kernel = Runtime::instance().compile(g);
+        for (const auto& [m, n, pad] : {std::tuple<std::int64_t, std::int64_t, int>{256, 1024, 0}, {64, 4096, 0},
+                                        {272, 272, 0}, {257, 1000, 0}, {129, 130, 0}, {256, 1024, 2}}) {
+            INFO("graph " << g.name() << fmt::format(" M={} N={} tile_pad={}", m, n, pad));
+            verify::CheckProblem p;
+            p.m = m;
+            p.n = n;
+            p.tile_pad = pad;
+            p.seed = seed++;
+            require_pass(verify::check_on_device(kernel, p));
+        }
+    }
 }
 
 TEST_CASE("store_transposed: epilogues and tile programs write N x M copies that match the reference", "[gpu][fp8]") {

@@ -2,6 +2,7 @@
 // the node and says what is wrong; plus reporting every problem at once without cascades.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <sstream>
@@ -559,6 +560,36 @@ TEST_CASE("validation: store_transposed writes tiles, of any width and FP8 too, 
         g.store(g.accumulator(), "d", DType::BF16);
         g.store_transposed(g.row_input("r", DType::F32), "out", DType::F32);
         CHECK_THAT(only_problem(g), Catch::Contains("writes a tile"));
+    }
+}
+
+TEST_CASE("validation: tile_input_transposed is a full-width tile input of tile programs only", "[ir]") {
+    {
+        Graph g = Graph::tile("read_transposed");
+        Value x = g.tile_input_transposed("x", DType::E4M3);  // FP8 too: staged like any full-width tile tensor
+        g.store(x, "y", DType::BF16);
+        const CheckedGraph c = check_graph(g);
+        REQUIRE(c.bindings.size() == 2);
+        CHECK(c.bindings[0].transposed);
+        CHECK(c.bindings[0].role == BindingRole::Input);
+        CHECK(c.bindings[0].width == Width::Full);
+        CHECK(c.types[0].kind == Kind::Tile);
+        CHECK_FALSE(c.bindings[1].transposed);
+    }
+    {
+        Graph g = Graph::gemm("gemm_transposed");
+        g.store(g.add(g.accumulator(), g.tile_input_transposed("x", DType::BF16)), "y", DType::F32);
+        CHECK_THAT(only_problem(g), Catch::Contains("tile_input_transposed is read by tile programs only"));
+    }
+    {
+        Graph g = Graph::finalize("finalize_transposed");
+        g.tile_input_transposed("x", DType::BF16);
+        g.store(g.partials("p", ReduceOp::Sum), "y", DType::F32);
+        const std::vector<std::string> lines = problem_lines(g);
+        INFO(to_text(g));
+        CHECK(std::any_of(lines.begin(), lines.end(), [](const std::string& line) {
+            return line.find("tile_input_transposed is read by tile programs only") != std::string::npos;
+        }));
     }
 }
 

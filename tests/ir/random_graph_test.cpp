@@ -21,6 +21,7 @@ bool allowed(Op op, Domain d) {
         case Op::ReduceGroup: return false;
         case Op::Accumulator: return d == Domain::Gemm;
         case Op::Partials: return d == Domain::Finalize;
+        case Op::TileInputTransposed: return d == Domain::Tile;
         case Op::TileInput:
         case Op::ColInput:
         case Op::ColIndex:

@@ -90,11 +90,16 @@ def test_every_named_method_builds_its_op():
     g.accumulate(s, "acc_out", coda.f32)
     g.reduce_col(r, coda.ReduceOp.Max, "colmax")
     g.reduce_row(g.scalar("scale") * x, coda.ReduceOp.Lse, "rowlse")
+    xt = g.tile_input_transposed("xt", coda.bf16)
+    assert g.nodes[xt.id].op == "tile_input_transposed" and g.nodes[xt.id].dtype == coda.bf16
+    g.store(xt, "xt_copy", coda.bf16)
     coda.check(g)
     assert coda.parse_graph(coda.to_text(g)) == g
     roles = {b.name: b.role for b in coda.bindings(g)}
     assert roles == {"x": "input", "i": "input", "scale": "scalar", "total": "output", "j": "output",
-                     "acc_out": "accumulate", "colmax": "column partials", "rowlse": "row partials"}
+                     "acc_out": "accumulate", "colmax": "column partials", "rowlse": "row partials", "xt": "input",
+                     "xt_copy": "output"}
+    assert [b.name for b in coda.bindings(g) if b.transposed] == ["xt"]
 
 
 def test_reduce_group_builds_its_op_in_gemm_graphs():

@@ -122,6 +122,19 @@ def test_activations_are_quantized_by_row_group_and_their_scales_are_an_a_scale(
     assert rel(out, expected) < 0.01  # out is bf16
 
 
+def test_activations_read_transposed_are_quantized_per_feature_and_128_tokens_in_one_pass():
+    # quantize_blockwise_t(x) is quantize_blockwise(x.t()): x [T x F] read transposed by the tile program, so its
+    # groups run along the tokens (300: groups of 128, 128 and 44), one scale per feature each.
+    x = spread(grid(300, M, seed=44), 45).bfloat16().double()
+    q, scales = fp8.quantize_blockwise_t(x)
+    assert q.dtype == torch.float8_e4m3fn and tuple(q.shape) == (M, 300) and tuple(scales.shape) == (3, M)
+    q_ref, scales_ref = fp8.quantize_blockwise(x.t().contiguous())
+    assert torch.equal(q.view(torch.uint8), q_ref.view(torch.uint8)) and torch.equal(scales, scales_ref)
+    for g0 in range(3):
+        group = x[128 * g0:128 * (g0 + 1), :]
+        assert torch.allclose(scales[g0].double(), group.abs().amax(0) / 448, rtol=1e-6)
+
+
 def test_rowwise_weights_have_a_scale_per_row_and_one_per_column_and_activations_one_per_row():
     w = spread(grid(300, 260, seed=60), 61).bfloat16()  # a weight as the layers hold it (the kernels read bf16)
     q, row, q_t, col = fp8.quantize_weight_rowwise(w)
@@ -344,6 +357,22 @@ def test_layer_on_the_gpu_matches_the_recipe_emulated(attention, recipe, fp8_wgr
     assert rel(dequantize(h2.cpu(), h2_scale.cpu()), operand(x2_ref.detach() * next_gamma.float()).cpu()) < 0.06
     for name, g_, g_ref in zip(NAMES, grads, grads_ref):
         assert rel(g_, g_ref) < 0.3, name
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", [(4096, 1024), (1024, 264), (1000, 130)])
+def test_transposed_blockwise_quantization_on_the_gpu_is_the_two_pass_one_bitwise(shape, poison):
+    # The tile program that reads x [T x F] transposed, staged through shared memory where every row moves in 16-byte
+    # units (4096 x 1024; 1024 x 264, whose last tile has 8 features), direct where the output's rows of T bytes do
+    # not (1000 x 130), against torch's transpose and quantize_blockwise: the same arithmetic, so the same bytes and
+    # scales. Outputs poisoned (NaN) first.
+    g = torch.Generator(device="cuda").manual_seed(11)
+    x = spread(torch.randn(*shape, device="cuda", generator=g).cpu(), 80, 3.0, 1.0, 1).cuda().bfloat16()
+    q, scales = fp8.quantize_blockwise_t(x)
+    q_ref, scales_ref = fp8.quantize_blockwise(x.t().contiguous())
+    assert q.shape == (shape[1], shape[0]) and scales.shape == (-(-shape[0] // 128), shape[1])
+    assert torch.equal(q.view(torch.uint8), q_ref.view(torch.uint8))
+    assert torch.equal(scales, scales_ref)
 
 
 @pytest.mark.gpu

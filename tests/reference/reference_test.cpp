@@ -183,6 +183,22 @@ TEST_CASE("store_transposed: out[j][i] = x[i][j], N x M", "[reference]") {
     CHECK(odd.values == std::vector<double>{2, 6, 4, 8});
 }
 
+TEST_CASE("tile_input_transposed: x[i][j] = in[j][i], the input N x M", "[reference]") {
+    Graph g = Graph::tile("read_transposed");
+    Value x = g.tile_input_transposed("x", DType::F32);
+    g.store(x, "copy", DType::F32);
+    g.reduce_row(x, ReduceOp::Sum, "row_sums");
+    ReferenceProblem p;
+    p.m = 2, p.n = 4;
+    p.inputs["x"] = tensor({4, 2}, {1, 5, 2, 6, 3, 7, 4, 8});  // N x M
+    const auto out = run_reference(check_graph(g), p);
+    const HostTensor& copy = out.at("copy");
+    REQUIRE(copy.shape == std::vector<long long>{2, 4});
+    CHECK(copy.values == std::vector<double>{1, 2, 3, 4, 5, 6, 7, 8});
+    p.inputs["x"] = tensor({2, 4}, {1, 2, 3, 4, 5, 6, 7, 8});  // M x N: not what it reads
+    CHECK_THROWS_WITH(run_reference(check_graph(g), p), Catch::Contains("'x'") && Catch::Contains("[4 x 2]"));
+}
+
 TEST_CASE("finalize: lse and sum partials fold into a loss and an rstd", "[reference]") {
     Graph g = Graph::finalize("loss");
     Value lse = g.partials("lse_parts", ReduceOp::Lse);

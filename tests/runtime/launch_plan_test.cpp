@@ -231,6 +231,39 @@ TEST_CASE("a store_transposed output is N x M, and a tile program takes its exte
                           Catch::Contains("store_transposed"));
 }
 
+TEST_CASE("a tile_input_transposed input is N x M, and gives a tile program its extents when nothing else does",
+          "[runtime]") {
+    Graph g = Graph::tile("read_transposed");
+    g.store_transposed(g.tile_input_transposed("x", DType::BF16), "x_t", DType::BF16);
+    const CheckedGraph c = check_graph(g);
+    Args a;
+    a.bind("x", matrix(fake(0x1000), DType::BF16, 64, 70));  // N x M
+    a.bind("x_t", matrix(fake(0x2000), DType::BF16, 64, 70));
+    const LaunchPlan plan = plan_launch(c, {64, 128}, a, "read_transposed");
+    CHECK(plan.m == 70);
+    CHECK(plan.n == 64);
+    REQUIRE(plan.slots.size() == 4);
+    CHECK(plan.slots[0] == 0x1000);
+    CHECK(plan.slots[1] == 70);  // its row pitch: M
+    // With a tile tensor as stored beside it, that one gives M and N, and the transposed input must agree.
+    Graph h = Graph::tile("quantize_transposed");
+    h.store(h.tile_input_transposed("x", DType::BF16), "y", DType::BF16);
+    const CheckedGraph ch = check_graph(h);
+    Args b;
+    b.bind("y", matrix(fake(0x2000), DType::BF16, 70, 64));
+    b.bind("x", matrix(fake(0x1000), DType::BF16, 70, 64));  // M x N: not transposed
+    CHECK_THROWS_WITH(plan_launch(ch, {64, 128}, b, "quantize_transposed"),
+                      Catch::Contains("'x'") && Catch::Contains("expected shape [64 x 70]") &&
+                          Catch::Contains("tile_input_transposed"));
+    b.bind("x", matrix(fake(0x1000), DType::BF16, 64, 71));  // odd N: a tile program's N must be even
+    b.bind("y", matrix(fake(0x2000), DType::BF16, 71, 64));
+    CHECK_NOTHROW(plan_launch(ch, {64, 128}, b, "quantize_transposed"));
+    Args odd;
+    odd.bind("x", matrix(fake(0x1000), DType::BF16, 65, 70));
+    odd.bind("x_t", matrix(fake(0x2000), DType::BF16, 65, 70));
+    CHECK_THROWS_WITH(plan_launch(c, {64, 128}, odd, "read_transposed"), Catch::Contains("N = 65"));
+}
+
 // BoundLaunch::rebind: a pointer rebound into a checked plan gives the plan a fresh check of the new arguments gives.
 TEST_CASE("rebinding a pointer matches planning the new arguments, and checks the pointer", "[runtime]") {
     const CheckedGraph g = check_graph(blocks::out_proj());

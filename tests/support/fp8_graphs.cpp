@@ -25,6 +25,16 @@ Graph transposing_graph(Domain domain, DType fp8) {
     return g;
 }
 
+Graph transposed_reading_graph(DType dtype) {
+    Graph g = Graph::tile(fmt::format("read_transposed_{}", to_string(dtype)));
+    Value xt = g.tile_input_transposed("xt", dtype);
+    Value x = g.tile_input("x", DType::BF16);
+    g.store(g.add(g.mul(xt, g.scalar("scale"), "scaled"), x, "sum"), "out", DType::F32);
+    g.store(xt, "xt_copy", dtype);
+    g.reduce_row(xt, ReduceOp::Sum, "row_sums");
+    return g;
+}
+
 Graph fp8_reading_program() {
     Graph g = Graph::tile("fp8_read");
     Value x = g.tile_input("x", DType::E5M2, Width::Double);

@@ -17,6 +17,10 @@ Graph quantizing_epilogue(DType fp8, GemmSpec spec = {DType::BF16, Major::K, Maj
 // is the accumulator in a gemm graph, a bf16 tile input x in a tile program.
 Graph transposing_graph(Domain domain, DType fp8);
 
+// A tile program reading xt [N x M] transposed (tile_input_transposed) in `dtype` beside a bf16 tile input x as
+// stored: out = xt * scale + x in f32, xt copied through in its own type, and xt's row sums.
+Graph transposed_reading_graph(DType dtype);
+
 // FP8 tiles read back, of both widths (e5m2 double, e4m3 full), and one copied through.
 Graph fp8_reading_program();
 

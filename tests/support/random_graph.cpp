@@ -147,7 +147,11 @@ private:
             case 3: return push(g_.row_index(maybe_name()), row(Scalar::I32), kIndexBound, true);
             case 4: return tile_domain() ? push(g_.col_index(w, maybe_name()), col(w, Scalar::I32), kIndexBound, true)
                                          : partials();
-            case 5: return push(g_.tile_input(fresh("t"), dtype, w), tile(w, s), bound, true);
+            case 5:
+                // Tile programs also read full-width tiles stored transposed (N x M).
+                if (domain_ == Domain::Tile && w == Width::Full && chance(0.3))
+                    return push(g_.tile_input_transposed(fresh("t"), dtype), tile(w, s), bound, true);
+                return push(g_.tile_input(fresh("t"), dtype, w), tile(w, s), bound, true);
             default: return push(g_.col_input(fresh("c"), dtype, w), col(w, s), bound, true);
         }
     }

@@ -157,6 +157,8 @@ void bind_builder(nb::module_& m) {
         // Sources
         .def("accumulator", &Graph::accumulator, "name"_a = "acc")
         .def("tile_input", &Graph::tile_input, "name"_a, "dtype"_a, "width"_a = Width::Full)
+        .def("tile_input_transposed", &Graph::tile_input_transposed, "name"_a, "dtype"_a,
+             "A tile input stored transposed, N x M (ops.def tile_input_transposed): tile programs only.")
         .def("row_input", &Graph::row_input, "name"_a, "dtype"_a)
         .def("col_input", &Graph::col_input, "name"_a, "dtype"_a, "width"_a = Width::Full)
         .def("scalar", &Graph::scalar, "name"_a)
@@ -233,7 +235,8 @@ void bind_checks_and_text(nb::module_& m) {
         .def_ro("name", &Binding::name)
         .def_ro("node", &Binding::node)
         .def_prop_ro("role", [](const Binding& b) { return std::string(to_string(b.role)); })
-        .def_ro("transposed", &Binding::transposed, "A store_transposed output: N x M.")
+        .def_ro("transposed", &Binding::transposed,
+                "Stored N x M: a store_transposed output or a tile_input_transposed input.")
         .def_prop_ro("kind", [](const Binding& b) { return std::string(to_string(b.kind)); })
         .def_ro("width", &Binding::width)
         .def_ro("dtype", &Binding::dtype)
@@ -282,6 +285,7 @@ void bind_blocks(nb::module_& m) {
     b.def("quantize_e4m3", &blocks::quantize_e4m3);
     b.def("quantize_e5m2", &blocks::quantize_e5m2);
     b.def("quantize_e4m3_blockwise", &blocks::quantize_e4m3_blockwise);
+    b.def("quantize_e4m3_blockwise_t", &blocks::quantize_e4m3_blockwise_t);
     b.def("transpose_e4m3", &blocks::transpose_e4m3);
     b.def("qkv_rope_fp8", &blocks::qkv_rope_fp8, "spec"_a = GemmSpec{DType::E4M3, Major::K, Major::K});
     b.def("out_proj_fp8", &blocks::out_proj_fp8, "spec"_a = GemmSpec{DType::E4M3, Major::K, Major::K});

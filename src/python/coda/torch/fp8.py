@@ -215,6 +215,17 @@ def quantize_blockwise(x: Tensor) -> tuple[Tensor, Tensor]:
     return out, parts["x_scale_partials"].to(torch.float32)
 
 
+def quantize_blockwise_t(x: Tensor) -> tuple[Tensor, Tensor]:
+    """quantize_blockwise(x.t()) in one pass (coda.blocks.quantize_e4m3_blockwise_t reads x transposed): x [T x F] to
+    (x_fp8 [F x T] in e4m3 with one scale per row and 128 columns, the scales f32 [ceil(T / 128) x F]); the K-major
+    operand and scales of a weight gradient over the T tokens (scaled_mm(..., blockwise=True) with scale_b per row)."""
+    t, f = x.shape
+    out = torch.empty(f, t, dtype=FORMATS["e4m3"], device=x.device)
+    parts = run("quantize_e4m3_blockwise_t", {"x": x.contiguous()}, {"x_fp8": out}, f, t,
+                partials=("x_scale_partials",))
+    return out, parts["x_scale_partials"].to(torch.float32)
+
+
 def _group_rows(w: Tensor) -> tuple[Tensor, int, int]:
     # w [N x K] as rows of one 128-column group each, [nb * 128 * kb, 128] with nb = ceil(N / 128) and kb =
     # ceil(K / 128): row r is group r % kb of w's row r // kb. Zero-padded to whole 128 x 128 blocks; a view when they
