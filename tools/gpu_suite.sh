@@ -5,14 +5,16 @@
 # it publishes atomically) and the GPU, so this is for correctness, not timing. Logs: $OUT/gpu_suite/<n>.log, one line per case in
 # summary.txt (exit status, seconds, Catch2's count). Exits 1 when a case failed or timed out, 77 when every case
 # skipped (no GPU).
-# Usage: bash tools/gpu_suite.sh [BUILD_DIR] ; JOBS (default 6), CASE_S (each case's limit, default 450 s).
+# Usage: bash tools/gpu_suite.sh [BUILD_DIR] ; JOBS (default 6), CASE_S (each case's limit, default 450 s), CASES (an
+# extended regular expression: only the cases whose name matches it).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
 out=${OUT:-device-logs}/gpu_suite
 mkdir -p "$out"
 rm -f "$out/summary.txt"
-"$build/tests/coda_gpu_tests" --list-test-names-only 2>/dev/null | grep -v -e '^$' -e '^SKIPPED' > "$out/names.txt"
+"$build/tests/coda_gpu_tests" --list-test-names-only 2>/dev/null | grep -v -e '^$' -e '^SKIPPED' |
+  grep -E -- "${CASES:-.}" > "$out/names.txt"
 run_case() {  # INDEX: the case on line INDEX of names.txt (commas and brackets escaped for Catch2's test spec)
   local name spec start rc
   name=$(sed -n "$1p" "$out/names.txt")
