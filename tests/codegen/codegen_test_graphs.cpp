@@ -66,6 +66,10 @@ std::optional<Graph> graph_using(Op op, Domain d, Width w) {
                     if (finalize) return std::nullopt;
                     y = g.add(x, g.tile_input("src", DType::BF16, w), "y");
                     break;
+                case Op::TileInputTransposed:
+                    if (d != Domain::Tile || w != Width::Full) return std::nullopt;  // full-width tile programs only
+                    y = g.add(x, g.tile_input_transposed("src", DType::BF16), "y");
+                    break;
                 case Op::RowInput: y = g.mul(x, g.row_input("src", DType::F16), "y"); break;
                 case Op::ColInput:
                     if (finalize) return std::nullopt;

@@ -57,6 +57,7 @@ struct Epilogue {
     static constexpr int kTileInputs = 1;
     __host__ __device__ static constexpr int tile_input_pair_bytes(int i) { return i == 0 ? 4 : 0; }
     __host__ __device__ static constexpr int tile_input_element_bytes(int i) { return i == 0 ? 2 : 0; }
+    __host__ __device__ static constexpr bool tile_input_transposed(int i) { return false; }
     __device__ static coda::TileView tile_input(const Args& args, int i) {
         if (i == 0) return {reinterpret_cast<unsigned char*>(args.slot[0]), static_cast<long long>(args.slot[1]) * 2};
         return {nullptr, 0};
