@@ -164,8 +164,8 @@ def test_rowwise_weights_have_a_scale_per_row_and_one_per_column_and_activations
     assert rel(out, ref.fp8_row_round(x) @ ref.fp8_row_round(w).t()) < 0.01  # out is bf16
 
 
-# (recipe, fp8_wgrad): the fine recipes, and row-wise with FP8 weight gradients.
-VARIANTS = [("blockwise", False), ("rowwise", False), ("rowwise", True)]
+# (recipe, fp8_wgrad): the fine recipes, each also with FP8 weight gradients.
+VARIANTS = [("blockwise", False), ("blockwise", True), ("rowwise", False), ("rowwise", True)]
 
 
 @pytest.mark.parametrize("recipe, fp8_wgrad", VARIANTS)
@@ -220,6 +220,28 @@ def test_rowwise_fp8_weight_gradients_quantize_each_column_and_match_their_emula
     assert rel(rowwise._wgrad(dy, x, None, True), expected) < 5e-3  # bf16
     print(f"FP8 rounding of dW: {rel(expected, dy.t() @ x):.2e}")
     assert rel(expected, dy.t() @ x) > 1e-2  # what these checks tell apart from the exact product
+
+
+def test_blockwise_fp8_weight_gradients_quantize_each_column_in_groups_of_128_tokens():
+    # dY [M x N] and X [M x K] at M = 300 tokens (groups of 128, 128 and 44), each column's groups of magnitudes 1 to
+    # 100 (spread's factors, transposed): a scale read for the wrong column or the wrong group of tokens is off by up
+    # to 100x. Against the emulation (reference._Fp8BlockGemm's FP8 dW): q(dY^T) q(X^T)^T.
+    from coda.torch import ops_fp8_blockwise as blockwise
+    dy = spread(grid(300, 300, seed=80), 81, rows=4.6, cols=4.6).t().contiguous()
+    x = spread(grid(260, 300, seed=82), 83, rows=4.6, cols=4.6).t().contiguous()
+    dy, x = dy.bfloat16().double(), x.bfloat16().double()  # the quantize program reads bf16: these values exactly
+    expected = ref.fp8_group_round(dy.t()) @ ref.fp8_group_round(x.t()).t()
+    buffer = torch.zeros(300, 260, dtype=torch.float32)
+    assert blockwise._wgrad(dy, x, buffer, True).numel() == 0
+    # The program multiplies by the scale's f32 reciprocal where the emulation divides: values near a rounding
+    # boundary round the other way, and with magnitudes 100x apart a few such terms move dW by 5e-3 of its norm.
+    print(f"dW against the emulation: {rel(buffer, expected):.2e}")
+    assert rel(buffer, expected) < 1e-2
+    assert rel(blockwise._wgrad(dy, x, None, True), expected) < 1e-2  # stored in the activations' dtype
+    print(f"FP8 rounding of dW: {rel(expected, dy.t() @ x):.2e}")
+    assert rel(expected, dy.t() @ x) > 1e-2  # what these checks tell apart from the exact product
+    # Without fp8_wgrad, the exact product (bf16 weight gradients).
+    assert rel(blockwise._wgrad(dy, x, None, False), dy.t() @ x) < 1e-12
 
 
 def test_rowwise_fp8_weight_gradients_need_tokens_in_sixteens():

@@ -243,7 +243,7 @@ def _placeholder_partials(name: str, partials: str, m: int, n: int, device) -> t
 def _accumulate_sinks(name: str) -> tuple[str, ...]:
     # Which outputs of a graph are read before they are written (accumulate sinks).
     return {"wgrad_accumulate": ("D",), "wgrad_fp8_accumulate": ("D",), "wgrad_fp8_rowwise_accumulate": ("D",),
-            "rmsnorm_backward": ("dx_residual",)}.get(name, ())
+            "wgrad_fp8_blockwise_accumulate": ("D",), "rmsnorm_backward": ("dx_residual",)}.get(name, ())
 
 
 def row_tiles(n: int, bn: int = 128) -> int:

@@ -38,13 +38,12 @@ SCALE, INV_SCALE, AMAX = 0, 1, 2
 
 
 def check_recipe(recipe, fp8_wgrad: bool = False) -> None:
-    """None (bf16) or one of RECIPES, and FP8 weight gradients only with "tensorwise" or "rowwise"; else a
-    ValueError."""
+    """None (bf16) or one of RECIPES, and FP8 weight gradients only with one of them; else a ValueError."""
     if recipe is not None and recipe not in RECIPES:
         raise ValueError(f"coda.torch: fp8 must be None or one of {RECIPES}, got {recipe!r}")
-    if fp8_wgrad and recipe not in ("tensorwise", "rowwise"):
-        raise ValueError(f"coda.torch: fp8_wgrad (FP8 weight gradients) is there for fp8='tensorwise' and 'rowwise', "
-                         f"got fp8={recipe!r}; the block-wise recipe keeps the weight gradients in bf16")
+    if fp8_wgrad and recipe is None:
+        raise ValueError("coda.torch: fp8_wgrad (FP8 weight gradients) needs an FP8 recipe (fp8='tensorwise', "
+                         "'rowwise' or 'blockwise'), got fp8=None")
 
 
 class Fp8Scaling(nn.Module):

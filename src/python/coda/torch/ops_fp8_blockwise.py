@@ -13,7 +13,10 @@ history and no first steps on priors:
     width, so its groups are 256 of its columns and each scale stands for two k-blocks), the out-projection's dgrad
     dx1_fp8 (from that epilogue), QKV's dgrad RoPE's backward dz (quantized by a tile program: made in its epilogue the
     rotation would be computed twice, which spills);
-  - the four weight-gradient GEMMs in bf16, from the bf16 tensors stored beside the FP8 ones, as in "tensorwise".
+  - the four weight-gradient GEMMs in bf16, from the bf16 tensors stored beside the FP8 ones, as in "tensorwise";
+    or with fp8_wgrad in FP8, both operands quantized along the tokens (each bf16 operand transposed by torch, then
+    quantize_e4m3_blockwise: one scale per row and 128 tokens) on coda.blocks.wgrad_fp8_blockwise_accumulate (B's
+    scales per row). The transposed copies cost a bf16 round trip a tensor: not yet measured against bf16.
 Weights are quantized at each forward, or once inside fp8.reuse_weights (fp8.quantize_weight_blockwise), their
 transposes and scales kept for the backward."""
 from typing import Optional
@@ -23,8 +26,8 @@ from torch import Tensor
 
 from coda.torch import _steps
 from coda.torch import ops as _ops
-from coda.torch._kernels import run
-from coda.torch._fp8_layers import register_stateless
+from coda.torch._kernels import run, scaled_mm_name
+from coda.torch._fp8_layers import check_fp8_wgrad, fp8_weight_gradient, register_stateless
 from coda.torch._register import fake, no_gradient
 from coda.torch.fp8 import BLOCK, FORMATS, quantize_blockwise, quantize_weight_blockwise
 
@@ -50,12 +53,17 @@ def _check_h(h: Tensor, h_scale: Tensor, m: int, d: int) -> None:
                          f"{tuple(h_scale.shape)}")
 
 
-def _no_fp8_wgrad(fp8_wgrad: bool) -> None:
-    # The weight gradients' operands would need 1 x 128 scales along the tokens on B too, which the block-scaled
-    # mainloop does not take (its B scales are 128 x 128).
-    if fp8_wgrad:
-        raise ValueError("coda.torch: the block-wise FP8 layer keeps its weight gradients in bf16 (fp8_wgrad is for "
-                         "fp8='tensorwise' and 'rowwise')")
+def _wgrad(dy: Tensor, x: Tensor, buffer: Optional[Tensor], fp8_wgrad: bool) -> Tensor:
+    """dW = dy^T x ([N x K] for dy [M x N], x [M x K]): in bf16 (_steps.wgrad), or with fp8_wgrad on both operands
+    transposed and quantized along the tokens, [N x M] and [K x M] e4m3 with [ceil(M / 128) x N] and
+    [ceil(M / 128) x K] scales: A_scale and B_scale of a GEMM with B's scales per row."""
+    if not fp8_wgrad:
+        return _steps.wgrad(dy, x, buffer)
+    dy_t, dy_scale = quantize_blockwise(dy.t())
+    x_t, x_scale = quantize_blockwise(x.t())
+    ins = {"A": dy_t, "B": x_t.t(), "A_scale": dy_scale, "B_scale": x_scale}
+    return fp8_weight_gradient(ins, dy.shape[1], x.shape[1], dy.shape[0], buffer, dy,
+                               ("wgrad_fp8_blockwise_accumulate", scaled_mm_name("blockwise_1x128", "e4m3", "e4m3")))
 
 
 @torch.library.custom_op("coda::decoder_layer_fp8_blockwise", mutates_args=())
@@ -72,7 +80,7 @@ def decoder_layer_fp8_blockwise(x: Tensor, h: Tensor, h_scale: Tensor, rstd: Ten
                                                                                Tensor]:
     m, d = x.shape
     _check_h(h, h_scale, m, d)
-    _no_fp8_wgrad(fp8_wgrad)
+    check_fp8_wgrad(fp8_wgrad, m)
     widths = _ops._Widths(w_qkv, w_o, n_heads)
     (q_qkv, s_qkv, t_qkv, ts_qkv), (q_o, s_o, t_o, ts_o), (q_gu, s_gu, t_gu, ts_gu), (q_d, s_d, t_d, ts_d) = [
         quantize_weight_blockwise(w) for w in (w_qkv, w_o, w_gate_up, w_down)]
@@ -159,8 +167,8 @@ def decoder_layer_fp8_blockwise_backward(
         ts_d: Tensor, n_heads: int, seq_len: int, attention: str, fp8_wgrad: bool, w_qkv_grad: Optional[Tensor],
         w_o_grad: Optional[Tensor], w_gate_up_grad: Optional[Tensor],
         w_down_grad: Optional[Tensor]) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:
-    _no_fp8_wgrad(fp8_wgrad)
     m, d = x.shape
+    check_fp8_wgrad(fp8_wgrad, m)
     f2 = z.shape[1]
     dx2 = dx2.contiguous()
     # MLP: dy = dx2 W_d with SwiGLU's backward in the epilogue, then the norm backward with dx2 joined.
@@ -176,22 +184,22 @@ def decoder_layer_fp8_blockwise_backward(
     s = _steps.s_factor(parts["zdz_partials"], m, d, x1)
     dx1, o, d_mlp_norm, dx1_fp8, dx1_scale = _norm_backward("rmsnorm_backward_residual_fp8_blockwise", dz_fp8,
                                                             dz_scale, t_gu, ts_gu, x1, rstd1, s, mlp_norm, dx2, True)
-    dw_down = _steps.wgrad(dx2, y, w_down_grad)
-    dw_gate_up = _steps.wgrad(dz, o, w_gate_up_grad)
+    dw_down = _wgrad(dx2, y, w_down_grad, fp8_wgrad)
+    dw_gate_up = _wgrad(dz, o, w_gate_up_grad, fp8_wgrad)
 
     # Attention: the out-projection's dgrad, attention's backward, RoPE's backward, the norm backward with dx1 joined.
     widths = _ops._Widths(t_qkv.t(), t_o.t(), n_heads)
     da = x.new_empty(m, widths.q)
     run("dgrad_fp8_blockwise", {"A": dx1_fp8, "B": t_o.t(), "A_scale": dx1_scale, "B_scale": ts_o}, {"D": da},
         m, widths.q, d)
-    dw_o = _steps.wgrad(dx1, _ops._attention_input(qkv, out, widths, attention), w_o_grad)
+    dw_o = _wgrad(dx1, _ops._attention_input(qkv, out, widths, attention), w_o_grad, fp8_wgrad)
     blocks = _ops._attention_gradient_blocks(da, qkv, out, lse, seed, offset, widths, seq_len, n_heads, attention)
     dzq, zdz = _steps.rope_backward(blocks, qkv, pos, theta)
     dzq_fp8, dzq_scale = quantize_blockwise(dzq)
     s = _steps.s_factor(zdz, m, d, x)
     dx, o, d_attn_norm, _, _ = _norm_backward("rmsnorm_backward_residual_fp8_blockwise_bf16_dx", dzq_fp8, dzq_scale,
                                               t_qkv, ts_qkv, x, rstd, s, attn_norm, dx1, False)
-    dw_qkv = _steps.wgrad(dzq, o, w_qkv_grad)
+    dw_qkv = _wgrad(dzq, o, w_qkv_grad, fp8_wgrad)
     return dx, d_attn_norm, d_mlp_norm, dw_qkv, dw_o, dw_gate_up, dw_down
 
 

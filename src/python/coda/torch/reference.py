@@ -202,39 +202,44 @@ def fp8_weight_block_round(w: Tensor) -> Tensor:
 
 class _Fp8BlockGemm(torch.autograd.Function):
     """_Fp8Gemm with block-wise scales: forward rows * (q(source) @ q(w)^T); backward da = q(dy) @ q(w), with dy's
-    groups `grad_group` columns wide, and dw = dy^T a in full precision."""
+    groups `grad_group` columns wide, and dw = dy^T a in full precision or, with fp8_wgrad, q(dy^T) @ q(a^T)^T (both
+    in groups of 128 tokens)."""
 
     @staticmethod
-    def forward(ctx, a, source, w, rows, grad_group):
+    def forward(ctx, a, source, w, rows, grad_group, fp8_wgrad=False):
         w_q = fp8_weight_block_round(w.detach())
         y = fp8_group_round(source.detach()) @ w_q.t()
         if rows is not None:
             y = rows[:, None] * y
         ctx.save_for_backward(a, w_q)
-        ctx.grad_group = grad_group
+        ctx.grad_group, ctx.fp8_wgrad = grad_group, fp8_wgrad
         return y
 
     @staticmethod
     def backward(ctx, dy):
         a, w_q = ctx.saved_tensors
-        return fp8_group_round(dy, ctx.grad_group) @ w_q, None, dy.t() @ a, None, None
+        if ctx.fp8_wgrad:
+            dw = fp8_group_round(dy.t()) @ fp8_group_round(a.detach().t()).t()
+        else:
+            dw = dy.t() @ a
+        return fp8_group_round(dy, ctx.grad_group) @ w_q, None, dw, None, None, None
 
 
-def fp8_blockwise_decoder_layer(layer, x: Tensor, pos: Tensor, seq_len: int) -> Tensor:
-    """A block-wise FP8 LlamaDecoderLayer's forward (and, through autograd, backward) in eager PyTorch. SwiGLU's
-    gradient dz is interleaved gate/up, as its epilogue writes it two GEMM columns at a time: its groups are 256 of its
-    columns."""
+def fp8_blockwise_decoder_layer(layer, x: Tensor, pos: Tensor, seq_len: int, fp8_wgrad: bool = False) -> Tensor:
+    """A block-wise FP8 LlamaDecoderLayer's forward (and, through autograd, backward) in eager PyTorch; fp8_wgrad: its
+    weight gradients in FP8 too. SwiGLU's gradient dz is interleaved gate/up, as its epilogue writes it two GEMM
+    columns at a time: its groups are 256 of its columns."""
     def normed(t, gamma):
         rstd = torch.rsqrt(t.pow(2).mean(-1) + layer.eps)
         return t * rstd[:, None] * gamma, (t * gamma).detach(), rstd.detach()
 
     u, h, rstd = normed(x, layer.attn_norm)
-    qkv = rope(_Fp8BlockGemm.apply(u, h, layer.w_qkv, rstd, _BLOCK), pos, layer.theta)
+    qkv = rope(_Fp8BlockGemm.apply(u, h, layer.w_qkv, rstd, _BLOCK, fp8_wgrad), pos, layer.theta)
     a = attend(qkv, layer.n_heads, seq_len, layer.attention, layer.n_kv_heads, layer.head_dim)
-    x1 = x + _Fp8BlockGemm.apply(a, a, layer.w_o, None, _BLOCK)
+    x1 = x + _Fp8BlockGemm.apply(a, a, layer.w_o, None, _BLOCK, fp8_wgrad)
     u1, h1, rstd1 = normed(x1, layer.mlp_norm)
-    y = swiglu(_Fp8BlockGemm.apply(u1, h1, layer.w_gate_up, rstd1, 2 * _BLOCK))
-    return x1 + _Fp8BlockGemm.apply(y, y, layer.w_down, None, _BLOCK)
+    y = swiglu(_Fp8BlockGemm.apply(u1, h1, layer.w_gate_up, rstd1, 2 * _BLOCK, fp8_wgrad))
+    return x1 + _Fp8BlockGemm.apply(y, y, layer.w_down, None, _BLOCK, fp8_wgrad)
 
 
 # ---------------------------------------------------------------------------------------------------------
