@@ -345,8 +345,7 @@ def fp8_floor_fn(layer, attention):
 
 
 def fp8_layer_rows(d, f, heads, attention, rounds, per_round, skip_compile, kv_heads=None):
-    """coda's FP8 layers (fp8="tensorwise", "blockwise", "rowwise"; tensorwise and rowwise also with FP8 weight
-    gradients) against coda's bf16 layer, torch.compile in bf16, torchao's
+    """coda's FP8 layers (fp8="tensorwise", "blockwise", "rowwise"; each also with FP8 weight gradients) against coda's bf16 layer, torch.compile in bf16, torchao's
     float8 tensorwise and rowwise recipes under torch.compile, and the FP8 GEMM floor; x_floor is against that
     floor."""
     kv_heads = kv_heads or heads
@@ -359,8 +358,8 @@ def fp8_layer_rows(d, f, heads, attention, rounds, per_round, skip_compile, kv_h
     wgrad_layer = ct.LlamaDecoderLayer(d, heads, f, eps=EPS, attention=attention, device="cuda", n_kv_heads=kv_heads,
                                        fp8="tensorwise", fp8_wgrad=True)
     wgrad_layer.load_state_dict(layer.state_dict())
-    fine = {}  # the recipes whose scales come from each tensor's own blocks or rows ("rowwise wgrad": FP8 dW too)
-    for recipe in ("blockwise", "rowwise", "rowwise wgrad"):
+    fine = {}  # the recipes whose scales come from each tensor's own blocks or rows ("... wgrad": FP8 dW too)
+    for recipe in ("blockwise", "blockwise wgrad", "rowwise", "rowwise wgrad"):
         fine[recipe] = ct.LlamaDecoderLayer(d, heads, f, eps=EPS, attention=attention, device="cuda",
                                             n_kv_heads=kv_heads, fp8=recipe.split()[0],
                                             fp8_wgrad=recipe.endswith("wgrad"))
@@ -397,6 +396,7 @@ def fp8_layer_rows(d, f, heads, attention, rounds, per_round, skip_compile, kv_h
     systems = {"coda fp8": tensorwise_step,
                "coda fp8 wgrad": wgrad_step,
                "coda fp8 blockwise": step(fine["blockwise"], fine_forward("blockwise")),
+               "coda fp8 blockwise wgrad": step(fine["blockwise wgrad"], fine_forward("blockwise wgrad")),
                "coda fp8 rowwise": step(fine["rowwise"], fine_forward("rowwise")),
                "coda fp8 rowwise wgrad": step(fine["rowwise wgrad"], fine_forward("rowwise wgrad")),
                "coda bf16": step(bf16_layer, lambda: bf16_layer(x, h, rstd, next_gamma, pos, SEQ)[0])}
@@ -423,6 +423,7 @@ def fp8_layer_rows(d, f, heads, attention, rounds, per_round, skip_compile, kv_h
         for name, out in (("coda fp8", tensorwise_forward(layer)()),
                           ("coda fp8 wgrad", tensorwise_forward(wgrad_layer)()),
                           ("coda fp8 blockwise", fine_forward("blockwise")()),
+                          ("coda fp8 blockwise wgrad", fine_forward("blockwise wgrad")()),
                           ("coda fp8 rowwise", fine_forward("rowwise")()),
                           ("coda fp8 rowwise wgrad", fine_forward("rowwise wgrad")())):
             err[name] = ((out.float() - out32).norm() / out32.norm()).item()
@@ -443,7 +444,8 @@ def fp8_layer_rows(d, f, heads, attention, rounds, per_round, skip_compile, kv_h
             note = f"rel. error vs fp32 {err[name]:.1e}; {over('coda bf16', name)} coda bf16"
         elif "floor" not in name:
             note = (f"coda fp8 is {over(name, 'coda fp8')} faster, with FP8 wgrad {over(name, 'coda fp8 wgrad')}, "
-                    f"blockwise {over(name, 'coda fp8 blockwise')}, rowwise {over(name, 'coda fp8 rowwise')}, "
+                    f"blockwise {over(name, 'coda fp8 blockwise')}, with FP8 wgrad "
+                    f"{over(name, 'coda fp8 blockwise wgrad')}, rowwise {over(name, 'coda fp8 rowwise')}, "
                     f"with FP8 wgrad {over(name, 'coda fp8 rowwise wgrad')}")
         rows.append({"bench": "fp8 " + layer_label(d, f, heads, kv_heads), "attention": attention, "system": name,
                      "ms": round(ms[name], 3), "x_floor": round(ms[name] / floor, 3) if floor else "",

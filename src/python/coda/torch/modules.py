@@ -100,7 +100,7 @@ class LlamaDecoderLayer(nn.Module):
     is then h's scales, f32 [ceil(d / 128) x M], one per row and 128 columns. Every scale comes from its own block's
     amax, so there is no state to keep (self.fp8 is None) and checkpointing is free to run a forward again.
     fp8_wgrad=True runs its weight gradients in FP8 too, both operands with a scale per channel and 128 tokens (each
-    transposed by torch and quantized by a tile program: not yet measured against bf16; tokens a multiple of 16).
+    read transposed and quantized in one pass by a tile program; tokens a multiple of 16).
 
     fp8="rowwise": the same with a scale per row of each activation and gradient and per channel of each weight
     (ops_fp8_rowwise; torchao's recipe, e4m3 throughout): h_scale is f32 [M]. Each FP8 operand costs a second pass

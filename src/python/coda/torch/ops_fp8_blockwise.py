@@ -14,9 +14,9 @@ history and no first steps on priors:
     dx1_fp8 (from that epilogue), QKV's dgrad RoPE's backward dz (quantized by a tile program: made in its epilogue the
     rotation would be computed twice, which spills);
   - the four weight-gradient GEMMs in bf16, from the bf16 tensors stored beside the FP8 ones, as in "tensorwise";
-    or with fp8_wgrad in FP8, both operands quantized along the tokens (each bf16 operand transposed by torch, then
-    quantize_e4m3_blockwise: one scale per row and 128 tokens) on coda.blocks.wgrad_fp8_blockwise_accumulate (B's
-    scales per row). The transposed copies cost a bf16 round trip a tensor: not yet measured against bf16.
+    or with fp8_wgrad in FP8, both operands quantized along the tokens (each bf16 operand read transposed and
+    quantized in one pass, quantize_e4m3_blockwise_t: one scale per feature and 128 tokens) on
+    coda.blocks.wgrad_fp8_blockwise_accumulate (B's scales per row).
 Weights are quantized at each forward, or once inside fp8.reuse_weights (fp8.quantize_weight_blockwise), their
 transposes and scales kept for the backward."""
 from typing import Optional
@@ -29,7 +29,7 @@ from coda.torch import ops as _ops
 from coda.torch._kernels import run, scaled_mm_name
 from coda.torch._fp8_layers import check_fp8_wgrad, fp8_weight_gradient, register_stateless
 from coda.torch._register import fake, no_gradient
-from coda.torch.fp8 import BLOCK, FORMATS, quantize_blockwise, quantize_weight_blockwise
+from coda.torch.fp8 import BLOCK, FORMATS, quantize_blockwise, quantize_blockwise_t, quantize_weight_blockwise
 
 _E4M3 = FORMATS["e4m3"]
 
@@ -59,8 +59,8 @@ def _wgrad(dy: Tensor, x: Tensor, buffer: Optional[Tensor], fp8_wgrad: bool) -> 
     [ceil(M / 128) x K] scales: A_scale and B_scale of a GEMM with B's scales per row."""
     if not fp8_wgrad:
         return _steps.wgrad(dy, x, buffer)
-    dy_t, dy_scale = quantize_blockwise(dy.t())
-    x_t, x_scale = quantize_blockwise(x.t())
+    dy_t, dy_scale = quantize_blockwise_t(dy)
+    x_t, x_scale = quantize_blockwise_t(x)
     ins = {"A": dy_t, "B": x_t.t(), "A_scale": dy_scale, "B_scale": x_scale}
     return fp8_weight_gradient(ins, dy.shape[1], x.shape[1], dy.shape[0], buffer, dy,
                                ("wgrad_fp8_blockwise_accumulate", scaled_mm_name("blockwise_1x128", "e4m3", "e4m3")))
