@@ -747,7 +747,7 @@ def torchao_hf(hf, recipe):
     return model
 
 
-def llama_fp8_rows(rounds, batch, n_layers):
+def llama_fp8_rows(rounds, batch, n_layers, recipes=LLAMA_FP8_RECIPES):
     """The llama3.2-1b step in FP8: coda's model in each FP8 recipe against Hugging Face's LlamaForCausalLM under
     torchao's float8 training of the same recipe + torch.compile (block-wise: in bf16 + torch.compile,
     llama_fp8_baseline), with coda bf16 beside them, all from the same weights (AdamW on the bf16 weights). One recipe at a time: its three systems are built, timed against each other
@@ -762,7 +762,7 @@ def llama_fp8_rows(rounds, batch, n_layers):
     tokens = torch.randint(0, fields["vocab_size"], (batch, LLAMA_SEQ), device="cuda")
     tokens_per_step = batch * LLAMA_SEQ
     rows = []
-    for recipe in LLAMA_FP8_RECIPES:
+    for recipe in recipes:
         losses = {}
         coda_fp8 = llama_fp8_model(source, recipe, "cuda")
         coda_name = f"coda fp8 {recipe}" + (" wgrad" if llama_fp8_wgrad(recipe) else "")
@@ -781,11 +781,13 @@ def llama_fp8_rows(rounds, batch, n_layers):
                    for name, (module, fwd) in entries.items()}
         log(f"{label} ({recipe}): compiling and warming {list(systems)}")
         ms = time_systems(systems, rounds, 1, announce=f"{label} ({recipe})")
+        # Each group's times as soon as they are in (a step limit that stops a later group loses only that one).
+        log(f"{label} ({recipe}): " + ", ".join(f"{name} {t:.3f} ms" for name, t in ms.items()))
         mem = {name: peak_gib(fn) for name, fn in systems.items()}
         group = []
         for name in systems:
             note = [f"{recipe} group", f"first loss {losses[name].item():.4f}"] if name in losses else [f"{recipe} group"]
-            if name == "coda bf16" and recipe != LLAMA_FP8_RECIPES[0]:
+            if name == "coda bf16" and recipe != recipes[0]:
                 # One bf16 model for every group: the groups before this one stepped it, so its loss is no first one.
                 note = [f"{recipe} group", "bf16 weights stepped by the groups before"]
             if name.startswith("coda fp8"):
@@ -837,6 +839,8 @@ def main():
                         "fp8='tensorwise', 'blockwise' and 'rowwise' layers against coda bf16, torch.compile bf16, "
                         "torchao float8 + compile; 'llama3.2-1b fp8 step': coda's FP8 model against Hugging Face's "
                         "under torchao + compile, block-wise against Hugging Face's in bf16 + compile)")
+    p.add_argument("--llama-recipes", nargs="+", default=list(LLAMA_FP8_RECIPES), choices=LLAMA_FP8_RECIPES,
+                   help="the FP8 recipes of the 'llama3.2-1b fp8 step', one group each (default all three)")
     p.add_argument("--hold-s", type=float, default=0.0,
                    help="also run each system alone this many seconds, with nvidia-smi sampling clock and power: "
                         "its sustained ms per step, MHz, W and joules per step (default 0: off)")
@@ -865,7 +869,7 @@ def main():
                         d, f, h, att, args.rounds, args.per_round, args.skip_compile, kv))
                     for name, d, f, h, kv, att in layer_sections(LAYER_SIZES)]
         sections.append(("llama3.2-1b fp8 step", lambda: llama_fp8_rows(max(3, args.rounds // 2), args.llama_batch,
-                                                                        args.llama_layers)))
+                                                                        args.llama_layers, args.llama_recipes)))
     sections = select_sections(sections, args.only)
     rows = []
     for name, run in sections:

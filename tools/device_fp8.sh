@@ -19,7 +19,8 @@
 #           LAYER_SYSTEMS: only the systems whose name contains one of these '|'-separated texts)
 #   model   tools/bench_block.py --fp8 --only "llama3.2-1b fp8 step": coda's LLaMA-3.2-1B in FP8 (tensorwise and
 #           rowwise, FP8 weight gradients) against Hugging Face's under torchao + compile, and block-wise against
-#           Hugging Face's in bf16 + compile (MODEL_LAYERS: default 16)
+#           Hugging Face's in bf16 + compile (MODEL_LAYERS: default 16; MODEL_RECIPES: some of "tensorwise rowwise
+#           blockwise", default all three, one group each)
 #   profile tools/profile_block.py --fp8 at d = 4096 with SDPA (PROFILE_RECIPES: default tensorwise+wgrad,
 #           rowwise+wgrad, blockwise), coda's bf16 layer and torchao's recipe + torch.compile beside each
 #   curve   tools/fp8_loss_curve.py, 300 steps of fp32, bf16 and FP8 (CURVE_RECIPES: the recipes, default all three)
@@ -126,7 +127,8 @@ for step in "$@"; do
       echo "== tools/bench_block.py --fp8: the LLaMA-3.2-1B step in FP8"
       python_setup || exit 1
       timeout "$step_s" python3 tools/bench_block.py --fp8 --out "$out" --rounds 3 --budget-s "${LAYER_BUDGET_S:-400}" \
-        --only "llama3.2-1b fp8 step" --llama-layers "${MODEL_LAYERS:-16}" > "$out/fp8_model.log" 2>&1 || status=1
+        --only "llama3.2-1b fp8 step" --llama-layers "${MODEL_LAYERS:-16}" \
+        --llama-recipes ${MODEL_RECIPES:-tensorwise rowwise blockwise} > "$out/fp8_model.log" 2>&1 || status=1
       grep -v "^\[" "$out/fp8_model.log" | tail -n 12 ;;
     profile)
       echo "== tools/profile_block.py --fp8: every kernel of the FP8 layers' step beside its floor"
