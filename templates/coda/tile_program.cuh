@@ -18,7 +18,8 @@
 //     each thread visits the same positions in the same order, so reductions stay deterministic and alike.
 //   - Transposed inputs (tile_input_transposed, N x M in memory) stage as they are stored: the tile's kBN columns
 //     as rows of its kBM elements, each row's 16-byte units XOR-swizzled by the row (TransposedInput), so that a
-//     visit, which reads one element of each of its columns, meets at most 4 lanes in a bank, not all 32.
+//     warp's visit, which reads one element of each of its columns, meets at most 4 lanes in a bank (e4m3: 8), not
+//     all 32.
 //   - Transposed outputs (store_transposed) stage as transposed tiles: a visit writes its elements into rows of
 //     the tile's columns, and the CTA writes each row out in 16-byte stores. Unstaged, each element is a store of
 //     its own to another row of the output (a 32-byte sector written for each byte of an FP8 copy).
@@ -78,9 +79,11 @@ struct TileProgramLayout {
 namespace detail {
 
 // A transposed tile input's staged tile (tile_input_transposed): the tile's kBN columns as rows of its kBM elements
-// (element_bytes each), as the tensor stores them. Unit u (16 bytes) of row r sits at unit u ^ key(r): a visit
-// reads element m of rows 2p and 2p + 1 (its column pair p), and the key spreads the rows of a warp's 32 pairs
-// over every unit of a row, i.e. over 4 (f32: 8) of the 32 banks' words... at most 4 lanes a bank.
+// (element_bytes each), as the tensor stores them. Unit u (16 bytes) of row r sits at unit u ^ key(r), key(r) =
+// (r / 2) mod (units a row): a warp's visit reads element m of rows 2p and 2p + 1 for its 32 column pairs p, which
+// unswizzled would all sit in one bank; swizzled they spread over 8 banks (bf16 and f32 rows), at most 4 lanes a
+// bank (e4m3's 64-byte rows: 4 banks, 8 lanes). (Whole 16-byte units keep the cp.async copies; a finer swizzle
+// would not.)
 struct TransposedInput {
     using L = TileProgramLayout;
     __host__ __device__ static constexpr int row_bytes(int element_bytes) { return L::kBM * element_bytes; }

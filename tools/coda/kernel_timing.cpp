@@ -246,7 +246,7 @@ Args RandomBindings::bind(const Kernel& kernel, std::int64_t partial_tiles) {
         if (binding.kind == Kind::Tile) {
             const std::int64_t cols = columns(binding.width, n_);
             const DeviceBuffer& t = buffer(binding.name, binding.dtype, count(m_, cols), fill);
-            // store_transposed's output is the tile's transpose: its columns by M.
+            // A transposed tile (store_transposed's output, tile_input_transposed's input): its columns by M.
             args.bind(binding.name, binding.transposed ? matrix(ptr(t), binding.dtype, cols, m_)
                                                        : matrix(ptr(t), binding.dtype, m_, cols));
         } else {
