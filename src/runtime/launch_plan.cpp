@@ -285,42 +285,36 @@ void plan_block_scales(const Checker& c, LaunchPlan& plan, std::size_t first) {
 // Tile programs take M and N from their first tile tensor that is not transposed, or else from their first
 // transposed one (N x M, full width); every other binding must then agree.
 void plan_tile_extent(const Checker& c, std::int64_t& m, std::int64_t& n) {
-    const Binding* transposed = nullptr;
+    const Binding* source = nullptr;
     for (const Binding& b : c.graph().bindings) {
-        if (is_tile_tensor(b) && b.transposed && transposed == nullptr) transposed = &b;
-        if (!is_tile_tensor(b) || b.transposed) continue;
-        const TensorRef& t = c.tensor(b.name, "tile tensor");
-        if (t.shape.size() != 2) c.fail(b.name, fmt::format("must be a 2-D tile tensor, got {}", t.describe()));
-        m = t.shape[0];
-        const std::int64_t cols = t.shape[1];
-        switch (b.width) {
-            case Width::Half: n = 2 * cols; break;
-            case Width::Full: n = cols; break;
-            case Width::Double:
-                if (cols % 2 != 0) c.fail(b.name, fmt::format("double-width tensor with an odd column count {}", cols));
-                n = cols / 2;
-                break;
+        if (!is_tile_tensor(b)) continue;
+        if (!b.transposed) {
+            source = &b;
+            break;
         }
-        check_extent(c, b.name, m);
-        check_extent(c, b.name, n);
-        if (n % 2 != 0)
-            c.fail(b.name, fmt::format("N = {} is odd; coda tile programs work on column pairs and need an even N", n));
-        return;
+        if (source == nullptr && b.width == Width::Full) source = &b;
     }
-    if (transposed != nullptr && transposed->width == Width::Full) {
-        const TensorRef& t = c.tensor(transposed->name, "tile tensor");
-        if (t.shape.size() != 2) c.fail(transposed->name, fmt::format("must be a 2-D tile tensor, got {}", t.describe()));
-        n = t.shape[0];
-        m = t.shape[1];
-        check_extent(c, transposed->name, m);
-        check_extent(c, transposed->name, n);
-        if (n % 2 != 0)
-            c.fail(transposed->name,
-                   fmt::format("N = {} (its rows) is odd; coda tile programs work on column pairs and need an even N", n));
-        return;
+    if (source == nullptr)
+        throw Error(fmt::format("kernel '{}': a tile program needs a tile tensor to take M and N from; add a "
+                                "tile_input or a store", c.kernel()));
+    const Binding& b = *source;
+    const TensorRef& t = c.tensor(b.name, "tile tensor");
+    if (t.shape.size() != 2) c.fail(b.name, fmt::format("must be a 2-D tile tensor, got {}", t.describe()));
+    // A transposed one is N x M; the others M x columns(width, N).
+    m = t.shape[b.transposed ? 1 : 0];
+    const std::int64_t cols = t.shape[b.transposed ? 0 : 1];
+    switch (b.width) {
+        case Width::Half: n = 2 * cols; break;
+        case Width::Full: n = cols; break;
+        case Width::Double:
+            if (cols % 2 != 0) c.fail(b.name, fmt::format("double-width tensor with an odd column count {}", cols));
+            n = cols / 2;
+            break;
     }
-    throw Error(fmt::format("kernel '{}': a tile program needs a tile tensor to take M and N from; add a tile_input "
-                            "or a store", c.kernel()));
+    check_extent(c, b.name, m);
+    check_extent(c, b.name, n);
+    if (n % 2 != 0)
+        c.fail(b.name, fmt::format("N = {} is odd; coda tile programs work on column pairs and need an even N", n));
 }
 
 // Finalizers take L from their first vector and T from their partials.

@@ -313,6 +313,20 @@ std::pair<HostTensor, HostTensor> block_test_operands(long long m, long long n, 
     return {a, b};
 }
 
+// Every element of D = the block-scaled product of block_test_operands over two k-blocks, scale(kb, i, j) being
+// A_scale's times B_scale's for that element and k-block: sum over kb of scale * 128 * (i + 1) * (kb + 1) * B's sign.
+template <class Scale>
+void check_block_products(const HostTensor& d, long long m, long long n, Scale scale) {
+    for (long long i = 0; i < m; ++i)
+        for (long long j = 0; j < n; ++j) {
+            double expect = 0;
+            for (int kb = 0; kb < 2; ++kb)
+                expect += scale(kb, i, j) * 128.0 * static_cast<double>((i + 1) * (kb + 1)) * (j % 2 == 0 ? 1.0 : -0.5);
+            INFO("i=" << i << " j=" << j);
+            CHECK(at(d, i, j) == expect);
+        }
+}
+
 // M = 2, N = 130 (two n-blocks), K = 256 (two k-blocks), block_test_operands: every scale differs, so a misread index
 // shows.
 TEST_CASE("block-scaled FP8 GEMM: each 128-k block scaled by A_scale[kb][i] * B_scale[j / 128][kb]", "[reference]") {
@@ -334,15 +348,8 @@ TEST_CASE("block-scaled FP8 GEMM: each 128-k block scaled by A_scale[kb][i] * B_
     // By hand: [0][0] = 1 * 0.5 * 128 + 4 * 0.25 * 256 = 320; [1][129] = 2 * 3 * (-128) + 8 * 0.125 * (-256) = -1024.
     CHECK(at(d, 0, 0) == 320.0);
     CHECK(at(d, 1, 129) == -1024.0);
-    for (long long i = 0; i < M; ++i)
-        for (long long j = 0; j < N; ++j) {
-            double expect = 0;
-            for (int kb = 0; kb < 2; ++kb)
-                expect += a_scale[kb][i] * b_scale[j / 128][kb] * 128.0 * static_cast<double>((i + 1) * (kb + 1)) *
-                          (j % 2 == 0 ? 1.0 : -0.5);
-            INFO("i=" << i << " j=" << j);
-            CHECK(at(d, i, j) == expect);
-        }
+    check_block_products(d, M, N,
+                         [&](int kb, long long i, long long j) { return a_scale[kb][i] * b_scale[j / 128][kb]; });
 
     // K = 200: the last k-block is partial (72 k), N = 4: one n-block.
     HostTensor a2 = tensor({1, 200}, std::vector<double>(200, 1.0), DType::E4M3);
@@ -379,15 +386,9 @@ TEST_CASE("block-scaled FP8 GEMM with B's scales per row: A_scale[kb][i] * B_sca
     // By hand: [0][0] = 1 * 1 * 128 + 4 * 3 * 256 = 3200; [1][129] = 2 * 2^-4 * (-128) + 8 * 3 * (-256) = -6160.
     CHECK(at(d, 0, 0) == 3200.0);
     CHECK(at(d, 1, 129) == -6160.0);
-    for (long long i = 0; i < M; ++i)
-        for (long long j = 0; j < N; ++j) {
-            double expect = 0;
-            for (int kb = 0; kb < 2; ++kb)
-                expect += a_scale[kb][i] * b_scale[static_cast<std::size_t>(kb * N + j)] * 128.0 *
-                          static_cast<double>((i + 1) * (kb + 1)) * (j % 2 == 0 ? 1.0 : -0.5);
-            INFO("i=" << i << " j=" << j);
-            CHECK(at(d, i, j) == expect);
-        }
+    check_block_products(d, M, N, [&](int kb, long long i, long long j) {
+        return a_scale[kb][i] * b_scale[static_cast<std::size_t>(kb * N + j)];
+    });
     // The block layout's shape is refused by name, with the shape this layout needs.
     p.inputs["B_scale"] = tensor({2, 2}, {1, 1, 1, 1});
     CHECK_THROWS_WITH(run_reference(check_graph(g), p),

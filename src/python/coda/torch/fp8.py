@@ -204,14 +204,17 @@ def quantize_weight(w: Tensor) -> tuple[Tensor, Tensor, Tensor]:
 
 
 
+def _quantize_groups(graph: str, x: Tensor, m: int, n: int) -> tuple[Tensor, Tensor]:
+    # The tile program `graph` over an m x n index space: x_fp8 [m x n] e4m3, the scales f32 [ceil(n / 128) x m].
+    out = torch.empty(m, n, dtype=FORMATS["e4m3"], device=x.device)
+    parts = run(graph, {"x": x.contiguous()}, {"x_fp8": out}, m, n, partials=("x_scale_partials",))
+    return out, parts["x_scale_partials"].to(torch.float32)
+
+
 def quantize_blockwise(x: Tensor) -> tuple[Tensor, Tensor]:
     """x [M x N] in e4m3 with each row's 128-column group's own scale (coda.blocks.quantize_e4m3_blockwise): (x_fp8,
     the scales f32 [ceil(N / 128) x M], a block-scaled GEMM's A_scale)."""
-    m, n = x.shape
-    out = torch.empty(m, n, dtype=FORMATS["e4m3"], device=x.device)
-    parts = run("quantize_e4m3_blockwise", {"x": x.contiguous()}, {"x_fp8": out}, m, n,
-                partials=("x_scale_partials",))
-    return out, parts["x_scale_partials"].to(torch.float32)
+    return _quantize_groups("quantize_e4m3_blockwise", x, *x.shape)
 
 
 def quantize_blockwise_t(x: Tensor) -> tuple[Tensor, Tensor]:
@@ -219,10 +222,7 @@ def quantize_blockwise_t(x: Tensor) -> tuple[Tensor, Tensor]:
     (x_fp8 [F x T] in e4m3 with one scale per row and 128 columns, the scales f32 [ceil(T / 128) x F]); the K-major
     operand and scales of a weight gradient over the T tokens (scaled_mm(..., blockwise=True) with scale_b per row)."""
     t, f = x.shape
-    out = torch.empty(f, t, dtype=FORMATS["e4m3"], device=x.device)
-    parts = run("quantize_e4m3_blockwise_t", {"x": x.contiguous()}, {"x_fp8": out}, f, t,
-                partials=("x_scale_partials",))
-    return out, parts["x_scale_partials"].to(torch.float32)
+    return _quantize_groups("quantize_e4m3_blockwise_t", x, f, t)
 
 
 def _group_rows(w: Tensor) -> tuple[Tensor, int, int]:
