@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """The block-wise weight gradients' operands: x [T x F] bf16 to its transposed e4m3 copy [F x T] with one scale per
 feature and 128 tokens. coda.torch.fp8.quantize_blockwise_t (one tile program reading x transposed) against torch's
-transpose followed by quantize_blockwise (the two-pass form), torch's transpose alone, and a copy of x (the bandwidth
-floor), in ABBA turns per shape. Prints each one's median ms and GB/s (bytes it must move: bf16 in, e4m3 out, f32
-scales; the copy: 2 bytes in and out) and the one-pass form's time over the two-pass one's.
+transpose followed by quantize_blockwise (the two-pass form), torch's transpose alone, coda's quantize_blockwise of x
+as it is stored (the forward's operand: one scale per token and 128 features), and a copy of x (the bandwidth floor), in
+ABBA turns per shape. Prints each one's median ms and GB/s (bytes it must move: bf16 in, e4m3 out, f32 scales; the copy:
+2 bytes in and out), the one-pass form's time over the two-pass one's, and each coda quantizer's bandwidth over the
+copy's (1.0: at the floor).
 
 Usage: python3 tools/bench_quantize_t.py [--shapes TxF ...] [--rounds 5] [--calls 20]"""
 import argparse
@@ -34,15 +36,16 @@ def main():
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--calls", type=int, default=20)
     args = parser.parse_args()
-    print("| T x F | one pass ms | GB/s | transpose + quantize ms | transpose alone ms | copy ms | copy GB/s | "
-          "one pass / two passes |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| T x F | one pass ms | GB/s | transpose + quantize ms | transpose alone ms | quantize_blockwise ms | GB/s | "
+          "copy ms | copy GB/s | one pass / two passes | one pass / copy bandwidth | quantize_blockwise / copy bandwidth |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for shape in args.shapes:
         t, f = (int(v) for v in shape.split("x"))
         x = torch.randn(t, f, device="cuda", dtype=torch.bfloat16)
         systems = {"one": lambda: fp8.quantize_blockwise_t(x),
                    "two": lambda: fp8.quantize_blockwise(x.t().contiguous()),
                    "transpose": lambda: x.t().contiguous(),
+                   "rows": lambda: fp8.quantize_blockwise(x),
                    "copy": lambda: x.clone()}
         for fn in systems.values():  # compile and warm
             ms_per_call(fn, 3)
@@ -53,10 +56,14 @@ def main():
                 times[name].append(ms_per_call(systems[name], args.calls))
         ms = {name: statistics.median(v) for name, v in times.items()}
         quantize_bytes = t * f * 3 + 4 * f * -(-t // 128)
+        rows_bytes = t * f * 3 + 4 * t * -(-f // 128)
         copy_bytes = t * f * 4
-        print(f"| {t} x {f} | {ms['one']:.4f} | {quantize_bytes / ms['one'] / 1e6:.0f} | {ms['two']:.4f} | "
-              f"{ms['transpose']:.4f} | {ms['copy']:.4f} | {copy_bytes / ms['copy'] / 1e6:.0f} | "
-              f"{ms['one'] / ms['two']:.3f} |", flush=True)
+        gbs = {"one": quantize_bytes / ms["one"] / 1e6, "rows": rows_bytes / ms["rows"] / 1e6,
+               "copy": copy_bytes / ms["copy"] / 1e6}
+        print(f"| {t} x {f} | {ms['one']:.4f} | {gbs['one']:.0f} | {ms['two']:.4f} | {ms['transpose']:.4f} | "
+              f"{ms['rows']:.4f} | {gbs['rows']:.0f} | {ms['copy']:.4f} | {gbs['copy']:.0f} | "
+              f"{ms['one'] / ms['two']:.3f} | {gbs['one'] / gbs['copy']:.3f} | {gbs['rows'] / gbs['copy']:.3f} |",
+              flush=True)
 
 
 if __name__ == "__main__":

@@ -246,12 +246,24 @@ __device__ __forceinline__ float group_add(float v, float x) {
     Reducer<Op>::add(s, x);
     return Reducer<Op>::partial(s);
 }
+// Reducer<Op>::combine for a shuffle step: Max and Min as one FMNMX.NAN, where combine's compare-and-select takes
+// three instructions. A tile program combines every row slot's group over 32 lanes, 80 steps a thread; the
+// compare-and-select stays in combine itself (see Reducer<RedOp::Max>).
+template <RedOp Op>
+__device__ __forceinline__ float combine_step(float a, float b) {
+    if constexpr (Op == RedOp::Max)
+        return detail::max_nan(a, b);
+    else if constexpr (Op == RedOp::Min)
+        return detail::min_nan(a, b);
+    else
+        return Reducer<Op>::combine(a, b);
+}
 // v combined over the lanes `lanes` apart, lanes / 2 apart, ..., 1 apart (a butterfly): every lane gets the same
 // bits, since each step combines the same two values in either order.
 template <RedOp Op, int kLanes>
 __device__ __forceinline__ float combine_lanes(float v) {
 #pragma unroll
-    for (int d = kLanes / 2; d >= 1; d /= 2) v = Reducer<Op>::combine(v, __shfl_xor_sync(0xffffffffu, v, d));
+    for (int d = kLanes / 2; d >= 1; d /= 2) v = combine_step<Op>(v, __shfl_xor_sync(0xffffffffu, v, d));
     return v;
 }
 

@@ -78,6 +78,14 @@ struct TileProgramLayout {
 
 namespace detail {
 
+// A compile-time yes or no for the generic lambdas below: the staged visits of a tile with all its rows skip each row
+// slot's bound check (a branch around every row slot's visit kept its addresses from being hoisted: about a quarter of
+// the quantizers' instructions).
+template <bool kValue>
+struct Flag {
+    static constexpr bool value = kValue;
+};
+
 // A transposed tile input's staged tile (tile_input_transposed): the tile's kBN columns as rows of its kBM elements
 // (element_bytes each), as the tensor stores them. Unit u (16 bytes) of row r sits at unit u ^ key(r), key(r) =
 // (r / 2) mod (units a row): a warp's visit reads element m of rows 2p and 2p + 1 for its 32 column pairs p, which
@@ -394,29 +402,32 @@ __global__ void __launch_bounds__(TileProgramLayout::kThreads)
     // reduce_group's values first: every row slot's group from the tile inputs (staged, or in global memory),
     // then combined over each row's sharers.
     if constexpr (Epilogue::kGroupReductions > 0) {
-        const auto group_all = [&](const auto tiles) {
+        const auto group_all = [&](const auto tiles, auto full) {
 #pragma unroll
             for (int rs = 0; rs < L::kRowSlots; ++rs) {
                 const int m = m0 + L::slot_row(rs);
-                if (m < problem.m)
+                if (decltype(full)::value || m < problem.m)
                     Epilogue::template group_visit<L>(args, st, Coord{m, n, problem.m, problem.n, 0, rs}, rs, 0, 0.0f,
                                                       0.0f, tiles);
             }
         };
         if (n < problem.n) {
-            if (staged)
-                group_all(StagedTiles<Epilogue>{smem, m0, n0});
+            if (staged && rows == L::kBM)
+                group_all(StagedTiles<Epilogue>{smem, m0, n0}, detail::Flag<true>{});
+            else if (staged)
+                group_all(StagedTiles<Epilogue>{smem, m0, n0}, detail::Flag<false>{});
             else
-                group_all(GlobalTiles{});
+                group_all(GlobalTiles{}, detail::Flag<false>{});
         }
         Epilogue::template group_finish<L>(st, reinterpret_cast<float*>(coda_tile_smem + V::kGroupOffset));
     }
-    // Every row slot of the thread in order; `tiles`: where the tile tensors are.
-    const auto visit_all = [&](const auto& tiles) {
+    // Every row slot of the thread in order; `tiles`: where the tile tensors are; `full`: Flag<true> when the tile
+    // has all kBM rows, so no row slot needs its bound checked.
+    const auto visit_all = [&](const auto& tiles, auto full) {
 #pragma unroll
         for (int rs = 0; rs < L::kRowSlots; ++rs) {
             const int m = m0 + L::slot_row(rs);
-            if (m < problem.m) {
+            if (decltype(full)::value || m < problem.m) {
                 const Coord c{m, n, problem.m, problem.n, 0, rs};
                 typename Epilogue::Inputs in;
                 Epilogue::template load<L>(args, c, in, tiles);
@@ -426,7 +437,12 @@ __global__ void __launch_bounds__(TileProgramLayout::kThreads)
         }
     };
     if (staged) {
-        if (n < problem.n) visit_all(StagedTiles<Epilogue>{smem, m0, n0});
+        if (n < problem.n) {
+            if (rows == L::kBM)
+                visit_all(StagedTiles<Epilogue>{smem, m0, n0}, detail::Flag<true>{});
+            else
+                visit_all(StagedTiles<Epilogue>{smem, m0, n0}, detail::Flag<false>{});
+        }
         __syncthreads();
         S::Outputs::for_each_unit(args, smem + S::kOutputsOffset, m0, n0, rows, problem.n,
                                   [](unsigned from, unsigned char* to) {
@@ -434,7 +450,7 @@ __global__ void __launch_bounds__(TileProgramLayout::kThreads)
                                   });
         if constexpr (S::Transposed::kCount > 0) S::write_transposed(args, smem, m0, rows, n0, problem.n);
     } else if (n < problem.n) {
-        visit_all(GlobalTiles{});
+        visit_all(GlobalTiles{}, detail::Flag<false>{});
     }
     Epilogue::template end_tile<L>(args, st, reinterpret_cast<float*>(coda_tile_smem),
                                    TileCoord{tile_m, tile_n, problem.m, problem.n});
