@@ -247,7 +247,7 @@ __device__ __forceinline__ float group_add(float v, float x) {
     return Reducer<Op>::partial(s);
 }
 // Reducer<Op>::combine for a shuffle step: Max and Min as one FMNMX.NAN, where combine's compare-and-select takes
-// three instructions. A tile program combines every row slot's group over 32 lanes, 80 steps a thread; the
+// three instructions (reduce_group's combines over a warp or a quad run once per row slot and group); the
 // compare-and-select stays in combine itself (see Reducer<RedOp::Max>).
 template <RedOp Op>
 __device__ __forceinline__ float combine_step(float a, float b) {

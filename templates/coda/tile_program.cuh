@@ -56,15 +56,25 @@ struct TileProgramLayout {
     // reduce_group's values of every row slot (one group: the tile is 128 columns), combined over the row's 64
     // sharers: within each warp by shuffles, then the row's two warps through shared memory, in warp order. Called by
     // every thread; leaves `scratch` free again.
+    // Within the warp one reduce-scatter butterfly (recursive halving, scatter_step) combines all row slots at once,
+    // not a butterfly per row slot: 16 shuffles and combines a thread where there were 80. Lane l ends with row slot
+    // rs(l) = l / kLanesPerSlot (16 row slots: (l >> 1) & 15) combined over all 32 lanes; lanes with l %
+    // kLanesPerSlot = 0 store it, one store where lane 0 stored 16.
     template <RedOp Op, int kRows, int kGroupsPerTile>
     __device__ static void combine_groups(float (&g)[kRows][kGroupsPerTile], float* scratch) {
         static_assert(kRows == kRowSlots && kGroupsPerTile == 1, "coda: a tile program's tile is one group wide");
+        static_assert(kPairsPerWarp == 32, "coda: a warp's 32 lanes are 32 column pairs");
+        static_assert(kRowSlots >= 1 && kRowSlots <= kPairsPerWarp && (kRowSlots & (kRowSlots - 1)) == 0,
+                      "coda: the reduce-scatter halves the row slots down to one a lane");
+        // The lane as unsigned math: pair() % 32, signed, tipped rms_entry_fp8_blockwise's visits into spills at its
+        // 64 registers.
+        const int lane = static_cast<int>(threadIdx.x % kPairsPerWarp);
         const int warp_in_row = pair() / kPairsPerWarp;
+        float v[kRowSlots];
 #pragma unroll
-        for (int rs = 0; rs < kRowSlots; ++rs) {
-            const float v = combine_lanes<Op, 32>(g[rs][0]);
-            if (pair() % kPairsPerWarp == 0) scratch[slot_row(rs) * kWarpsPerRow + warp_in_row] = v;
-        }
+        for (int rs = 0; rs < kRowSlots; ++rs) v[rs] = g[rs][0];
+        scatter_step<Op, kPairsPerWarp / 2>(v, lane);
+        if (lane % kLanesPerSlot == 0) scratch[slot_row(lane / kLanesPerSlot) * kWarpsPerRow + warp_in_row] = v[0];
         __syncthreads();
 #pragma unroll
         for (int rs = 0; rs < kRowSlots; ++rs) {
@@ -73,6 +83,33 @@ struct TileProgramLayout {
             g[rs][0] = v;
         }
         __syncthreads();
+    }
+
+    static constexpr int kLanesPerSlot = kPairsPerWarp / kRowSlots;  // 2: lanes that end with the same row slot
+    // combine_groups' shuffle step at xor distance kD, then the steps below it. While the lane holds 2 * kH row
+    // slots' partials v[0 .. 2 kH), it keeps one half and sends its partner the other: it keeps the upper half
+    // v[kH ..) where lane bit kD is set, the lower one otherwise, and v[i] becomes the kept half's i-th partial
+    // combined with the partner's. So each halving step adds (lane & kD) * kRowSlots / 32 to the row slot v[0] ends
+    // with: rs(l) = l / kLanesPerSlot (checked by a host simulation of these steps). Once the lane holds one, plain
+    // steps combine it over the kLanesPerSlot lanes that hold the same row slot. Each step pairs the lane sets that
+    // combine_lanes' step kD pairs, so the bits are combine_lanes' (a step's two values in either order give the
+    // same bits). Templated on kD rather than a loop over it: NVRTC kept the first step's 8 combines a loop there,
+    // with v[] in local memory.
+    template <RedOp Op, int kD>
+    __device__ static void scatter_step(float (&v)[kRowSlots], int lane) {
+        constexpr int kH = kRowSlots * kD / kPairsPerWarp;  // half the row slots the lane holds; 0 once it holds one
+        if constexpr (kH >= 1) {
+            const bool upper = (lane & kD) != 0;
+#pragma unroll
+            for (int i = 0; i < kH; ++i) {
+                const float send = upper ? v[i] : v[i + kH];
+                const float keep = upper ? v[i + kH] : v[i];
+                v[i] = combine_step<Op>(keep, __shfl_xor_sync(0xffffffffu, send, kD));
+            }
+        } else {
+            v[0] = combine_step<Op>(v[0], __shfl_xor_sync(0xffffffffu, v[0], kD));
+        }
+        if constexpr (kD > 1) scatter_step<Op, kD / 2>(v, lane);
     }
 };
 
