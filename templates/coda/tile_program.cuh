@@ -115,9 +115,9 @@ struct TileProgramLayout {
 
 namespace detail {
 
-// A compile-time yes or no for the generic lambdas below: the staged visits of a tile with all its rows skip each row
-// slot's bound check (a branch around every row slot's visit kept its addresses from being hoisted: about a quarter of
-// the quantizers' instructions).
+// A compile-time yes or no for the generic lambdas below: in tile programs with a group pass, the staged passes of a
+// tile with all its rows skip each row slot's bound check (a branch around every row slot's visit kept its addresses
+// from being hoisted: about a quarter of the block-wise quantizers' instructions).
 template <bool kValue>
 struct Flag {
     static constexpr bool value = kValue;
