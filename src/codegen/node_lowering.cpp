@@ -60,7 +60,7 @@ public:
 
     // The Inputs member that holds this input node's value, and the load that fills it.
     void input_member() { line(fmt::format("{} {}[{}];", register_type(type()), name(), lanes_out())); }
-    void load_input() { line(tile_load("in." + name())); }
+    void load_input() { line(load_statement("in." + name())); }
 
     // A tile tensor this node reads at the visit (tile_input, accumulate's old value): an L2 prefetch of it.
     void prefetch() {
@@ -132,7 +132,7 @@ private:
     }
     // The statement that loads this input into `target`: tile inputs through the visit's `tiles` (global memory, or
     // the tile a mainloop staged), the others from global memory.
-    std::string tile_load(const std::string& target) const {
+    std::string load_statement(const std::string& target) const {
         const int index = cx_.tile_input_index.at(static_cast<std::size_t>(id_));
         if (node_.op == Op::TileInputTransposed)
             return fmt::format("tiles.template load_transposed<{}>({}, {}, static_cast<long long>({}), c, {});", lanes_out(),
@@ -145,7 +145,7 @@ private:
     void input() {
         if (!cx_.sources_from_inputs) {
             line(fmt::format("{} {}[{}];", register_type(type()), name(), lanes_out()));
-            return line(tile_load(name()));
+            return line(load_statement(name()));
         }
         line(fmt::format("const {} (&{})[{}] = in.{};", register_type(type()), name(), lanes_out(), name()));
     }

@@ -478,12 +478,11 @@ __global__ void __launch_bounds__(TileProgramLayout::kThreads)
             // Unchecked visits only where the graph has a group pass (the block-wise quantizers: instruction-bound, 0.5
             // of copy bandwidth before). The others ran at 0.85-0.95 of it already, and a wide one (four values a
             // lane, column reductions, an accumulate) spilled 28 bytes with its visits instantiated twice.
-            bool unchecked = false;
-            if constexpr (Epilogue::kGroupReductions > 0) {
-                unchecked = rows == L::kBM;
-                if (unchecked) visit_all(StagedTiles<Epilogue>{smem, m0, n0}, detail::Flag<true>{});
-            }
-            if (!unchecked) visit_all(StagedTiles<Epilogue>{smem, m0, n0}, detail::Flag<false>{});
+            const StagedTiles<Epilogue> tiles{smem, m0, n0};
+            if (Epilogue::kGroupReductions > 0 && rows == L::kBM)
+                visit_all(tiles, detail::Flag<(Epilogue::kGroupReductions > 0)>{});
+            else
+                visit_all(tiles, detail::Flag<false>{});
         }
         __syncthreads();
         S::Outputs::for_each_unit(args, smem + S::kOutputsOffset, m0, n0, rows, problem.n,
