@@ -5,9 +5,9 @@ layer used), against the bf16 layer, and the delayed scales' bookkeeping (coda.t
 Why the tolerances. The reference rounds each graph's bf16 inputs to bf16 (the emulation keeps float64); a value that
 moves by d relative across an FP8 rounding boundary moves by one FP8 step u (2^-4 relative in e4m3, 2^-3 in e5m2), so
 two runs that differ by d before a quantization differ by about sqrt(d u) after it, and each quantization feeds the
-next. Measured: the forward stays within 4% of the emulation, the gradients (two to four e5m2 roundings behind a
-forward that already differs) within 21%, and the bf16 layer is as far (10% forward, 23% gradients) as the recipe's
-rounding makes it. The bugs these tests are for are far larger: a scale from the wrong slot is off by its ratio to
+next. Measured (2026-12-07, these sizes): the forward within 3.4% of the emulation (h2 4%), the gradients (two to four
+e5m2 roundings behind a forward that already differs) within 11.1%, and the bf16 layer as far (10% forward, 19%
+gradients) as the recipe's rounding makes it. Each tolerance is at most twice what was measured. The bugs these tests are for are far larger: a scale from the wrong slot is off by its ratio to
 the right one (2x to 10^5 here), a wrong layout or a lost residual by 100% or more, an e4m3 store where e5m2 belongs
 saturates. The GPU tests check the kernels themselves against the reference elementwise (tests/gpu, the FP8 graphs).
 """
@@ -93,7 +93,7 @@ def test_layer_matches_the_recipe_emulated(attention, fp8_wgrad):
     h2_ref = ref.fp8_round(x2_ref.detach() * next_gamma, *scales["h_next"], "e4m3")
     assert rel(h2, h2_ref) < 0.06
     for name, g, g_ref in zip(NAMES, grads, grads_ref):
-        assert rel(g, g_ref) < 0.3, name
+        assert rel(g, g_ref) < 0.2, name
 
 
 def test_layer_is_close_to_the_bf16_layer():
@@ -261,6 +261,8 @@ def test_layer_on_the_gpu_matches_the_recipe_emulated(attention, fp8_wgrad, pois
     assert rel(x2, x2_ref) < 0.06
     h2_ref = ref.fp8_round(x2_ref.detach() * next_gamma.float(), *scales["h_next"], "e4m3")
     assert rel(h2.float() * float(h2_scale), h2_ref) < 0.06
+    print(f"tensorwise {attention} fp8_wgrad={fp8_wgrad}: x2 {rel(x2, x2_ref):.3f}, "
+          + ", ".join(f"{name} {rel(g_, g_ref):.3f}" for name, g_, g_ref in zip(NAMES, grads, grads_ref)))
     for name, g_, g_ref in zip(NAMES, grads, grads_ref):
         assert rel(g_, g_ref) < 0.3, name
 

@@ -7,8 +7,8 @@ blocks' or rows' scales), against the bf16 layer, and the scales' layouts.
 The sizes make several groups everywhere: d = 256 (two 128-column groups), QKV 768 wide, SwiGLU's y 160 (a group of
 128 and one cut at 32) and dz 320 (groups of 256: one whole, one cut at 64). The tolerances come from the same
 effect as the tensorwise layer's (test_torch_fp8_layer.py: bf16 roundings that cross an FP8 rounding boundary grow).
-Measured: the forward within 0.7% of the emulation (h2 2%), the gradients within 7%; given the same inputs, a
-block-scaled GEMM matches the emulation to 1e-7. The bugs they are for (a scale of the wrong row or block, a
+Measured (2026-12-07): the forward within 0.9% of the emulation (h2 2.1%), the gradients within 9.4% (bf16 layer:
+12.7%), each tolerance at most twice that; given the same inputs, a block-scaled GEMM matches the emulation to 1e-7. The bugs they are for (a scale of the wrong row or block, a
 transposed scale matrix, a lost group) are off by the ratio of two blocks' amax, up to 5x for the weights' and 100x
 for the activations' here."""
 import copy
@@ -179,9 +179,9 @@ def test_layer_matches_the_recipe_emulated(attention, recipe, fp8_wgrad):
     x2_ref = emulation(layer, x, pos, SEQ, fp8_wgrad=True) if fp8_wgrad else emulation(layer, x, pos, SEQ)
     grads_ref = torch.autograd.grad(x2_ref, [x, layer.w_qkv, layer.w_o, layer.w_gate_up, layer.w_down,
                                              layer.attn_norm, layer.mlp_norm], dy)
-    assert rel(x2, x2_ref) < 0.03
+    assert rel(x2, x2_ref) < 0.018
     # h2 is the next layer's e4m3 operand, with its own row groups' (rows') scales.
-    assert rel(h2, operand(x2_ref.detach() * next_gamma)) < 0.05
+    assert rel(h2, operand(x2_ref.detach() * next_gamma)) < 0.04
     for name, g, g_ref in zip(NAMES, grads, grads_ref):
         assert rel(g, g_ref) < 0.15, name
 
@@ -195,7 +195,7 @@ def test_layer_is_close_to_the_bf16_layer(recipe):
     x2_ref = ref.decoder_layer(layer, x, pos, SEQ)
     grads_ref = torch.autograd.grad(x2_ref, [x, layer.w_qkv, layer.w_o, layer.w_gate_up, layer.w_down,
                                              layer.attn_norm, layer.mlp_norm], dy)
-    assert rel(x2, x2_ref) < 0.04
+    assert rel(x2, x2_ref) < 0.022
     for name, g, g_ref in zip(NAMES, grads, grads_ref):
         assert rel(g, g_ref) < 0.2, name
 
@@ -377,6 +377,8 @@ def test_layer_on_the_gpu_matches_the_recipe_emulated(attention, recipe, fp8_wgr
     assert torch.isfinite(x2).all() and all(torch.isfinite(g_).all() for g_ in grads)
     assert rel(x2, x2_ref) < 0.06
     assert rel(dequantize(h2.cpu(), h2_scale.cpu()), operand(x2_ref.detach() * next_gamma.float()).cpu()) < 0.06
+    print(f"{recipe} {attention} fp8_wgrad={fp8_wgrad}: x2 {rel(x2, x2_ref):.3f}, "
+          + ", ".join(f"{name} {rel(g_, g_ref):.3f}" for name, g_, g_ref in zip(NAMES, grads, grads_ref)))
     for name, g_, g_ref in zip(NAMES, grads, grads_ref):
         assert rel(g_, g_ref) < 0.3, name
 

@@ -77,7 +77,7 @@ def test_gradient_accumulation_gives_the_same_gradients_with_and_without_reuse(r
         model.load_state_dict(start)  # the same delayed scales and amax histories for both runs (tensorwise)
         for m in model.modules():
             if isinstance(m, fp8.Fp8Scaling):
-                m.started = False
+                m.started.fill_(False)
         with fp8.reuse_weights() if reuse else contextlib.nullcontext():
             for tokens, labels in batches:
                 model(tokens, labels).backward()
@@ -104,7 +104,7 @@ def restart(model, state):
     model.load_state_dict(state)
     for m in model.modules():
         if isinstance(m, fp8.Fp8Scaling):
-            m.started = False
+            m.started.fill_(False)
 
 
 def forward_checkpointed(model, tokens, labels):

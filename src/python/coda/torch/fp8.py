@@ -14,11 +14,14 @@ Values past scale * the format's largest saturate to it (cvt.rn.satfinite), as i
 Formats: e4m3 for the forward's tensors (weights, activations), e5m2 for gradients (its range, 2^-16 to 57344,
 carries them through the first steps, whose scales are only priors).
 
-Fp8Scaling keeps the scales of a set of named tensors as one f32 buffer `state` [3 x slots]: row 0 the scales, row 1
-their reciprocals (what an epilogue multiplies by before it rounds), row 2 the amax this step recorded. coda.torch's
-FP8 ops read rows 0 and 1 on the GPU (bound as device scalars: no host sync) and write row 2."""
+Fp8Scaling keeps the scales of a set of named tensors as one f32 buffer `state` [5 x slots]: row 0 the scales, row 1
+their reciprocals (what an epilogue multiplies by before it rounds), row 2 the amax this step recorded, rows 3 and 4 the
+steps whose amax passed scale * the format's largest (values saturated) or was not finite. coda.torch's FP8 ops read
+rows 0 and 1 on the GPU (bound as device scalars: no host sync) and write row 2; update() counts rows 3 and 4, and
+stats() reports them."""
 import contextlib
 import functools
+import warnings
 from typing import Optional, Sequence
 
 import torch
@@ -34,7 +37,8 @@ BLOCK = 128  # the block-wise recipe's group: 1 x 128 for activations and gradie
 # The floor of a block-wise scale (the smallest normal f32): an all-zero block divides 0 by it, not by 0.
 SMALLEST_SCALE = 2.0 ** -126
 
-SCALE, INV_SCALE, AMAX = 0, 1, 2
+SCALE, INV_SCALE, AMAX, SATURATED, NONFINITE = range(5)
+_ROWS = 5
 
 
 def check_recipe(recipe, fp8_wgrad: bool = False) -> None:
@@ -49,12 +53,19 @@ def check_recipe(recipe, fp8_wgrad: bool = False) -> None:
 class Fp8Scaling(nn.Module):
     """Delayed scales for the tensors `slots` ({name: "e4m3" | "e5m2"}), in that order.
 
-    update() starts a step: it pushes the amax each slot recorded last step into the history and sets every scale to
-    max(history) / the format's largest. A slot whose history holds no amax yet keeps its scale: 1 for e4m3 tensors
-    (activations are of order 1), and for e5m2 ones (gradients of a mean loss over `tokens` rows, of order 1 / tokens)
-    1 / tokens, set at the first update."""
+    update() closes a step and starts the next. It counts each slot whose recorded amax passed its scale times the
+    format's largest (some of its values saturated) or was not finite, pushes the finite amaxes into the history and
+    sets every scale to max(history) / largest. A slot whose history holds no amax yet keeps its scale: 1 for e4m3
+    tensors (activations are of order 1), and for e5m2 ones (gradients of a mean loss over `tokens` rows, of order
+    1 / tokens) 1 / tokens, set at the first update. A non-finite amax (an inf or NaN upstream) enters the history as
+    no amax at all, so the scale keeps its value; Transformer Engine also keeps the previous scale for a non-finite
+    amax, but rolls that amax into its history, where it holds the scale back for the history's length.
 
-    def __init__(self, slots: dict, history: int = 16, device=None):
+    label: the name warnings and stats() give this state (LlamaModel sets each to its module path). In eager mode
+    update() looks at the counts without waiting for the GPU (a copy it reads a step later) and warns the first time a
+    slot saturates or sees a non-finite amax; compiled or captured steps count as well, and stats() reports them."""
+
+    def __init__(self, slots: dict, history: int = 16, device=None, label: str = "fp8"):
         super().__init__()
         if history < 1:
             raise ValueError(f"coda.torch: an amax history needs at least one step, got {history}")
@@ -64,7 +75,7 @@ class Fp8Scaling(nn.Module):
             if fmt not in FORMATS:
                 raise ValueError(f"coda.torch: slot {name!r} has format {fmt!r}; FP8 formats are {tuple(FORMATS)}")
         count = len(self.names)
-        state = torch.zeros(3, count, dtype=torch.float32, device=device)
+        state = torch.zeros(_ROWS, count, dtype=torch.float32, device=device)
         state[SCALE] = 1.0
         state[INV_SCALE] = 1.0
         self.register_buffer("state", state)
@@ -73,7 +84,11 @@ class Fp8Scaling(nn.Module):
                                                      device=device), persistent=False)
         self.register_buffer("gradient", torch.tensor([f == "e5m2" for f in self.formats], device=device),
                              persistent=False)
-        self.started = False
+        # Whether update() has set the gradients' priors: a tensor, so that a compiled step changes no Python state.
+        self.register_buffer("started", torch.zeros((), dtype=torch.bool, device=device), persistent=False)
+        self.label = label
+        self._warned = torch.zeros(2, count, dtype=torch.float32)  # the counts warned about, per row
+        self._copy = None  # (host copy of the count rows, the event after it): a CUDA state's last look
 
     def _apply(self, fn, recurse=True):
         # Scales stay f32 through model.bfloat16() and the like, which cast every floating buffer.
@@ -83,7 +98,16 @@ class Fp8Scaling(nn.Module):
             new = getattr(self, name)
             if new.dtype != torch.float32:
                 setattr(self, name, old.to(new.device))
+        self._copy = None
         return self
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        # A state saved before the counts existed has rows 0-2 only: it loads with its counts at zero.
+        key = prefix + "state"
+        saved = state_dict.get(key)
+        if saved is not None and saved.dim() == 2 and saved.shape[0] == AMAX + 1:
+            state_dict[key] = torch.cat([saved, saved.new_zeros(_ROWS - saved.shape[0], saved.shape[1])])
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     def slot(self, name: str) -> int:
         return self.names.index(name)
@@ -95,6 +119,11 @@ class Fp8Scaling(nn.Module):
     def inv_scale(self, name: str) -> Tensor:
         return self.state[INV_SCALE, self.slot(name)]
 
+    def scales(self) -> Tensor:
+        """The scales and their reciprocals now, [2 x slots]: a copy, which an FP8 op quantizes with and keeps for its
+        backward, so that later updates (another forward before this one's backward) do not reach it."""
+        return self.state[SCALE:INV_SCALE + 1].clone()
+
     @torch.no_grad()
     def record(self, amax: Tensor) -> None:
         """Adds a forward op's amax vector (one entry a slot, 0 where it recorded none) to this step's."""
@@ -102,19 +131,75 @@ class Fp8Scaling(nn.Module):
 
     @torch.no_grad()
     def update(self, tokens: int) -> None:
-        if not self.started:
-            prior = torch.where(self.gradient, torch.tensor(1.0 / max(tokens, 1), device=self.state.device),
-                                self.state[SCALE])
-            self.state[SCALE].copy_(prior)
-            self.state[INV_SCALE].copy_(1.0 / prior)
-            self.started = True
+        amax = self.state[AMAX]
+        finite = torch.isfinite(amax)
+        self.state[SATURATED] += finite & (amax > self.state[SCALE] * self.largest)
+        self.state[NONFINITE] += ~finite
         self.amax_history.copy_(torch.roll(self.amax_history, 1, 0))
-        self.amax_history[0].copy_(self.state[AMAX])
+        self.amax_history[0].copy_(torch.where(finite, amax, torch.zeros_like(amax)))
         self.state[AMAX].zero_()
-        amax = self.amax_history.amax(0)
-        scale = torch.where(amax > 0, amax / self.largest, self.state[SCALE])
+        prior = torch.where(self.gradient & ~self.started, torch.tensor(1.0 / max(tokens, 1), device=amax.device),
+                            self.state[SCALE])
+        self.started.fill_(True)
+        largest = self.amax_history.amax(0)
+        scale = torch.where(largest > 0, largest / self.largest, prior)
         self.state[SCALE].copy_(scale)
         self.state[INV_SCALE].copy_(1.0 / scale)
+        self._look()
+
+    def _look(self) -> None:
+        """Warns about counts that grew, in eager mode, without waiting for the GPU: a CUDA state's counts are copied
+        to the host here and read at a later update, once the copy is done."""
+        if torch.compiler.is_compiling() or (self.state.is_cuda and torch.cuda.is_current_stream_capturing()):
+            return
+        counts = self.state[SATURATED:]
+        if not self.state.is_cuda:
+            self.warn(counts)
+            return
+        if self._copy is not None:
+            host, done = self._copy
+            if not done.query():
+                return
+            self.warn(host)
+        else:
+            host = torch.empty(counts.shape, dtype=torch.float32, pin_memory=True)
+        host.copy_(counts, non_blocking=True)
+        done = torch.cuda.Event()
+        done.record()
+        self._copy = (host, done)
+
+    def warn(self, counts: Tensor) -> None:
+        """One warning for each count row (SATURATED, NONFINITE of `counts`) naming the slots whose count grew from
+        zero since the last warning."""
+        counts = counts.cpu()
+        for row, what in enumerate(_COUNTED):
+            new = [f"{name} ({self.formats[i]}, {int(counts[row, i])} step(s))" for i, name in enumerate(self.names)
+                   if counts[row, i] > 0 and self._warned[row, i] == 0]
+            if new:
+                warnings.warn(f"coda.torch: FP8 tensors of {self.label} {what}: {', '.join(new)}; "
+                              f"coda.torch.fp8.stats(model) reports every count", stacklevel=3)
+        self._warned.copy_(counts)
+
+
+# What each count row means, for warnings (SATURATED, NONFINITE).
+_COUNTED = ("had values past their delayed scale times the format's largest, which saturated",
+            "recorded a non-finite amax, kept out of the history (the scale stayed)")
+
+
+def stats(module: nn.Module) -> dict:
+    """Every delayed scale in `module` (its Fp8Scaling states: coda.torch's tensorwise layers), read back in one host
+    sync: {module path: {tensor: {"format", "scale", "saturated_steps", "nonfinite_steps"}}}. The steps count the
+    updates since the model was built (or loaded) at which the tensor's amax passed scale * the format's largest
+    (values saturated to it) or was not finite. Warns, as update() does, about counts not warned about before."""
+    states = [(path or m.label, m) for path, m in module.named_modules() if isinstance(m, Fp8Scaling)]
+    host = [m.state.cpu() for _, m in states]
+    out = {}
+    for (path, m), state in zip(states, host):
+        m.warn(state[SATURATED:])
+        out[path] = {name: {"format": m.formats[i], "scale": float(state[SCALE, i]),
+                            "saturated_steps": int(state[SATURATED, i]), "nonfinite_steps": int(state[NONFINITE, i])}
+                     for i, name in enumerate(m.names)}
+    return out
 
 
 def record_amax(partials: Sequence[Tensor], amax: Tensor, slot: int) -> None:

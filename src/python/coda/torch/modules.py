@@ -13,7 +13,9 @@ from torch.distributed.fsdp import FSDPModule
 from torch.distributed.tensor import DTensor
 
 from coda.torch import ops, ops_fp8_blockwise, ops_fp8_layer, ops_fp8_rowwise, ops_lm_head  # noqa: F401  (registers ops)
-from coda.torch.fp8 import Fp8Scaling, check_recipe
+from torch.utils.weak import WeakIdKeyDictionary
+
+from coda.torch.fp8 import SCALE, Fp8Scaling, check_recipe
 from coda.torch.reference import rope_theta
 
 
@@ -27,6 +29,12 @@ def _no_buffers():
     # Run outside Dynamo, so that the error reaches the caller instead of becoming a graph break that quietly runs
     # the model eagerly.
     raise RuntimeError(_NO_BUFFERS)
+
+
+def _recomputing() -> bool:
+    """Whether this forward runs inside a backward: activation checkpointing's recomputation (eager mode only: Dynamo
+    cannot trace the question)."""
+    return not torch.compiler.is_compiling() and torch._C._current_graph_task_id() != -1
 
 
 def _fits(buffer: Optional[Tensor], p: Tensor) -> bool:
@@ -89,9 +97,10 @@ class LlamaDecoderLayer(nn.Module):
     fp8="tensorwise": the layer's forward and dgrad GEMMs run on FP8 operands (coda.torch.fp8; the weight gradients
     stay bf16), as one op (ops_fp8_layer); h arrives in e4m3 with its scale, and forward takes and returns the scale:
     forward((x, h, rstd), next_gamma, pos, seq_len, h_scale, fp8_out) -> (x, h, rstd, h_scale), h in e4m3 where
-    fp8_out (else bf16, for a bf16 LM head). The delayed scales (self.fp8, an Fp8Scaling) move on at each forward,
-    but not at a forward that activation checkpointing recomputes during the backward (it reuses the first run's
-    scales). fp8_history: the steps of amax they look back on.
+    fp8_out (else bf16, for a bf16 LM head). The delayed scales (self.fp8, an Fp8Scaling) move on at each forward;
+    each forward quantizes with a copy of them, which its backward dequantizes with (however many forwards ran in
+    between), and a forward that activation checkpointing recomputes takes its first run's copy (_step_scales).
+    fp8_history: the steps of amax they look back on; coda.torch.fp8.stats(model) reports their saturations.
     fp8_wgrad=True: the weight gradients too run in FP8 (e5m2 gradients x e4m3 activations, from transposed copies
     the epilogues write; tokens a multiple of 16), as torchao's tensorwise recipe has them; by default they stay bf16.
     Also for fp8="rowwise" (below).
@@ -137,6 +146,10 @@ class LlamaDecoderLayer(nn.Module):
                              persistent=False)
         self.fp8_recipe, self.fp8_wgrad = fp8, fp8_wgrad
         self.fp8 = Fp8Scaling(ops_fp8_layer.SLOTS, fp8_history, device) if fp8 == "tensorwise" else None
+        # Each tensorwise forward's scales by its input x, for checkpointing's recomputation (_step_scales); an entry
+        # goes with its x.
+        self._first_run_scales = WeakIdKeyDictionary()
+        self._compiled_update = False
         self.reset_parameters()
         if fp32_grad_accumulation:
             grad_buffers(self)
@@ -158,6 +171,30 @@ class LlamaDecoderLayer(nn.Module):
         for w in (self.w_qkv, self.w_o, self.w_gate_up, self.w_down):
             nn.init.normal_(w, std=1.0 / math.sqrt(w.shape[1]))
 
+    def _step_scales(self, x: Tensor) -> Tensor:
+        """The delayed scales this forward quantizes with (tensorwise): it starts a step (Fp8Scaling.update) and
+        copies them. A forward that activation checkpointing recomputes during the backward takes the copy its first
+        run made, found by its input x, so it neither moves the scales on nor quantizes under later ones (another
+        micro-batch's forward may have updated them since). Dynamo can trace neither that question nor the lookup:
+        under torch.compile a checkpointed tensorwise layer runs eagerly (below)."""
+        if _recomputing():
+            scales = self._first_run_scales.get(x)
+            if scales is None:
+                raise RuntimeError("coda.torch: a tensorwise FP8 layer recomputed by activation checkpointing did not "
+                                   "find the scales of its first run: checkpoint it with torch.utils.checkpoint's "
+                                   "non-reentrant form (use_reentrant=False), which passes the same input back")
+            return scales
+        self.fp8.update(x.shape[0])
+        scales = self.fp8.scales()
+        if torch.compiler.is_compiling():
+            # A Python-side write, which Dynamo replays after the graph. Inside a checkpointed region it refuses to
+            # trace one, so that region runs eagerly (a graph break; with fullgraph=True, Dynamo's error), where the
+            # recomputation is recognized. Traced, the region's recomputation would read the state this update wrote.
+            self._compiled_update = True
+        elif torch.is_grad_enabled():
+            self._first_run_scales[x] = scales
+        return scales
+
     def forward(self, x: Tensor, h: Tensor, rstd: Tensor, next_gamma: Tensor, pos: Tensor, seq_len: int,
                 h_scale: Optional[Tensor] = None, fp8_out: bool = True):
         acc = self.fp32_grad_accumulation
@@ -172,20 +209,15 @@ class LlamaDecoderLayer(nn.Module):
                 self.fp8_wgrad, *buffers)
             return x2, h2, rstd2, h2_scale
         if self.fp8 is not None:
-            # A forward that runs inside a backward is activation checkpointing's recomputation: it must quantize
-            # with the scales the first run used, so it neither moves them on nor records its amax again. (Dynamo
-            # cannot trace the question, so under torch.compile it is not asked: checkpointing is covered in eager.)
-            recomputed = not torch.compiler.is_compiling() and torch._C._current_graph_task_id() != -1
-            if not recomputed:
-                self.fp8.update(x.shape[0])
+            scales = self._step_scales(x)
             buffers = [_grad_buffer(w, acc, self) for w in (self.w_qkv, self.w_o, self.w_gate_up, self.w_down)]
             x2, h2, rstd2, amax, *_ = torch.ops.coda.decoder_layer_fp8(
                 x, h, h_scale, rstd, self.attn_norm, self.w_qkv, self.w_o, self.mlp_norm, self.w_gate_up, self.w_down,
-                next_gamma, pos, self.theta, self.fp8.state, self.eps, self.n_heads, seq_len, self.attention, fp8_out,
-                self.fp8_wgrad, *buffers)
-            if not recomputed:
+                next_gamma, pos, self.theta, scales, self.fp8.state, self.eps, self.n_heads, seq_len, self.attention,
+                fp8_out, self.fp8_wgrad, *buffers)
+            if not _recomputing():
                 self.fp8.record(amax)
-            return x2, h2, rstd2, self.fp8.scale("h_next")
+            return x2, h2, rstd2, scales[SCALE, self.fp8.slot("h_next")]
         x1, h1, rstd1, *_ = torch.ops.coda.attention_block(
             x, h, rstd, self.attn_norm, self.w_qkv, self.w_o, self.mlp_norm, pos, self.theta, self.eps, self.n_heads,
             seq_len, self.attention, _grad_buffer(self.w_qkv, acc, self), _grad_buffer(self.w_o, acc, self))
@@ -264,6 +296,9 @@ class LlamaModel(nn.Module):
         if tie_embeddings:
             self.head.weight = self.embed.weight
         self._positions = {}
+        for path, m in self.named_modules():
+            if isinstance(m, Fp8Scaling):
+                m.label = path  # what warnings and coda.torch.fp8.stats call it
         if fp32_grad_accumulation:
             grad_buffers(self)
 

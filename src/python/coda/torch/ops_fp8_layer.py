@@ -19,10 +19,13 @@ Which GEMM reads what:
     the K-major rows of those operands, which TMA loads.
 One op a layer, not two as in bf16, so that the out-projection's dgrad reads the FP8 dx1 the MLP backward wrote.
 
-The layer's own Fp8Scaling state (fp8.py) holds the delayed scales of SLOTS. The forward returns the amax it saw of
-each of its tensors (an op with autograd may not write its inputs; the module adds them with Fp8Scaling.record), the
-backward writes its gradients' amax into the state (a mutated argument). The weights' scales come from their
-quantization in the forward (dynamic), which also keeps their transposes for the backward."""
+The layer's own Fp8Scaling state (fp8.py) holds the delayed scales of SLOTS. The forward quantizes with `scales`, the
+copy of them the module took when its step began (Fp8Scaling.scales), and keeps it for the backward: a tensor the
+forward quantized is dequantized there with the scale it was made with, whatever updates ran in between (a loss over
+two forwards, micro-batches in flight). It returns the amax it saw of each of its tensors (an op with autograd may not
+write its inputs; the module adds them with Fp8Scaling.record). The backward quantizes the gradients under the scales
+the state holds when it runs and writes their amax into the state (a mutated argument). The weights' scales come from
+their quantization in the forward (dynamic), which also keeps their transposes for the backward."""
 from typing import Optional
 
 import torch
@@ -55,7 +58,8 @@ def _inv(state: Tensor, slot: str) -> Tensor:
 @torch.library.custom_op("coda::decoder_layer_fp8", mutates_args=())
 def decoder_layer_fp8(x: Tensor, h: Tensor, h_scale: Tensor, rstd: Tensor, attn_norm: Tensor, w_qkv: Tensor,
                       w_o: Tensor, mlp_norm: Tensor, w_gate_up: Tensor, w_down: Tensor, next_gamma: Tensor,
-                      pos: Tensor, theta: Tensor, state: Tensor, eps: float, n_heads: int, seq_len: int,
+                      pos: Tensor, theta: Tensor, scales: Tensor, state: Tensor, eps: float, n_heads: int,
+                      seq_len: int,
                       attention: str, fp8_out: bool, fp8_wgrad: bool = False,
                       w_qkv_grad: Optional[Tensor] = None, w_o_grad: Optional[Tensor] = None,
                       w_gate_up_grad: Optional[Tensor] = None,
@@ -71,7 +75,7 @@ def decoder_layer_fp8(x: Tensor, h: Tensor, h_scale: Tensor, rstd: Tensor, attn_
     quantized = [quantize_weight(w) for w in (w_qkv, w_o, w_gate_up, w_down)]
     (q_qkv, t_qkv, s_qkv), (q_o, t_o, s_o), (q_gu, t_gu, s_gu), (q_d, t_d, s_d) = quantized
     w_scales = torch.stack([s_qkv, s_o, s_gu, s_d])
-    amax = state.new_zeros(state.shape[1])  # this forward's, for Fp8Scaling.record (an op with autograd writes no input)
+    amax = scales.new_zeros(scales.shape[1])  # this forward's, for Fp8Scaling.record (an op with autograd writes no input)
 
     n = w_qkv.shape[0]
     qkv = x.new_empty(m, n)
@@ -80,14 +84,14 @@ def decoder_layer_fp8(x: Tensor, h: Tensor, h_scale: Tensor, rstd: Tensor, attn_
     out, lse, seed, offset = _ops._attention_forward(qkv, widths, seq_len, attention)
     a = _ops._attention_input(qkv, out, widths, attention)
     if fp8_wgrad:  # a's transposed copy too, for dW_o
-        a_fp8, a_t = quantize(a, "e4m3", _inv(state, "attn_out"), amax, _SLOT["attn_out"], transposed=True)
+        a_fp8, a_t = quantize(a, "e4m3", _inv(scales, "attn_out"), amax, _SLOT["attn_out"], transposed=True)
     else:
-        a_fp8, a_t = quantize(a, "e4m3", _inv(state, "attn_out"), amax, _SLOT["attn_out"]), x.new_empty(0, dtype=_E4M3)
+        a_fp8, a_t = quantize(a, "e4m3", _inv(scales, "attn_out"), amax, _SLOT["attn_out"]), x.new_empty(0, dtype=_E4M3)
     x1 = x.new_empty(m, d)
     h1 = torch.empty(m, d, dtype=_E4M3, device=x.device)
-    parts = run("out_proj_fp8", {"A": a_fp8, "B": q_o.t(), "a_scale": _scale(state, "attn_out"),
+    parts = run("out_proj_fp8", {"A": a_fp8, "B": q_o.t(), "a_scale": _scale(scales, "attn_out"),
                                  "b_scale": w_scales[_W_O], "residual": x.contiguous(), "gamma": mlp_norm,
-                                 "h_fp8_inv_scale": _inv(state, "h_mlp")},
+                                 "h_fp8_inv_scale": _inv(scales, "h_mlp")},
                 {"x1": x1, "h_fp8": h1}, m, d, widths.q, partials=("x1_sumsq", "h_amax"))
     record_amax([parts["h_amax"]], amax, _SLOT["h_mlp"])
     rstd1 = _steps.rstd(parts["x1_sumsq"], m, d, eps, x)
@@ -95,15 +99,15 @@ def decoder_layer_fp8(x: Tensor, h: Tensor, h_scale: Tensor, rstd: Tensor, attn_
     f2 = w_gate_up.shape[0]
     z = x.new_empty(m, f2)
     y = x.new_empty(m, f2 // 2)
-    run("gate_up_swiglu_fp8", {"A": h1, "B": q_gu.t(), "a_scale": _scale(state, "h_mlp"),
+    run("gate_up_swiglu_fp8", {"A": h1, "B": q_gu.t(), "a_scale": _scale(scales, "h_mlp"),
                                "b_scale": w_scales[_W_GU], "rstd": rstd1}, {"z": z, "y": y}, m, f2, d)
-    y_fp8 = quantize(y, "e4m3", _inv(state, "y"), amax, _SLOT["y"])
+    y_fp8 = quantize(y, "e4m3", _inv(scales, "y"), amax, _SLOT["y"])
     x2 = x.new_empty(m, d)
-    down = {"A": y_fp8, "B": q_d.t(), "a_scale": _scale(state, "y"), "b_scale": w_scales[_W_D], "residual": x1,
+    down = {"A": y_fp8, "B": q_d.t(), "a_scale": _scale(scales, "y"), "b_scale": w_scales[_W_D], "residual": x1,
             "gamma": next_gamma}
     if fp8_out:
         h2 = torch.empty(m, d, dtype=_E4M3, device=x.device)
-        parts = run("out_proj_fp8", {**down, "h_fp8_inv_scale": _inv(state, "h_next")}, {"x1": x2, "h_fp8": h2},
+        parts = run("out_proj_fp8", {**down, "h_fp8_inv_scale": _inv(scales, "h_next")}, {"x1": x2, "h_fp8": h2},
                     m, d, f2 // 2, partials=("x1_sumsq", "h_amax"))
         record_amax([parts["h_amax"]], amax, _SLOT["h_next"])
     else:
@@ -114,16 +118,16 @@ def decoder_layer_fp8(x: Tensor, h: Tensor, h_scale: Tensor, rstd: Tensor, attn_
 
 
 @fake(decoder_layer_fp8)
-def _(x, h, h_scale, rstd, attn_norm, w_qkv, w_o, mlp_norm, w_gate_up, w_down, next_gamma, pos, theta, state, eps,
-      n_heads, seq_len, attention, fp8_out, fp8_wgrad=False, w_qkv_grad=None, w_o_grad=None, w_gate_up_grad=None,
-      w_down_grad=None):
+def _(x, h, h_scale, rstd, attn_norm, w_qkv, w_o, mlp_norm, w_gate_up, w_down, next_gamma, pos, theta, scales, state,
+      eps, n_heads, seq_len, attention, fp8_out, fp8_wgrad=False, w_qkv_grad=None, w_o_grad=None,
+      w_gate_up_grad=None, w_down_grad=None):
     m, d = x.shape
     check_fp8_wgrad(fp8_wgrad, m)
     qkv = x.new_empty(m, w_qkv.shape[0])
     out, lse, seed, offset = _ops._attention_forward(qkv, _ops._Widths(w_qkv, w_o, n_heads), seq_len, attention)
     h2 = x.new_empty(m, d, dtype=_E4M3) if fp8_out else x.new_empty(m, d)
     transposed = [x.new_empty(w.shape[1], w.shape[0], dtype=_E4M3) for w in (w_qkv, w_o, w_gate_up, w_down)]
-    return (x.new_empty(m, d), h2, x.new_empty(m, dtype=_ops.acc_dtype(x)), state.new_empty(state.shape[1]), qkv, out,
+    return (x.new_empty(m, d), h2, x.new_empty(m, dtype=_ops.acc_dtype(x)), scales.new_empty(scales.shape[1]), qkv, out,
             lse, seed, offset,
             x.new_empty(m, d), x.new_empty(m, dtype=_ops.acc_dtype(x)), x.new_empty(m, w_gate_up.shape[0]),
             *transposed, x.new_empty(4, dtype=torch.float32),
@@ -197,13 +201,14 @@ def _norm_backward_fp8(name: str, dz_fp8: Tensor, slot: str, w_t: Tensor, w_scal
     return dx, o, _steps.dgamma(parts["dgamma_partials"], gamma), dx_fp8, dx_fp8_t
 
 
-def _wgrad_fp8(dy_t: Tensor, x_t: Tensor, dy_slot: str, x_slot: str, state: Tensor, buffer: Optional[Tensor],
-               like: Tensor) -> Tensor:
+def _wgrad_fp8(dy_t: Tensor, x_t: Tensor, dy_slot: str, x_slot: str, state: Tensor, x_scales: Tensor,
+               buffer: Optional[Tensor], like: Tensor) -> Tensor:
     """dW = dY^T X [N x K] from the transposed FP8 copies dy_t (e5m2, [N x M]) and x_t (e4m3, [K x M]) under their
-    slots' scales: in `like`'s dtype, or added into the f32 `buffer` (then an empty tensor)."""
+    slots' scales (dy's in `state`, x's in `x_scales`: the forward's scales where the forward made x_t): in `like`'s
+    dtype, or added into the f32 `buffer` (then an empty tensor)."""
     n, m = dy_t.shape
     k = x_t.shape[0]
-    ins = {"A": dy_t, "B": x_t.t(), "a_scale": _scale(state, dy_slot), "b_scale": _scale(state, x_slot)}
+    ins = {"A": dy_t, "B": x_t.t(), "a_scale": _scale(state, dy_slot), "b_scale": _scale(x_scales, x_slot)}
     return fp8_weight_gradient(ins, n, k, m, buffer, like, ("wgrad_fp8_accumulate", "dgrad_fp8"))
 
 
@@ -212,7 +217,8 @@ def _wgrad_fp8(dy_t: Tensor, x_t: Tensor, dy_slot: str, x_slot: str, state: Tens
 def decoder_layer_fp8_backward(dx2: Tensor, x: Tensor, rstd: Tensor, attn_norm: Tensor, mlp_norm: Tensor,
                                pos: Tensor, theta: Tensor, qkv: Tensor, out: Tensor, lse: Tensor, seed: Tensor,
                                offset: Tensor, x1: Tensor, rstd1: Tensor, z: Tensor, t_qkv: Tensor, t_o: Tensor,
-                               t_gu: Tensor, t_d: Tensor, w_scales: Tensor, a_t: Tensor, state: Tensor, n_heads: int,
+                               t_gu: Tensor, t_d: Tensor, w_scales: Tensor, a_t: Tensor, scales: Tensor,
+                               state: Tensor, n_heads: int,
                                seq_len: int, attention: str, fp8_wgrad: bool, w_qkv_grad: Optional[Tensor],
                                w_o_grad: Optional[Tensor], w_gate_up_grad: Optional[Tensor],
                                w_down_grad: Optional[Tensor]) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor,
@@ -228,7 +234,8 @@ def decoder_layer_fp8_backward(dx2: Tensor, x: Tensor, rstd: Tensor, attn_norm: 
         backward["A"], dx2_t = quantize(dx2, "e5m2", _inv(state, "dx2"), state[AMAX], _SLOT["dx2"], transposed=True)
         dz_t = torch.empty(f2, m, dtype=_E5M2, device=x.device)
         y_t = torch.empty(f2 // 2, m, dtype=_E4M3, device=x.device)
-        parts = run("swiglu_backward_fp8_t", {**backward, "y_fp8_inv_scale": _inv(state, "y")},
+        # y recomputed from z, quantized under the scale the forward's y had.
+        parts = run("swiglu_backward_fp8_t", {**backward, "y_fp8_inv_scale": _inv(scales, "y")},
                     {"dz_fp8": dz_fp8, "dz_fp8_t": dz_t, "y_fp8_t": y_t}, m, f2 // 2, d,
                     partials=("zdz_partials", "dz_amax"))
     else:
@@ -244,8 +251,8 @@ def decoder_layer_fp8_backward(dx2: Tensor, x: Tensor, rstd: Tensor, attn_norm: 
                                                             w_scales[_W_GU], x1, rstd1, s, mlp_norm, dx2, state, "dx1",
                                                             o_slot)
     if fp8_wgrad:
-        dw_down = _wgrad_fp8(dx2_t, y_t, "dx2", "y", state, w_down_grad, x)
-        dw_gate_up = _wgrad_fp8(dz_t, o, "dz_mlp", "o_mlp", state, w_gate_up_grad, x)
+        dw_down = _wgrad_fp8(dx2_t, y_t, "dx2", "y", state, scales, w_down_grad, x)
+        dw_gate_up = _wgrad_fp8(dz_t, o, "dz_mlp", "o_mlp", state, state, w_gate_up_grad, x)
     else:
         dw_down = _steps.wgrad(dx2, y, w_down_grad)
         dw_gate_up = _steps.wgrad(dz, o, w_gate_up_grad)
@@ -256,7 +263,7 @@ def decoder_layer_fp8_backward(dx2: Tensor, x: Tensor, rstd: Tensor, attn_norm: 
     run("dgrad_fp8", {"A": dx1_fp8, "B": t_o.t(), "a_scale": _scale(state, "dx1"), "b_scale": w_scales[_W_O]},
         {"D": da}, m, widths.q, d)
     if fp8_wgrad:
-        dw_o = _wgrad_fp8(dx1_t, a_t, "dx1", "attn_out", state, w_o_grad, x)
+        dw_o = _wgrad_fp8(dx1_t, a_t, "dx1", "attn_out", state, scales, w_o_grad, x)
     else:
         dw_o = _steps.wgrad(dx1, _ops._attention_input(qkv, out, widths, attention), w_o_grad)
     blocks = _ops._attention_gradient_blocks(da, qkv, out, lse, seed, offset, widths, seq_len, n_heads, attention)
@@ -266,7 +273,7 @@ def decoder_layer_fp8_backward(dx2: Tensor, x: Tensor, rstd: Tensor, attn_norm: 
                                                   w_scales[_W_QKV], x, rstd, s, attn_norm, dx1, state, None,
                                                   "o_qkv" if fp8_wgrad else None)
     if fp8_wgrad:  # dzq is dz's transposed e5m2 copy
-        dw_qkv = _wgrad_fp8(dzq, o, "dz_qkv", "o_qkv", state, w_qkv_grad, x)
+        dw_qkv = _wgrad_fp8(dzq, o, "dz_qkv", "o_qkv", state, state, w_qkv_grad, x)
     else:
         dw_qkv = _steps.wgrad(dzq, o, w_qkv_grad)
     return dx, d_attn_norm, d_mlp_norm, dw_qkv, dw_o, dw_gate_up, dw_down
@@ -274,20 +281,21 @@ def decoder_layer_fp8_backward(dx2: Tensor, x: Tensor, rstd: Tensor, attn_norm: 
 
 @fake(decoder_layer_fp8_backward)
 def _(dx2, x, rstd, attn_norm, mlp_norm, pos, theta, qkv, out, lse, seed, offset, x1, rstd1, z, t_qkv, t_o, t_gu, t_d,
-      w_scales, a_t, state, n_heads, seq_len, attention, fp8_wgrad, w_qkv_grad, w_o_grad, w_gate_up_grad, w_down_grad):
+      w_scales, a_t, scales, state, n_heads, seq_len, attention, fp8_wgrad, w_qkv_grad, w_o_grad, w_gate_up_grad,
+      w_down_grad):
     grads = [weight_grad_like(x, t, b)
              for t, b in ((t_qkv, w_qkv_grad), (t_o, w_o_grad), (t_gu, w_gate_up_grad), (t_d, w_down_grad))]
     return (torch.empty_like(x), torch.empty_like(attn_norm), torch.empty_like(mlp_norm), *grads)
 
 
-_INPUTS = 24  # decoder_layer_fp8's arguments
+_INPUTS = 25  # decoder_layer_fp8's arguments
 
 
 def _setup(ctx, inputs, output):
-    (x, h, h_scale, rstd, attn_norm, w_qkv, w_o, mlp_norm, w_gate_up, w_down, next_gamma, pos, theta, state, eps,
-     n_heads, seq_len, attention, fp8_out, fp8_wgrad, *buffers) = inputs
+    (x, h, h_scale, rstd, attn_norm, w_qkv, w_o, mlp_norm, w_gate_up, w_down, next_gamma, pos, theta, scales, state,
+     eps, n_heads, seq_len, attention, fp8_out, fp8_wgrad, *buffers) = inputs
     ctx.n_heads, ctx.seq_len, ctx.attention, ctx.fp8_wgrad = n_heads, seq_len, attention, fp8_wgrad
-    ctx.save_for_backward(x, rstd, attn_norm, mlp_norm, pos, theta, *output[4:], *buffers)
+    ctx.save_for_backward(x, rstd, attn_norm, mlp_norm, pos, theta, *output[4:], scales, *buffers)
     # Not saved as a tensor: the backward writes this step's gradient amaxes into it (as embedding's w_grad).
     ctx.state = state
     ctx.weight_dtypes = tuple(w.dtype for w in (w_qkv, w_o, w_gate_up, w_down))
@@ -299,11 +307,11 @@ def _grad(ctx, dx2, *no_grads):
         return (None,) * _INPUTS
     saved = ctx.saved_tensors
     x, rstd, attn_norm, mlp_norm, pos, theta = saved[:6]
-    qkv, out, lse, seed, offset, x1, rstd1, z, t_qkv, t_o, t_gu, t_d, w_scales, a_t = saved[6:20]
-    buffers = saved[20:]
+    qkv, out, lse, seed, offset, x1, rstd1, z, t_qkv, t_o, t_gu, t_d, w_scales, a_t, scales = saved[6:21]
+    buffers = saved[21:]
     dx, d_attn, d_mlp, *dws = torch.ops.coda.decoder_layer_fp8_backward(
         dx2, x, rstd, attn_norm, mlp_norm, pos, theta, qkv, out, lse, seed, offset, x1, rstd1, z, t_qkv, t_o, t_gu,
-        t_d, w_scales, a_t, ctx.state, ctx.n_heads, ctx.seq_len, ctx.attention, ctx.fp8_wgrad, *buffers)
+        t_d, w_scales, a_t, scales, ctx.state, ctx.n_heads, ctx.seq_len, ctx.attention, ctx.fp8_wgrad, *buffers)
     dws = [None if b is not None else dw.to(dtype) for dw, b, dtype in zip(dws, buffers, ctx.weight_dtypes)]
     return (dx, None, None, None, d_attn, dws[0], dws[1], d_mlp, dws[2], dws[3]) + (None,) * (_INPUTS - 10)
 
