@@ -10,15 +10,20 @@ architecture (llama_rows). One table on stdout; bench_block.csv and bench_block.
 --fp8: the layers instead with coda's FP8 layers (fp8="tensorwise", "blockwise", "rowwise") against coda bf16, torch.compile bf16 and torchao's
 float8 recipes under torch.compile, x_floor against the FP8 GEMM floor (fp8_layer_rows); then "llama3.2-1b fp8 step":
 coda's LLaMA-3.2-1B in the tensorwise and rowwise recipes (FP8 weight gradients) against Hugging Face's model under
-torchao's same recipe + torch.compile, and in the block-wise one against Hugging Face's in bf16 + torch.compile
-(llama_fp8_rows).
+torchao's same recipe + torch.compile, and in the block-wise one against Hugging Face's in bf16 + torch.compile, each
+also against coda bf16 and Hugging Face's with Liger's fused linear cross-entropy (llama_fp8_rows). Every FP8 baseline
+runs in both accumulations (tools/fp8_baselines.py): torch._scaled_mm with use_fast_accum True and False, torchao's
+recipe with its own config and with fast accumulation in all three GEMMs; the fast one is like-for-like with coda's
+per-tensor mainloop, which never promotes its accumulator, and its ratio comes first.
 
 Timing: every system runs twice (compiles, autotuning), then all run in turn for 500 ms to settle the GPU clock,
 then rounds: in each round every system runs `per_round` times between two CUDA events; the median over rounds.
-Systems take turns within a round, so clock drift hits all alike. Gradients are set to None before each step
-(no gradient-accumulation adds are timed). At the power cap, turns share the power budget between systems whose energy
-per step differs; --hold-s S then also runs each system alone for S seconds, as a training loop runs only it, and adds
-its sustained ms per step, median SM clock and power (nvidia-smi) and joules per step (tools/power_hold.py)."""
+Systems take turns within a round, so clock drift hits all alike, in an order that changes from round to round (the
+rows of a balanced Latin square, tools/round_order.py): none always runs first, or always after the same other one.
+Gradients are set to None before each step (no gradient-accumulation adds are timed). At the power cap, turns share
+the power budget between systems whose energy per step differs; --hold-s S then also runs each system alone for S
+seconds, as a training loop runs only it, and adds its sustained ms per step, median SM clock and power (nvidia-smi)
+and joules per step (tools/power_hold.py)."""
 import argparse
 import copy
 import csv
@@ -37,7 +42,9 @@ import coda.torch as ct
 from coda.torch import reference as ref
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import fp8_baselines  # noqa: E402
 import power_hold  # noqa: E402
+from round_order import round_orders  # noqa: E402
 
 BATCH, SEQ = 8, 2048
 M = BATCH * SEQ
@@ -47,12 +54,17 @@ EPS = 1e-5
 LAYER_SIZES = [(2048, 8192, 16, 16), (4096, 14336, 32, 32), (4096, 14336, 32, 8)]
 START = time.perf_counter()
 HOLD_S = 0.0  # --hold-s: each system also run alone this long (power_hold.hold)
-SYSTEMS = []  # --systems: the FP8 layers' systems whose name contains one of these (all when empty)
+SYSTEMS = []  # --systems: the FP8 sections' systems whose name contains one of these (all when empty)
+
+
+def kept(name):
+    """Whether --systems keeps the system `name`."""
+    return not SYSTEMS or any(text in name for text in SYSTEMS)
 
 
 def kept_systems(systems):
     """`systems` less those --systems leaves out (each left out is never compiled or run)."""
-    return {name: fn for name, fn in systems.items() if not SYSTEMS or any(text in name for text in SYSTEMS)}
+    return {name: fn for name, fn in systems.items() if kept(name)}
 
 
 def log(*a):
@@ -75,12 +87,12 @@ def time_systems(systems, rounds, per_round, settle_ms=500, announce=None):
             fn()
         torch.cuda.synchronize()
     times = {name: [] for name in systems}
-    for _ in range(rounds):
-        for name, fn in systems.items():
+    for order in round_orders(list(systems), rounds):
+        for name in order:
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record()
             for _ in range(per_round):
-                fn()
+                systems[name]()
             end.record()
             end.synchronize()
             times[name].append(start.elapsed_time(end) / per_round)
@@ -305,18 +317,28 @@ class LinearLayer(torch.nn.Module):
         return x1 + down_l(ref.swiglu(gu_l(ref.rms_norm(x1, self.mlp_norm, self.eps))))
 
 
-def torchao_layer(layer, recipe):
-    """LinearLayer converted by torchao.float8 (convert_to_float8_training) with one of its recipes."""
-    from torchao.float8 import Float8LinearConfig, convert_to_float8_training
+def torchao_layer(layer, config):
+    """LinearLayer converted by torchao.float8 (convert_to_float8_training) with `config`: a recipe's config in one
+    accumulation (fp8_baselines.torchao_configs)."""
+    from torchao.float8 import convert_to_float8_training
     module = LinearLayer(layer)
-    convert_to_float8_training(module, config=Float8LinearConfig.from_recipe_name(recipe))
+    convert_to_float8_training(module, config=config)
     return module
 
 
-def fp8_floor_fn(layer, attention):
+def torchao_systems(recipe, prefix=""):
+    """{name: config} of torchao's float8 training in `recipe` under torch.compile, named "{prefix}torchao {recipe} +
+    compile ({accumulation})", one per accumulation, the like-for-like one (fast) first; those --systems leaves out
+    left out."""
+    named = ((f"{prefix}torchao {recipe} + compile ({accum})", config)
+             for accum, config in fp8_baselines.torchao_configs(recipe).items())
+    return {name: config for name, config in named if kept(name)}
+
+
+def fp8_floor_fn(layer, attention, fast_accum):
     """The FP8 layer's GEMMs alone: the 4 forward (e4m3 x e4m3) and 4 dgrad (e5m2 x e4m3) GEMMs through
-    torch._scaled_mm (cuBLASLt, per-tensor scales, bf16 out), the 4 weight gradients in bf16 (torch.matmul), and with
-    real attention SDPA forward and backward."""
+    torch._scaled_mm (cuBLASLt, per-tensor scales, bf16 out; use_fast_accum=`fast_accum`), the 4 weight gradients in
+    bf16 (torch.matmul), and with real attention SDPA forward and backward."""
     e4, e5 = torch.float8_e4m3fn, torch.float8_e5m2
     bf = dict(device="cuda", dtype=torch.bfloat16)
     one = torch.ones((), device="cuda")
@@ -333,9 +355,9 @@ def fp8_floor_fn(layer, attention):
 
     def run():
         for x, w in zip(ins8, ws):
-            torch._scaled_mm(x, w.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+            torch._scaled_mm(x, w.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16, use_fast_accum=fast_accum)
         for dy, wt in zip(douts8, wts):
-            torch._scaled_mm(dy, wt.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+            torch._scaled_mm(dy, wt.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16, use_fast_accum=fast_accum)
         for x, dy in zip(ins, douts):
             torch.matmul(dy.t(), x)
         if attention == "sdpa":
@@ -345,9 +367,10 @@ def fp8_floor_fn(layer, attention):
 
 
 def fp8_layer_rows(d, f, heads, attention, rounds, per_round, skip_compile, kv_heads=None):
-    """coda's FP8 layers (fp8="tensorwise", "blockwise", "rowwise"; each also with FP8 weight gradients) against coda's bf16 layer, torch.compile in bf16, torchao's
-    float8 tensorwise and rowwise recipes under torch.compile, and the FP8 GEMM floor; x_floor is against that
-    floor."""
+    """coda's FP8 layers (fp8="tensorwise", "blockwise", "rowwise"; each also with FP8 weight gradients) against coda's
+    bf16 layer, torch.compile in bf16, torchao's float8 tensorwise and rowwise recipes under torch.compile and the FP8
+    GEMM floor, each of the last two in both accumulations; x_floor is against the fast-accum floor, like-for-like with
+    coda's per-tensor GEMMs, and a coda FP8 row's note gives its gain over torchao's same recipe fast-accum first."""
     kv_heads = kv_heads or heads
     torch.manual_seed(0)
     layer = ct.LlamaDecoderLayer(d, heads, f, eps=EPS, attention=attention, device="cuda", n_kv_heads=kv_heads,
@@ -393,6 +416,7 @@ def fp8_layer_rows(d, f, heads, attention, rounds, per_round, skip_compile, kv_h
 
     tensorwise_step = step(layer, tensorwise_forward(layer))
     wgrad_step = step(wgrad_layer, tensorwise_forward(wgrad_layer))
+    ao_names = {"tensorwise": [], "rowwise": []}  # torchao's systems of each recipe, the like-for-like one first
     systems = {"coda fp8": tensorwise_step,
                "coda fp8 wgrad": wgrad_step,
                "coda fp8 blockwise": step(fine["blockwise"], fine_forward("blockwise")),
@@ -405,12 +429,14 @@ def fp8_layer_rows(d, f, heads, attention, rounds, per_round, skip_compile, kv_h
         systems["torch.compile bf16"] = step(eager_layer, lambda: compiled(x))
         for recipe in ("tensorwise", "rowwise"):
             try:
-                ao = torchao_layer(bf16_layer, recipe)
-                ao_compiled = torch.compile(ao)
-                systems[f"torchao {recipe} + compile"] = step(ao, lambda c=ao_compiled: c(x, pos))
+                for name, config in torchao_systems(recipe).items():
+                    ao = torchao_layer(bf16_layer, config)
+                    ao_names[recipe].append(name)
+                    systems[name] = step(ao, lambda c=torch.compile(ao): c(x, pos))
             except Exception as e:  # noqa: BLE001
                 log(f"torchao {recipe} unavailable: {e!r}")
-    systems["FP8 GEMM floor"] = fp8_floor_fn(layer, attention)
+    for accum, fast in fp8_baselines.ACCUMULATIONS.items():
+        systems[f"FP8 GEMM floor {accum}"] = fp8_floor_fn(layer, attention, fast)
     systems = kept_systems(systems)
 
     # The FP8 layer against the fp32 eager reference (a few steps first: its delayed scales calibrate).
@@ -432,7 +458,7 @@ def fp8_layer_rows(d, f, heads, attention, rounds, per_round, skip_compile, kv_h
     log(f"fp8 {layer_label(d, f, heads, kv_heads)} {attention}: compiling and warming {list(systems)}")
     ms = time_systems(systems, rounds, per_round)
     mem = {name: peak_gib(fn) for name, fn in systems.items()}
-    floor = ms.get("FP8 GEMM floor")
+    floor = ms.get(f"FP8 GEMM floor {fp8_baselines.FAST}")  # like-for-like with coda's unpromoted GEMMs
 
     def over(a, b):  # ms[a] / ms[b], where both ran (--systems may leave either out)
         return f"{ms[a] / ms[b]:.3f}x" if a in ms and b in ms else "n/a"
@@ -441,7 +467,10 @@ def fp8_layer_rows(d, f, heads, attention, rounds, per_round, skip_compile, kv_h
     for name in systems:
         note = ""
         if name in err:
-            note = f"rel. error vs fp32 {err[name]:.1e}; {over('coda bf16', name)} coda bf16"
+            recipe = "rowwise" if "rowwise" in name else "blockwise" if "blockwise" in name else "tensorwise"
+            note = "; ".join([f"rel. error vs fp32 {err[name]:.1e}",
+                              *fp8_baselines.speedups(ms, name, ao_names.get(recipe, [])),
+                              f"{over('coda bf16', name)} coda bf16"])
         elif "floor" not in name:
             note = (f"coda fp8 is {over(name, 'coda fp8')} faster, with FP8 wgrad {over(name, 'coda fp8 wgrad')}, "
                     f"blockwise {over(name, 'coda fp8 blockwise')}, with FP8 wgrad "
@@ -729,31 +758,69 @@ def llama_fp8_model(source, recipe, device, dtype=torch.bfloat16):
                       fp8_wgrad=llama_fp8_wgrad(recipe))
 
 
-def llama_fp8_baseline(hf, recipe):
-    """(name, model) of the step's baseline for `recipe`: a copy of Hugging Face's model under torchao's float8
-    training of that recipe, or for blockwise the bf16 model itself; either compiled by the caller."""
-    if recipe == "blockwise":
-        return "HF Llama + torch.compile bf16", copy.deepcopy(hf)
-    return f"HF Llama + torchao {recipe} + compile", torchao_hf(hf, recipe)
+LIGER_LLAMA = "HF Llama + Liger FLCE + compile"
 
 
-def torchao_hf(hf, recipe):
-    """A copy of Hugging Face's model with torchao's float8 training (convert_to_float8_training) in `recipe` on every
-    linear layer but the LM head, which coda's FP8 models keep in bf16 too."""
-    from torchao.float8 import Float8LinearConfig, convert_to_float8_training
+def torchao_hf(hf, config):
+    """A copy of Hugging Face's model with torchao's float8 training (convert_to_float8_training) in `config`
+    (fp8_baselines.torchao_configs) on every linear layer but the LM head, which coda's FP8 models keep in bf16 too."""
+    from torchao.float8 import convert_to_float8_training
     model = copy.deepcopy(hf)
-    convert_to_float8_training(model, config=Float8LinearConfig.from_recipe_name(recipe),
-                               module_filter_fn=lambda module, fqn: fqn != "lm_head")
+    convert_to_float8_training(model, config=config, module_filter_fn=lambda module, fqn: fqn != "lm_head")
     return model
+
+
+def hf_compiled(model):
+    """(model, loss(tokens)) of a Hugging Face causal LM under torch.compile, with its own loss (its logits stored)."""
+    fn = torch.compile(model)
+    return model, lambda tokens: fn(input_ids=tokens, labels=tokens).loss
+
+
+def llama_fp8_baselines(hf, recipe):
+    """{name: (model, loss(tokens))} of the step's FP8 baselines for `recipe`, each a copy of Hugging Face's model under
+    torch.compile: with torchao's float8 training of that recipe in each accumulation, the like-for-like one (fast)
+    first, or for blockwise, which torchao has no recipe for, in bf16. Those --systems leaves out are not built."""
+    if recipe == "blockwise":
+        configs = {"HF Llama + torch.compile bf16": None}
+    else:
+        configs = torchao_systems(recipe, "HF Llama + ")
+    return {name: hf_compiled(copy.deepcopy(hf) if config is None else torchao_hf(hf, config))
+            for name, config in configs.items() if kept(name)}
+
+
+def liger_llama_loss(decoder, head_weight):
+    """loss(tokens) of a Hugging Face LLaMA's decoder (its LlamaModel) and LM head weight through Liger's fused
+    linear cross-entropy: Hugging Face's loss (labels are the input ids, scored one position ahead), no logits
+    stored."""
+    from liger_kernel.transformers.fused_linear_cross_entropy import LigerFusedLinearCrossEntropyLoss
+    loss = LigerFusedLinearCrossEntropyLoss()
+
+    def run(tokens):
+        h = decoder(input_ids=tokens).last_hidden_state
+        labels = F.pad(tokens[:, 1:], (0, 1), value=-100)  # -100, both libraries' ignore_index: the last position
+        return loss(head_weight, h.reshape(-1, h.shape[-1]), labels.reshape(-1))
+    return run
+
+
+def hf_liger(hf):
+    """{LIGER_LLAMA: (model, loss(tokens))}, a copy of Hugging Face's model in bf16 with liger_llama_loss, its decoder
+    under torch.compile (Liger's loss is Triton kernels already): the baseline without Hugging Face's materialized
+    128256-wide logits, which are no FP8 recipe's doing. Empty where --systems leaves it out."""
+    if not kept(LIGER_LLAMA):
+        return {}
+    model = copy.deepcopy(hf)
+    return {LIGER_LLAMA: (model, liger_llama_loss(torch.compile(model.model), model.lm_head.weight))}
 
 
 def llama_fp8_rows(rounds, batch, n_layers, recipes=LLAMA_FP8_RECIPES):
     """The llama3.2-1b step in FP8: coda's model in each FP8 recipe against Hugging Face's LlamaForCausalLM under
-    torchao's float8 training of the same recipe + torch.compile (block-wise: in bf16 + torch.compile,
-    llama_fp8_baseline), with coda bf16 beside them, all from the same weights (AdamW on the bf16 weights). One recipe at a time: its three systems are built, timed against each other
-    and freed before the next recipe's (six 1.2B-parameter models with AdamW states and a 128256-wide loss do not fit
-    an 80 GB GPU at once). coda bf16 is in every group, so each group's ratios are from one interleaved run; HF +
-    torch.compile in bf16 is the "llama3.2-1b step" section's."""
+    torchao's float8 training of the same recipe + torch.compile in both accumulations (block-wise: in bf16 +
+    torch.compile; llama_fp8_baselines), against coda bf16, and against Hugging Face's with Liger's fused linear
+    cross-entropy (hf_liger), all from the same weights (AdamW on the bf16 weights); a coda FP8 row's note gives its
+    gains in that order. One recipe at a time: its systems are built, timed against each other and freed before the
+    next recipe's (six 1.2B-parameter models with AdamW states and a 128256-wide loss do not fit an 80 GB GPU at once;
+    a group has five at most, --systems leaves some out). coda bf16 is in every group, so each group's ratios are from
+    one interleaved run; HF + torch.compile in bf16 is the "llama3.2-1b step" section's."""
     fields = llama_fields(n_layers)
     label = llama_label(fields, batch, LLAMA_SEQ).replace("step", "fp8 step", 1)
     torch.manual_seed(0)
@@ -768,15 +835,16 @@ def llama_fp8_rows(rounds, batch, n_layers, recipes=LLAMA_FP8_RECIPES):
         coda_name = f"coda fp8 {recipe}" + (" wgrad" if llama_fp8_wgrad(recipe) else "")
         entries = {"coda bf16": (model, lambda: model(tokens, tokens)),
                    coda_name: (coda_fp8, lambda: coda_fp8(tokens, tokens))}
-        ao_name = None
+        baselines = {}  # name -> (model, loss(tokens))
         if hf is not None:
-            try:
-                ao_name, ao = llama_fp8_baseline(hf, recipe)
-                ao_fn = torch.compile(ao)
-                entries[ao_name] = (ao, lambda: ao_fn(input_ids=tokens, labels=tokens).loss)
-            except Exception as e:  # noqa: BLE001
-                log(f"{label}: the {recipe} baseline is unavailable: {e!r}")
-                ao_name = None
+            for build in (lambda: llama_fp8_baselines(hf, recipe), lambda: hf_liger(hf)):
+                try:
+                    baselines.update(build())
+                except Exception as e:  # noqa: BLE001
+                    log(f"{label} ({recipe}): a baseline is unavailable: {e!r}")
+        entries.update({name: (module, lambda loss=loss: loss(tokens)) for name, (module, loss) in baselines.items()})
+        # The order of a coda FP8 row's gains: the FP8 baselines, the like-for-like one first, then the bf16 ones.
+        gains = [name for name in baselines if name != LIGER_LLAMA] + ["coda bf16", LIGER_LLAMA]
         systems = {name: adamw_step(module, remember_first_loss(fwd, losses, name))
                    for name, (module, fwd) in entries.items()}
         log(f"{label} ({recipe}): compiling and warming {list(systems)}")
@@ -791,9 +859,7 @@ def llama_fp8_rows(rounds, batch, n_layers, recipes=LLAMA_FP8_RECIPES):
                 # One bf16 model for every group: the groups before this one stepped it, so its loss is no first one.
                 note = [f"{recipe} group", "bf16 weights stepped by the groups before"]
             if name.startswith("coda fp8"):
-                if ao_name in ms:
-                    note.append(f"{ms[ao_name] / ms[name]:.3f}x faster than {ao_name}")
-                note.append(f"{ms['coda bf16'] / ms[name]:.3f}x faster than coda bf16")
+                note += fp8_baselines.speedups(ms, name, gains)
             group.append({"bench": label, "attention": "sdpa", "system": name, "ms": round(ms[name], 3),
                           "x_floor": "", "tokens_per_s": round(tokens_per_step / ms[name] * 1e3),
                           "peak_GiB": round(mem[name], 2), "note": "; ".join(note)})
@@ -803,9 +869,7 @@ def llama_fp8_rows(rounds, batch, n_layers, recipes=LLAMA_FP8_RECIPES):
         for module, _ in entries.values():
             for param in module.parameters():
                 param.grad = None
-        del systems, entries, coda_fp8
-        if hf is not None:
-            ao = ao_fn = None
+        del systems, entries, baselines, coda_fp8, module  # module: the loop's last model
         torch._dynamo.reset()
         gc.collect()
         torch.cuda.empty_cache()
@@ -838,7 +902,9 @@ def main():
                    help="the FP8 sections instead (fp8 layer d=2048 / d=4096, each attention: coda's "
                         "fp8='tensorwise', 'blockwise' and 'rowwise' layers against coda bf16, torch.compile bf16, "
                         "torchao float8 + compile; 'llama3.2-1b fp8 step': coda's FP8 model against Hugging Face's "
-                        "under torchao + compile, block-wise against Hugging Face's in bf16 + compile)")
+                        "under torchao + compile, block-wise against Hugging Face's in bf16 + compile, each also "
+                        "against coda bf16 and Hugging Face's + Liger's fused linear cross-entropy; torch._scaled_mm "
+                        "and torchao each in fast and in precise accumulation)")
     p.add_argument("--llama-recipes", nargs="+", default=list(LLAMA_FP8_RECIPES), choices=LLAMA_FP8_RECIPES,
                    help="the FP8 recipes of the 'llama3.2-1b fp8 step', one group each (default all three)")
     p.add_argument("--hold-s", type=float, default=0.0,
@@ -846,7 +912,8 @@ def main():
                         "its sustained ms per step, MHz, W and joules per step (default 0: off)")
     p.add_argument("--systems", nargs="+", default=[], metavar="TEXT",
                    help="in the FP8 layer sections, time only the systems whose name contains one of these (e.g. "
-                        "'coda fp8 wgrad' 'torchao tensorwise'): an A/B of two builds in one call")
+                        "'coda fp8 wgrad' 'torchao tensorwise'): an A/B of two builds in one call; in the 'llama3.2-1b "
+                        "fp8 step', build only the baselines named so (e.g. 'fast accum' 'Liger'; coda's always run)")
     args = p.parse_args()
     global HOLD_S, SYSTEMS
     HOLD_S = args.hold_s

@@ -11,14 +11,17 @@ times no GEMM (with --copy: only the copy bandwidth that `coda bench tile` compa
 --hold-ms MS runs each shape's torch.matmul alone for MS of GPU time after timing it, between
 `HOLD cublas M N K start|stop UNIX_SECONDS` lines (as `coda bench gemm --hold-ms`; tools/bench_identity.sh).
 
---fp8 e4m3|e5m2 times torch._scaled_mm (cuBLASLt) instead, per-tensor scaled, both operands K-major, bf16 out, as
-the row `torch._scaled_mm` (what `coda bench gemm --fp8` is compared with); no chains."""
+--fp8 e4m3|e5m2 times torch._scaled_mm (cuBLASLt) instead, per-tensor scaled, both operands K-major, bf16 out, in
+both accumulations: the rows `torch._scaled_mm fast-accum` (use_fast_accum=True: its accumulator never promoted, as in
+coda's per-tensor mainloop; what `coda bench gemm --fp8` is compared with like for like, and what --hold-ms holds) and
+`torch._scaled_mm precise-accum` (torch's default, promoted: more precise, slower); no chains."""
 import argparse
 import sys
 import time
 
 import torch
 
+from fp8_baselines import FAST, scaled_mm_variants
 from gemm_shapes import NAMES as SHAPE_SETS, shape_set
 
 
@@ -99,17 +102,18 @@ FP8_DTYPES = {"e4m3": "float8_e4m3fn", "e5m2": "float8_e5m2"}
 
 
 def bench_scaled_mm(report, m, n, k, fp8, iters=50, hold_ms=0.0):
-    """torch._scaled_mm with one fp32 scale per operand: A (M x K) row-major, B given as the transpose of an
-    N x K row-major tensor (the column-major B cuBLASLt's FP8 GEMM takes)."""
+    """torch._scaled_mm with one fp32 scale per operand, in each accumulation (fast first): A (M x K) row-major, B
+    given as the transpose of an N x K row-major tensor (the column-major B cuBLASLt's FP8 GEMM takes)."""
     torch.manual_seed(0)
     dtype = getattr(torch, FP8_DTYPES[fp8])
     a = torch.randn(m, k, device="cuda").to(dtype)
     w = torch.randn(n, k, device="cuda").to(dtype)
     one = torch.ones((), device="cuda", dtype=torch.float32)
-    fn = lambda: torch._scaled_mm(a, w.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
-    report.row("torch._scaled_mm", m, n, k, median_ms(fn, iters=iters))
-    if hold_ms > 0:
-        hold(fn, m, n, k, hold_ms)
+    variants = scaled_mm_variants("torch._scaled_mm", a, w.t(), one, one)
+    for name, fn in variants.items():
+        report.row(name, m, n, k, median_ms(fn, iters=iters))
+    if hold_ms > 0:  # the like-for-like one, whose clock and power tools/identity_table.py sets beside coda's
+        hold(variants[f"torch._scaled_mm {FAST}"], m, n, k, hold_ms)
 
 
 def bench_shape(report, m, n, k, chain, chain_iters, iters=50, hold_ms=0.0, fp8=None):
@@ -174,7 +178,8 @@ def main():
     parser.add_argument("--csv", help="also write the measurements to this CSV file")
     parser.add_argument("--copy", action="store_true", help="also time a device-to-device copy of a 16384 x 4096 bf16 tile")
     parser.add_argument("--fp8", choices=sorted(FP8_DTYPES),
-                        help="time torch._scaled_mm per-tensor on FP8 operands of this type instead of torch.matmul")
+                        help="time torch._scaled_mm per-tensor on FP8 operands of this type instead of torch.matmul, "
+                             "with fast and with precise accumulation")
     parser.add_argument("--dynamic-compile", action="store_true",
                         help="torch.compile the chain once with dynamic shapes instead of once per shape")
     args = parser.parse_args()

@@ -9,20 +9,26 @@
 #   regress the BF16 GPU tests of what the FP8 work touched in the Hopper templates (the block's epilogues, stream-K,
 #           the random GEMMs); their SASS at the default configs is unchanged (tools/compare_cubins.py)
 #   python  the Python GPU tests of FP8 (scaled_mm against torch._scaled_mm, block scales, the FP8 layers and models)
-#   gemm    coda's FP8 identity GEMM against torch._scaled_mm over the 12-shape set and the LLaMA shapes, and the
-#           block-scaled identity against the per-tensor one (coda.log's blockwise rows); with CODA_NCU=1, ncu of
-#           both at CODA_NCU_SHAPES too (instructions per tile, each SM's active cycles, DRAM bytes: ncu_*.csv)
-#   interleaved  tools/bench_scaled_mm.py --blockwise: coda's FP8 GEMM and torch._scaled_mm in one process, ABBA
-#           turns per shape over the 12-shape set and the LLaMA shapes (the block-scaled ones beside them)
-#   layer   tools/bench_block.py --fp8 at d = 4096 (LAYER_ONLY: another --only text, e.g. "fp8 layer d=2048 sdpa";
+#   gemm    coda's FP8 identity GEMM against torch._scaled_mm over the 12-shape set and the LLaMA shapes (the table
+#           against its fast-accum rows, like-for-like; the precise-accum ones' means beside), and the block-scaled
+#           identity against the per-tensor one (coda.log's blockwise rows); with CODA_NCU=1, ncu of both at
+#           CODA_NCU_SHAPES too (instructions per tile, each SM's active cycles, DRAM bytes: ncu_*.csv)
+#   interleaved  tools/bench_scaled_mm.py --blockwise: coda's FP8 GEMM and torch._scaled_mm (fast-accum and
+#           precise-accum, two systems) in one process, ABBA turns per shape over the 12-shape set and the LLaMA shapes
+#           (the block-scaled ones beside them)
+#   layer   tools/bench_block.py --fp8 at d = 4096, torchao and the FP8 GEMM floor each in fast and in precise
+#           accumulation (LAYER_ONLY: another --only text, e.g. "fp8 layer d=2048 sdpa";
 #           LAYER_HOLD_S: also each system alone this many seconds, its sustained ms, MHz, W and J a step;
 #           LAYER_SYSTEMS: only the systems whose name contains one of these '|'-separated texts)
 #   model   tools/bench_block.py --fp8 --only "llama3.2-1b fp8 step": coda's LLaMA-3.2-1B in FP8 (tensorwise and
-#           rowwise, FP8 weight gradients) against Hugging Face's under torchao + compile, and block-wise against
-#           Hugging Face's in bf16 + compile (MODEL_LAYERS: default 16; MODEL_RECIPES: some of "tensorwise rowwise
-#           blockwise", default all three, one group each)
+#           rowwise, FP8 weight gradients) against Hugging Face's under torchao + compile in both accumulations, and
+#           block-wise against Hugging Face's in bf16 + compile; each also against coda bf16 and Hugging Face's with
+#           Liger's fused linear cross-entropy (MODEL_LAYERS: default 16; MODEL_RECIPES: some of "tensorwise rowwise
+#           blockwise", default all three, one group each; MODEL_SYSTEMS: only the baselines whose name contains one
+#           of these '|'-separated texts, e.g. 'fast accum|Liger')
 #   profile tools/profile_block.py --fp8 at d = 4096 with SDPA (PROFILE_RECIPES: default tensorwise+wgrad,
-#           rowwise+wgrad, blockwise), coda's bf16 layer and torchao's recipe + torch.compile beside each
+#           rowwise+wgrad, blockwise), coda's bf16 layer and torchao's recipe + torch.compile (both accumulations)
+#           beside each; the FP8 GEMMs' floor is torch._scaled_mm with fast accumulation
 #   curve   tools/fp8_loss_curve.py, 300 steps of fp32, bf16 and FP8 (CURVE_RECIPES: the recipes, default all three)
 #   ab      the 2-CTA clusters and the wider tiles against ping-pong 128 x 128 for the per-tensor FP8 identity, per shape
 #           in one `coda tune --solo --config ...` (AB_SHAPES; AB_CONFIGS: each config's words after ping-pong's,
@@ -63,6 +69,13 @@ python_setup() {  # the wheel and the peers into /tmp/site, as tools/device_torc
   bash tools/device_torch.sh || return 1
   export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
   python_ready=1
+}
+systems_args() {  # TEXTS: '|'-separated TEXTS as bench_block.py's --systems, in the array `systems` (none if empty)
+  systems=()
+  if [ -n "$1" ]; then
+    IFS='|' read -r -a names <<< "$1"
+    systems=(--systems "${names[@]}")
+  fi
 }
 ncu_summary() {  # REPORT [PATTERN]: REPORT.ncu-rep's details and SASS source page, PATTERN's lines, the top stalls
   local report=$1 pattern=${2:-}
@@ -117,8 +130,7 @@ for step in "$@"; do
     layer)
       echo "== tools/bench_block.py --fp8"
       python_setup || exit 1
-      systems=()
-      [ -n "${LAYER_SYSTEMS:-}" ] && IFS='|' read -r -a names <<< "$LAYER_SYSTEMS" && systems=(--systems "${names[@]}")
+      systems_args "${LAYER_SYSTEMS:-}"
       timeout "$step_s" python3 tools/bench_block.py --fp8 --out "$out" --rounds 3 --budget-s "${LAYER_BUDGET_S:-400}" \
         --hold-s "${LAYER_HOLD_S:-0}" --only "${LAYER_ONLY:-fp8 layer d=4096}" "${systems[@]}" \
         > "$out/fp8_layer.log" 2>&1 || status=1
@@ -126,10 +138,12 @@ for step in "$@"; do
     model)
       echo "== tools/bench_block.py --fp8: the LLaMA-3.2-1B step in FP8"
       python_setup || exit 1
+      systems_args "${MODEL_SYSTEMS:-}"
       timeout "$step_s" python3 tools/bench_block.py --fp8 --out "$out" --rounds 3 --budget-s "${LAYER_BUDGET_S:-400}" \
         --only "llama3.2-1b fp8 step" --llama-layers "${MODEL_LAYERS:-16}" \
-        --llama-recipes ${MODEL_RECIPES:-tensorwise rowwise blockwise} > "$out/fp8_model.log" 2>&1 || status=1
-      grep -v "^\[" "$out/fp8_model.log" | tail -n 12 ;;
+        --llama-recipes ${MODEL_RECIPES:-tensorwise rowwise blockwise} "${systems[@]}" > "$out/fp8_model.log" 2>&1 \
+        || status=1
+      grep -v "^\[" "$out/fp8_model.log" | tail -n 16 ;;
     profile)
       echo "== tools/profile_block.py --fp8: every kernel of the FP8 layers' step beside its floor"
       python_setup || exit 1

@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
-"""Merges one device run of tools/bench_identity.sh into a markdown table: per shape cuBLAS (torch.matmul) against
-coda's identity epilogue, and what the GPU did while each ran alone: the median SM clock and power of the
-nvidia-smi samples inside its HOLD interval (`coda bench gemm --hold-ms`, `tools/bench_torch.py --hold-ms`), the
-first HOLD_SKIP_S of each interval dropped while the clock settles, and the energy of one GEMM (median power x its
-time). Then the geometric mean and minimum of identity / cuBLAS over the 12-shape set and over the LLaMA shapes
-(tools/gemm_shapes.py), against the targets. With --ncu, per shape the instructions of each kernel per output tile.
+"""Merges one device run of tools/bench_identity.sh into a markdown table: per shape cuBLAS (torch.matmul; with FP8,
+torch._scaled_mm with fast accumulation, as coda's, and its precise accumulation's means beside) against coda's
+identity epilogue, and what the GPU did while each ran alone: the median SM clock and power of the nvidia-smi samples
+inside its HOLD interval (`coda bench gemm --hold-ms`, `tools/bench_torch.py --hold-ms`), the first HOLD_SKIP_S of
+each interval dropped while the clock settles, and the energy of one GEMM (median power x its time). Then the
+geometric mean and minimum of identity / cuBLAS over the 12-shape set and over the LLaMA shapes (tools/gemm_shapes.py),
+against the targets. With --ncu, per shape the instructions of each kernel per output tile.
 
 nvidia-smi's timestamps are in local time: run this on the machine that sampled (as bench_identity.sh does), or
 with TZ set to its zone. The power column is whichever the sampler asked for (bench_identity.sh: power.draw.instant
@@ -21,6 +22,7 @@ import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from fp8_baselines import ACCUMULATIONS  # noqa: E402
 from gemm_shapes import shape_set  # noqa: E402
 from gemm_table import read_rows  # noqa: E402
 
@@ -29,6 +31,7 @@ TARGET_GEOMEAN = 1.03  # identity / cuBLAS over a shape group
 TARGET_MIN = 0.97  # no shape below this
 
 CODA_COLUMNS = ["epilogue", "m", "n", "k", "ms", "tflops", "config"]  # coda bench gemm --csv
+TORCH_COLUMNS = ["name", "m", "n", "k", "ms", "tflops"]  # tools/bench_torch.py --csv
 HOLD_LINE = re.compile(r"^HOLD (\w+) (\d+) (\d+) (\d+) (start|stop) (\d+(?:\.\d*)?)$")
 NUMBER = re.compile(r"[-+]?\d+(?:\.\d+)?")
 NCU_NAME = re.compile(r"ncu_(\w+?)_(\d+)x(\d+)x(\d+)\.csv$")
@@ -297,9 +300,25 @@ def blockwise_table(coda_path, identity, samples, holds):
     return lines
 
 
+def baseline_names(torch_path, baseline):
+    """The torch CSV's row names that stand for `baseline`: the name itself, or where bench_torch.py wrote it once per
+    accumulation (torch._scaled_mm), each of those, the like-for-like one (fast) first."""
+    names = {key[0] for key in read_rows(torch_path, "name", TORCH_COLUMNS)}
+    return [n for n in (f"{baseline} {accum}" for accum in ACCUMULATIONS) if n in names] or [baseline]
+
+
+def beside_line(name, ratios):
+    """The geometric means of identity / `name` (a baseline beside the table's) over each shape group it measured."""
+    means = [f"{geomean([ratios[s] for s in shape_set(group) if s in ratios]):.3f} over the {label}"
+             for group, label in (("set", "12-shape set"), ("llama", "LLaMA shapes"))
+             if any(s in ratios for s in shape_set(group))]
+    return f"Beside it, identity / {name}: geometric mean " + (", ".join(means) if means else "— (no shape)") + "."
+
+
 def table(coda_path, torch_path, smi_path=None, hold_paths=(), ncu_paths=(), baseline="torch.matmul"):
     coda = read_csv(coda_path, "epilogue", "identity", CODA_COLUMNS)
-    cublas = read_csv(torch_path, "name", baseline, ["name", "m", "n", "k", "ms", "tflops"])
+    baselines = baseline_names(torch_path, baseline)
+    cublas = read_csv(torch_path, "name", baselines[0], TORCH_COLUMNS)
     hold_lines = []
     for path in hold_paths:
         with open(path, errors="replace") as f:
@@ -344,9 +363,12 @@ def table(coda_path, torch_path, smi_path=None, hold_paths=(), ncu_paths=(), bas
     others = [s for s in ratios if s not in shape_set("all")]
     if others:
         lines.append(f"Other shapes, geometric mean of identity / cuBLAS: {geomean([ratios[s] for s in others]):.3f}.")
-    lines.append("identity / cuBLAS is cuBLAS's time over coda's (above 1: coda is faster). MHz and W: medians of the "
-                 f"nvidia-smi samples while each kernel ran alone (HOLD), the first {HOLD_SKIP_S * 1000:.0f} ms of "
-                 "each hold left out; mJ/GEMM: that power x the GEMM's time.")
+    for name in baselines[1:]:
+        other = read_csv(torch_path, "name", name, TORCH_COLUMNS)
+        lines.append(beside_line(name, {s: float(other[s]["ms"]) / float(coda[s]["ms"]) for s in coda if s in other}))
+    lines.append(f"identity / cuBLAS is cuBLAS's ({baselines[0]}) time over coda's (above 1: coda is faster). MHz and "
+                 "W: medians of the nvidia-smi samples while each kernel ran alone (HOLD), the first "
+                 f"{HOLD_SKIP_S * 1000:.0f} ms of each hold left out; mJ/GEMM: that power x the GEMM's time.")
     if not holds:
         lines.append("No HOLD lines given (--holds): no clock or power columns.")
     elif not samples:
@@ -385,7 +407,7 @@ def main():
                         help="ncu --csv --page raw exports named ncu_<coda|cublas>_<M>x<N>x<K>.csv")
     parser.add_argument("--baseline", default="torch.matmul",
                         help="the torch_csv rows to compare with: torch.matmul (default) or torch._scaled_mm "
-                             "(bench_torch.py --fp8)")
+                             "(bench_torch.py --fp8: its fast-accum rows in the table, its precise-accum ones beside)")
     args = parser.parse_args()
     print(table(args.coda_csv, args.torch_csv, args.smi, args.holds, args.ncu, args.baseline))
 

@@ -12,9 +12,12 @@ Kernels are grouped per step:
 Beside each table, the step's timeline: how long the host took to issue a step, and how much of the GPU's span of a
 step no kernel ran (the launch gaps, or a host that falls behind), measured in the same profiled steps.
 With --fp8 RECIPE (tensorwise, rowwise, blockwise; "+wgrad" for FP8 weight gradients), the layers are also profiled in
-FP8, coda's FP8 layer beside its bf16 one; an FP8 GEMM's floor is torch._scaled_mm of its shape (both operands
-K-major, the only layout it takes; none for others), and the kernels coda.torch.fp8 and the FP8 ops launch are
-labelled too.
+FP8, coda's FP8 layer beside its bf16 one; an FP8 GEMM's floor is per-tensor torch._scaled_mm of its shape with
+use_fast_accum=True (both operands K-major, the only layout it takes; none for others): coda's per-tensor mainloop
+never promotes its accumulator, nor does cuBLAS's fast-accum kernel, so that is the like-for-like floor (the
+block-wise GEMMs, which promote every 128 of K, and the row-wise ones are set against it too). The kernels
+coda.torch.fp8 and the FP8 ops launch are labelled too. With --torchao, torchao's recipe beside them in both
+accumulations (tools/fp8_baselines.py).
 One markdown table per step on stdout and in $OUT/profile_block.md (or --out)."""
 import argparse
 import bisect
@@ -32,6 +35,7 @@ from coda.torch import (_fp8_layers, _kernels, _steps, fp8, ops, ops_fp8_blockwi
 from coda.torch import reference as ref
 
 from bench_block import LLAMA_SEQ, adamw_step, layer_step, llama_fields, llama_models, torchao_layer
+from fp8_baselines import torchao_configs
 
 BATCH, SEQ, EPS = 8, 2048, 1e-5
 M = BATCH * SEQ
@@ -90,8 +94,8 @@ class Floors:
         self._gemm = {}
 
     def gemm_ms(self, m, n, k, a_mn_major, b_n_major, fp8_operands=False):
-        """cuBLAS's time for the GEMM: torch.matmul in bf16, torch._scaled_mm (per-tensor e4m3) for FP8 operands,
-        None for an FP8 layout it does not take."""
+        """cuBLAS's time for the GEMM: torch.matmul in bf16, torch._scaled_mm (per-tensor e4m3, fast accumulation, as
+        coda's mainloop) for FP8 operands, None for an FP8 layout it does not take."""
         key = (m, n, k, a_mn_major, b_n_major, fp8_operands)
         if fp8_operands and key not in self._gemm:
             if a_mn_major or b_n_major or m % 16 or n % 16 or k % 16:
@@ -100,7 +104,8 @@ class Floors:
                 a = torch.randn(m, k, device="cuda").to(torch.float8_e4m3fn)
                 b = torch.randn(n, k, device="cuda").to(torch.float8_e4m3fn).t()
                 one = torch.ones((), device="cuda")
-                self._gemm[key] = event_ms(lambda: torch._scaled_mm(a, b, one, one, out_dtype=torch.bfloat16))
+                self._gemm[key] = event_ms(lambda: torch._scaled_mm(a, b, one, one, out_dtype=torch.bfloat16,
+                                                                    use_fast_accum=True))
         if key not in self._gemm:
             a = torch.randn(k, m, device="cuda", dtype=torch.bfloat16).t() if a_mn_major else \
                 torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
@@ -276,8 +281,8 @@ def profile_layer(d, attention, floors, steps, kv_heads=None):
 def profile_fp8_layer(d, attention, floors, steps, recipe, kv_heads=None, torchao=False):
     """coda's FP8 layer (recipe: tensorwise, rowwise or blockwise, "+wgrad" for FP8 weight gradients) beside its bf16
     layer, from the same weights; its input h in e4m3 as the previous layer would write it. With `torchao`, also
-    torchao's float8 training of the same recipe (tensorwise or rowwise) under torch.compile, as bench_block.py --fp8
-    times it: kernel by kernel beside coda's."""
+    torchao's float8 training of the same recipe (tensorwise or rowwise) under torch.compile in each accumulation
+    (fast first), as bench_block.py --fp8 times it: kernel by kernel beside coda's."""
     ffn, heads = LAYERS[d]
     name, wgrad = recipe.removesuffix("+wgrad"), recipe.endswith("+wgrad")
     torch.manual_seed(0)
@@ -308,13 +313,15 @@ def profile_fp8_layer(d, attention, floors, steps, recipe, kv_heads=None, torcha
         systems["coda bf16"] = system_rows(profile(bf16_step, steps), launches, floors)
     if torchao and name in ("tensorwise", "rowwise"):
         try:
-            ao = torchao_layer(bf16, name)  # its norms and SwiGLU in eager PyTorch, compiled with the rest
+            configs = torchao_configs(name)
         except ImportError as e:
             print(f"(torchao {name} left out: {e})")
         else:
-            compiled = torch.compile(ao)
-            ao_step = layer_step(ao, x, dy, lambda: compiled(x, pos))
-            systems[f"torchao {name} + compile"] = system_rows(profile(ao_step, steps), launches, floors)
+            for accum, config in configs.items():
+                ao = torchao_layer(bf16, config)  # its norms and SwiGLU in eager PyTorch, compiled with the rest
+                ao_step = layer_step(ao, x, dy, lambda c=torch.compile(ao): c(x, pos))
+                systems[f"torchao {name} + compile ({accum})"] = system_rows(profile(ao_step, steps), launches,
+                                                                              floors)
     gqa = f", {heads} query heads sharing {kv_heads} KV heads" if kv_heads and kv_heads != heads else ""
     return table(f"FP8 layer fwd+bwd ({recipe}), d = {d}, F = {ffn}, M = {M}, attention {attention}{gqa} "
                  f"(ms per step)", systems)
@@ -371,7 +378,8 @@ def main():
     p.add_argument("--fp8-only", action="store_true", help="profile only the FP8 layers (and coda bf16 beside them)")
     p.add_argument("--torchao", action="store_true",
                    help="beside each tensorwise or rowwise FP8 layer, torchao's float8 training of that recipe under "
-                        "torch.compile (needs torchao)")
+                        "torch.compile, with its own config and with fast accumulation in all three GEMMs (needs "
+                        "torchao)")
     p.add_argument("--model", action="store_true", help="also profile the 8-layer model step")
     p.add_argument("--llama", action="store_true", help="also profile LLaMA-3.2-1B's training step")
     p.add_argument("--llama-batch", type=int, default=2)
