@@ -1,7 +1,9 @@
 """The PyTorch benchmark tools' own logic on the CPU: bench_block's table printing (it once crashed on the rows
 without a timing, after the whole run), its section choice and LLaMA-3.2-1B models (Hugging Face's and coda's from
-the same weights), and profile_block's matching of kernels to the coda launches that made them and its timeline of a
-step."""
+the same weights), profile_block's matching of kernels to the coda launches that made them and its timeline of a
+step, the order systems take their turns in, and the FP8 baselines in both accumulations (fp8_baselines)."""
+import csv
+import dataclasses
 import os
 import sys
 import types
@@ -14,7 +16,10 @@ torch = pytest.importorskip("torch")
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
 import bench_block  # noqa: E402
+import fp8_baselines  # noqa: E402
+import identity_table  # noqa: E402
 import profile_block  # noqa: E402
+from round_order import round_orders  # noqa: E402
 
 
 def test_print_rows_takes_rows_without_timings(capsys):
@@ -232,3 +237,188 @@ def test_llama_fp8_model_takes_the_bf16_models_weights_and_trains():
         assert loss.item() == pytest.approx(expected, rel=0.05)
         loss.backward()
         assert m.layers[0].w_qkv.grad is not None
+
+
+def test_round_orders_change_each_round_and_balance_positions_and_neighbours():
+    names = ["a", "b", "c", "d"]
+    orders = round_orders(names, 4)
+    assert all(sorted(order) == names for order in orders)
+    assert sorted(order[0] for order in orders) == names  # each system first once
+    for position in range(4):  # and in every other position once
+        assert sorted(order[position] for order in orders) == names
+    pairs = [(o[i], o[i + 1]) for o in orders for i in range(3)]
+    assert sorted(pairs) == sorted((x, y) for x in names for y in names if x != y)  # each follows each once
+    # An odd count takes the mirrored rows too: over 2n rounds each system follows each other one twice.
+    odd = round_orders(["a", "b", "c"], 6)
+    odd_pairs = [(o[i], o[i + 1]) for o in odd for i in range(2)]
+    assert all(odd_pairs.count((x, y)) == 2 for x in "abc" for y in "abc" if x != y)
+    few = round_orders([f"s{i}" for i in range(13)], 3)  # fewer rounds than systems: still three orders
+    assert len({tuple(o) for o in few}) == 3 and len({o[0] for o in few}) == 3
+    assert round_orders([], 2) == [[], []]
+
+
+def test_scaled_mm_variants_time_both_accumulations_fast_first(monkeypatch):
+    calls = []
+    monkeypatch.setattr(torch, "_scaled_mm", lambda a, b, **kw: calls.append(kw["use_fast_accum"]))
+    variants = fp8_baselines.scaled_mm_variants("cublas", None, None, None, None)
+    assert list(variants) == ["cublas fast-accum", "cublas precise-accum"]
+    for fn in variants.values():
+        fn()
+    assert calls == [True, False]
+
+
+@dataclasses.dataclass(frozen=True)
+class FakeGemmConfig:
+    use_fast_accum: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class FakeLinearConfig:
+    """torchao's Float8LinearConfig as far as fp8_baselines reads it: its tensorwise recipe accumulates fast in the
+    output GEMM only; "fast" stands for a recipe whose config does so in all three."""
+    gemm_config_output: FakeGemmConfig = FakeGemmConfig(use_fast_accum=True)
+    gemm_config_grad_input: FakeGemmConfig = FakeGemmConfig()
+    gemm_config_grad_weight: FakeGemmConfig = FakeGemmConfig()
+    recipe: str = "tensorwise"
+
+    @staticmethod
+    def from_recipe_name(recipe):
+        fast = FakeGemmConfig(use_fast_accum=True)
+        if recipe == "fast":
+            return FakeLinearConfig(fast, fast, fast, recipe)
+        return FakeLinearConfig(recipe=recipe)
+
+
+FAKE_FLOAT8 = types.SimpleNamespace(Float8LinearConfig=FakeLinearConfig, Float8GemmConfig=FakeGemmConfig)
+
+
+def test_torchao_configs_add_fast_accumulation_in_all_three_gemms_first():
+    configs = fp8_baselines.torchao_configs("tensorwise", FAKE_FLOAT8)
+    assert list(configs) == ["fast accum", "default: precise grad_input, grad_weight"]
+    fast, default = configs.values()
+    assert default == FakeLinearConfig.from_recipe_name("tensorwise")  # the recipe's own config, untouched
+    assert all(getattr(fast, f"gemm_config_{g}").use_fast_accum for g in fp8_baselines.TORCHAO_GEMMS)
+    assert fast.recipe == "tensorwise"  # all else the recipe's
+    # A recipe that accumulates fast in all three already is timed once, and says so.
+    assert list(fp8_baselines.torchao_configs("fast", FAKE_FLOAT8)) == ["default: fast accum"]
+    # A torchao without per-GEMM settings: its own config alone.
+    bare = types.SimpleNamespace(Float8LinearConfig=types.SimpleNamespace(from_recipe_name=lambda recipe: "cfg"))
+    assert fp8_baselines.torchao_configs("tensorwise", bare) == {"default": "cfg"}
+
+
+def test_torchao_configs_of_the_installed_torchao():
+    float8 = pytest.importorskip("torchao.float8")
+    configs = fp8_baselines.torchao_configs("tensorwise", float8)
+    assert list(configs)[0] == "fast accum" and len(configs) == 2
+    fast = configs["fast accum"]
+    assert all(getattr(fast, f"gemm_config_{g}").use_fast_accum for g in fp8_baselines.TORCHAO_GEMMS)
+
+
+def test_torchao_systems_are_named_by_their_accumulation_and_kept_by_systems(monkeypatch):
+    configs = fp8_baselines.torchao_configs
+    monkeypatch.setattr(fp8_baselines, "torchao_configs", lambda recipe: configs(recipe, FAKE_FLOAT8))
+    names = list(bench_block.torchao_systems("tensorwise"))
+    assert names == ["torchao tensorwise + compile (fast accum)",
+                     "torchao tensorwise + compile (default: precise grad_input, grad_weight)"]
+    monkeypatch.setattr(bench_block, "SYSTEMS", ["torchao tensorwise"])
+    assert list(bench_block.torchao_systems("tensorwise")) == names
+    monkeypatch.setattr(bench_block, "SYSTEMS", ["fast accum"])
+    assert list(bench_block.torchao_systems("tensorwise")) == names[:1]
+
+
+def test_speedups_lead_with_the_like_for_like_baseline():
+    ms = {"coda fp8 wgrad": 10.0, "torchao (fast accum)": 11.0, "torchao (default)": 12.5, "coda bf16": 13.0}
+    gains = fp8_baselines.speedups(ms, "coda fp8 wgrad", ["torchao (fast accum)", "torchao (default)", "absent",
+                                                          "coda bf16"])
+    assert gains == ["1.100x faster than torchao (fast accum)", "1.250x faster than torchao (default)",
+                     "1.300x faster than coda bf16"]
+    assert fp8_baselines.speedups(ms, "not run", ["coda bf16"]) == []
+
+
+def write_csv(path, header, rows):
+    with open(path, "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(header)
+        writer.writerows(rows)
+    return str(path)
+
+
+def test_identity_table_compares_fp8_with_the_fast_accum_rows_and_sets_the_precise_beside(tmp_path):
+    shape = (16384, 4096, 4096)
+    coda = write_csv(tmp_path / "coda.csv", identity_table.CODA_COLUMNS,
+                     [["identity", *shape, 1.0, 1100.0, "hopper bm=128 bn=128"]])
+    torch_csv = write_csv(tmp_path / "torch.csv", identity_table.TORCH_COLUMNS,
+                          [["torch._scaled_mm fast-accum", *shape, 1.05, 1000.0],
+                           ["torch._scaled_mm precise-accum", *shape, 1.2, 900.0]])
+    assert identity_table.baseline_names(torch_csv, "torch._scaled_mm") == ["torch._scaled_mm fast-accum",
+                                                                            "torch._scaled_mm precise-accum"]
+    text = identity_table.table(coda, torch_csv, baseline="torch._scaled_mm")
+    assert "| 16384 | 4096 | 4096 | 1000.0 | 1100.0 | 1.050 |" in text
+    assert "Beside it, identity / torch._scaled_mm precise-accum: geometric mean 1.200 over the 12-shape set." in text
+    assert "cuBLAS's (torch._scaled_mm fast-accum) time" in text
+    # bf16's one row per shape is its own baseline, as before.
+    plain = write_csv(tmp_path / "matmul.csv", identity_table.TORCH_COLUMNS, [["torch.matmul", *shape, 1.1, 1000.0]])
+    assert identity_table.baseline_names(plain, "torch.matmul") == ["torch.matmul"]
+    assert "Beside it" not in identity_table.table(coda, plain)
+
+
+def test_liger_llama_loss_is_hugging_faces_loss(monkeypatch):
+    """The Liger baseline scores what Hugging Face's loss scores (each position against the next token, the last
+    one ignored), with a stand-in for Liger's fused loss: cross-entropy of x @ W^T, as its kernels compute it."""
+    pytest.importorskip("transformers")
+
+    class FusedLinearCrossEntropy:
+        def __call__(self, weight, x, target):
+            return torch.nn.functional.cross_entropy(x @ weight.t(), target, ignore_index=-100)
+
+    module = types.ModuleType("liger_kernel.transformers.fused_linear_cross_entropy")
+    module.LigerFusedLinearCrossEntropyLoss = FusedLinearCrossEntropy
+    for name in ("liger_kernel", "liger_kernel.transformers"):
+        monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    torch.manual_seed(0)
+    hf, _ = bench_block.hf_llama(tiny_llama_fields(), "cpu", torch.float32)
+    tokens = torch.randint(0, 512, (2, 64))
+    loss = bench_block.liger_llama_loss(hf.model, hf.lm_head.weight)(tokens)
+    assert loss.item() == pytest.approx(hf(input_ids=tokens, labels=tokens).loss.item(), rel=1e-5)
+
+
+def test_llama_fp8_baselines_are_torchaos_accumulations_fast_first_and_built_only_if_kept(monkeypatch):
+    configs = fp8_baselines.torchao_configs
+    monkeypatch.setattr(fp8_baselines, "torchao_configs", lambda recipe: configs(recipe, FAKE_FLOAT8))
+    monkeypatch.setattr(bench_block, "torchao_hf", lambda hf, config: config)
+    monkeypatch.setattr(bench_block, "hf_compiled", lambda model: (model, None))
+    baselines = bench_block.llama_fp8_baselines("hf", "rowwise")
+    assert list(baselines) == ["HF Llama + torchao rowwise + compile (fast accum)",
+                               "HF Llama + torchao rowwise + compile (default: precise grad_input, grad_weight)"]
+    fast = baselines["HF Llama + torchao rowwise + compile (fast accum)"][0]
+    assert fast.recipe == "rowwise" and fast.gemm_config_grad_weight.use_fast_accum
+    monkeypatch.setattr(bench_block, "SYSTEMS", ["coda"])  # hf=None: building any of them would fail
+    assert bench_block.llama_fp8_baselines(None, "blockwise") == {}
+    assert bench_block.hf_liger(None) == {}
+
+
+# --- tools/fp8_accumulation.py ----------------------------------------------------------------------------------------
+
+def test_fp8_accumulation_quantizes_as_the_recipes_do_and_measures_against_the_same_operands(tmp_path):
+    # On the CPU coda's GEMMs run the fp64 reference: their error against the exact product of the same quantized
+    # operands is rounding to f32 alone, which tells the tool compares like with like (a wrong scale layout or operand
+    # would be off by whole percent).
+    import fp8_accumulation as acc
+
+    g = torch.Generator().manual_seed(0)
+    a = torch.randn(64, 256, generator=g).bfloat16()
+    b = torch.randn(256, 32, generator=g).bfloat16()
+    for recipe in ("tensorwise", "rowwise", "blockwise"):
+        a_q, a_s, b_q, b_s = acc.operands(recipe, a, b)
+        assert a_q.dtype == (torch.float8_e5m2 if recipe == "tensorwise" else torch.float8_e4m3fn)
+        step = 2 ** -2 if recipe == "tensorwise" else 2 ** -3  # one FP8 step of A's format, relative
+        deq = acc.dequantized(recipe, a_q, a_s, 1)
+        assert float((deq - a.double()).norm() / a.double().norm()) < step / 2
+        expected_shape = {"tensorwise": (), "rowwise": (64, 1), "blockwise": (64, 2)}[recipe]
+        assert tuple(a_s.shape) == expected_shape
+        want = acc.exact(recipe, a_q, a_s, b_q, b_s, rows=16)
+        assert acc.rel(acc.coda_product(recipe, a_q, a_s, b_q, b_s), want) < 1e-6
+    assert acc.main(["--d", "128", "--tokens", "256", "--only", "wgrad o", "--out", str(tmp_path)]) == 0
+    rows = (tmp_path / "fp8_accumulation.csv").read_text().splitlines()
+    assert rows[0].startswith("recipe,gemm,m,k,n,coda") and len(rows) == 1 + 3
