@@ -29,6 +29,8 @@
 #   profile tools/profile_block.py --fp8 at d = 4096 with SDPA (PROFILE_RECIPES: default tensorwise+wgrad,
 #           rowwise+wgrad, blockwise), coda's bf16 layer and torchao's recipe + torch.compile (both accumulations)
 #           beside each; the FP8 GEMMs' floor is torch._scaled_mm with fast accumulation
+#   accuracy  tools/fp8_accumulation.py: each recipe's weight-gradient (K = 16384 and 65536 tokens) and dgrad error
+#           against fp64 of the same FP8 operands, coda beside cuBLAS fast and precise (ACCURACY_ARGS: more arguments)
 #   curve   tools/fp8_loss_curve.py, 300 steps of fp32, bf16 and FP8 (CURVE_RECIPES: the recipes, default all three)
 #   ab      the 2-CTA clusters and the wider tiles against ping-pong 128 x 128 for the per-tensor FP8 identity, per shape
 #           in one `coda tune --solo --config ...` (AB_SHAPES; AB_CONFIGS: each config's words after ping-pong's,
@@ -150,6 +152,12 @@ for step in "$@"; do
       timeout "$step_s" python3 tools/profile_block.py --fp8 ${PROFILE_RECIPES:-tensorwise+wgrad rowwise+wgrad blockwise} \
         --fp8-only --torchao --d 4096 --attention sdpa --out "$out" > "$out/fp8_profile.log" 2>&1 || status=1
       tail -n 5 "$out/fp8_profile.log" ;;
+    accuracy)
+      echo "== tools/fp8_accumulation.py"
+      python_setup || exit 1
+      timeout "$step_s" python3 tools/fp8_accumulation.py --out "$out" ${ACCURACY_ARGS:-} > "$out/fp8_accuracy.log" 2>&1 \
+        || status=1
+      tail -n 40 "$out/fp8_accuracy.log" ;;
     curve)
       echo "== tools/fp8_loss_curve.py"
       python_setup || exit 1
@@ -245,7 +253,7 @@ for step in "$@"; do
       python3 tools/shipped_records.py --coda "$build/coda" --tuning "$out/tuning.tsv" "$out/records.log" \
         > "$out/records.tsv" || status=1
       cat "$out/records.tsv" ;;
-    *) echo "device_fp8.sh: unknown step '$step' (tests, tests-gemm, tests-blocks, regress, python, gemm, interleaved, layer, model, profile, curve, ab, abblock, abgraphs, ncublock, ncugraph, records)" >&2; exit 2 ;;
+    *) echo "device_fp8.sh: unknown step '$step' (tests, tests-gemm, tests-blocks, regress, python, gemm, interleaved, layer, model, profile, accuracy, curve, ab, abblock, abgraphs, ncublock, ncugraph, records)" >&2; exit 2 ;;
   esac
 done
 exit $status
