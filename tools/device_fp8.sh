@@ -31,7 +31,8 @@
 #           beside each; the FP8 GEMMs' floor is torch._scaled_mm with fast accumulation
 #   accuracy  tools/fp8_accumulation.py: each recipe's weight-gradient (K = 16384 and 65536 tokens) and dgrad error
 #           against fp64 of the same FP8 operands, coda beside cuBLAS fast and precise (ACCURACY_ARGS: more arguments)
-#   curve   tools/fp8_loss_curve.py, 300 steps of fp32, bf16 and FP8 (CURVE_RECIPES: the recipes, default all three)
+#   curve   tools/fp8_loss_curve.py, 300 steps of fp32, bf16 and FP8, each recipe with and without FP8 weight gradients
+#           (CURVE_RECIPES: the recipes, comma-separated); fails where a recipe's loss gap to bf16 passes its tolerance
 #   ab      the 2-CTA clusters and the wider tiles against ping-pong 128 x 128 for the per-tensor FP8 identity, per shape
 #           in one `coda tune --solo --config ...` (AB_SHAPES; AB_CONFIGS: each config's words after ping-pong's,
 #           '|'-separated, "" = ping-pong itself); tools/tune_table.py makes fp8_ab.md of the log: each config's time
@@ -161,9 +162,11 @@ for step in "$@"; do
     curve)
       echo "== tools/fp8_loss_curve.py"
       python_setup || exit 1
-      timeout "$step_s" python3 tools/fp8_loss_curve.py --out "$out" --recipes "${CURVE_RECIPES:-tensorwise,rowwise,blockwise}" \
-        > "$out/fp8_curve.log" 2>&1 || status=1
-      tail -n 6 "$out/fp8_curve.log" ;;
+      recipes=()
+      [ -n "${CURVE_RECIPES:-}" ] && recipes=(--recipes "$CURVE_RECIPES")
+      timeout "$step_s" python3 tools/fp8_loss_curve.py --out "$out" "${recipes[@]}" > "$out/fp8_curve.log" 2>&1 \
+        || status=1
+      tail -n 14 "$out/fp8_curve.log" ;;
     ab|abblock)
       # The identity graphs (coda bench gemm's), as files for `coda tune`. Each shape: every config alone, settled,
       # twice in opposite orders (--solo); its table names each config's text.
