@@ -10,8 +10,6 @@
 
 #include "coda/blocks.hpp"
 #include "coda/runtime.hpp"
-#include "driver/cuda_driver.hpp"
-#include "util/arch.hpp"
 #include "mainloop/hopper.hpp"
 #include "mainloop/stream_k_workspace.hpp"
 #include "verify/device_check.hpp"
@@ -48,11 +46,6 @@ std::vector<KernelConfig> hopper_configs() {
     std::vector<KernelConfig> out;
     for (const NamedConfig& named : hopper_mainloop().candidates()) out.push_back(named.config);
     return out;
-}
-
-bool on_hopper() {
-    Driver& driver = Driver::instance();
-    return driver.available() && driver.current_device().arch == "sm_90a";
 }
 
 // Every build checked against the reference at every shape (compiled already: warm_in_parallel), seeds from `seed`
@@ -114,7 +107,8 @@ TEST_CASE("FP8 GEMMs of two types (e5m2 x e4m3, e4m3 x e5m2) match the reference
 
 TEST_CASE("block-scaled FP8 GEMMs match the reference: partial k-blocks, ragged M and N, clusters, stream-K",
           "[gpu][fp8]") {
-    if (!on_hopper()) return;  // FP8 needs the Hopper mainloop (tested above)
+    if (skip_unless_hopper("FP8 operands need the Hopper mainloop (the cases above check the error elsewhere)"))
+        return;
     // The tiles block scales take (cooperative 128 x 128 and 128 x 256), alone, in pairs along M and along N, and the
     // direct variant.
     std::vector<KernelConfig> configs = {HopperConfig{128, 128, 6, Schedule::Cooperative, 1},
@@ -156,7 +150,7 @@ TEST_CASE("block-scaled FP8 GEMMs match the reference: partial k-blocks, ragged 
 
 TEST_CASE("reduce_group: values of each row's 128-column groups match the reference on the Hopper configs",
           "[gpu][fp8]") {
-    if (!on_hopper()) return;  // the Hopper mainloop's pass (the portable one refuses it: a CPU test)
+    if (skip_unless_hopper("the Hopper mainloop's pass (the portable one refuses it: a CPU test)")) return;
     std::vector<Build> builds;
     for (const Graph& g : {group_centering_graph(), group_quantizing_graph("group_quantize"),
                            group_quantizing_graph("group_quantize_residual", GemmSpec{}, true)})
@@ -182,7 +176,7 @@ TEST_CASE("reduce_group in tile programs: each row's 128-column group, and block
 
 TEST_CASE("tile_input_transposed: tile programs read N x M inputs, and quantize them block-wise, as the reference does",
           "[gpu][fp8]") {
-    const bool fp8 = sm_number(Driver::instance().current_device().arch).value_or(0) >= 89;
+    const bool fp8 = device_sm() >= 89;
     std::vector<Graph> graphs = {test::transposed_reading_graph(DType::BF16), test::transposed_reading_graph(DType::F32),
                                  blocks::quantize_e4m3_blockwise_t()};
     if (fp8) graphs.push_back(test::transposed_reading_graph(DType::E4M3));
@@ -207,8 +201,7 @@ TEST_CASE("tile_input_transposed: tile programs read N x M inputs, and quantize 
 }
 
 TEST_CASE("store_transposed: epilogues and tile programs write N x M copies that match the reference", "[gpu][fp8]") {
-    const std::optional<int> sm = sm_number(Driver::instance().current_device().arch);
-    if (sm.value_or(0) < 89) return;  // FP8 tile tensors need sm_89 (a CPU test checks the error)
+    if (skip_unless(device_sm() >= 89, "FP8 tile tensors need sm_89 or newer (a CPU test checks the error)")) return;
     std::vector<Build> builds;
     for (const KernelConfig& config : gemm_configs_under_test())
         for (DType fp8 : {DType::E4M3, DType::E5M2})
@@ -251,9 +244,7 @@ TEST_CASE("FP8 operands TMA cannot load are a clear error, with no other mainloo
 
 TEST_CASE("FP8 tile tensors: epilogues that write them and tile programs that read them match the reference",
           "[gpu][fp8]") {
-    Driver& driver = Driver::instance();
-    const std::optional<int> sm = sm_number(driver.current_device().arch);
-    if (sm.value_or(0) < 89) {  // an older GPU: a clear error
+    if (device_sm() < 89) {  // an older GPU: a clear error
         CHECK_THROWS_WITH(Runtime::instance().compile(fp8_reading_program()), Catch::Contains("needs sm_89 or newer"));
         return;
     }
@@ -276,7 +267,7 @@ TEST_CASE("FP8 tile tensors: epilogues that write them and tile programs that re
 }
 
 TEST_CASE("coda tune times a graph with transposed stores on random inputs of the right shapes", "[gpu][fp8][tools]") {
-    if (!on_hopper()) return;  // FP8 graphs need the Hopper mainloop (the cases above check the error elsewhere)
+    if (skip_unless_hopper("FP8 graphs need the Hopper mainloop (the cases above check the error elsewhere)")) return;
     TempDir cache("coda-tune-transposed");
     // swiglu_backward_fp8_t stores dz and y transposed: [2N x M] and [N x M] outputs, bound as such.
     const CliRun tune = run_cli_timed("tune tools/graphs/swiglu_backward_fp8_t.coda --m 384 --n 256 --k 512 --iters 5 "

@@ -15,7 +15,6 @@
 #include "coda/blocks.hpp"
 #include "coda/hopper_rules.cuh"
 #include "coda/runtime.hpp"
-#include "driver/cuda_driver.hpp"
 #include "ir/text.hpp"
 #include "mainloop/hopper.hpp"
 #include "mainloop/stream_k_workspace.hpp"
@@ -168,8 +167,7 @@ TEST_CASE("the block's row-wise FP8 epilogues match the reference at odd shapes"
 TEST_CASE("the shipped tuning records' kernels match the reference at odd shapes", "[gpu][fp8]") {
     // The configs coda picks on their GPU at the layer's shapes (src/tune/builtin_tuning.cpp), checked here at
     // shapes the reference can afford, on whichever Hopper GPU runs the test: ragged tiles, CTA pairs half past N.
-    Driver::instance().ensure_context();
-    if (Driver::instance().current_device().arch != "sm_90a") return;  // FP8 runs on the Hopper mainloop alone
+    if (skip_unless_hopper("FP8 runs on the Hopper mainloop alone")) return;
     std::vector<Build> builds;
     for (const TuningRecord& r : builtin_tuning_db().records()) {
         const std::optional<Graph> g = block_graph_with_hash(r.graph_hash);

@@ -5,12 +5,14 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <exception>
 #include <mutex>
 #include <thread>
 
 #include "driver/cuda_driver.hpp"
 #include "mainloop/hopper.hpp"
+#include "util/arch.hpp"
 
 namespace coda::test {
 
@@ -53,8 +55,7 @@ KernelConfig hopper_pingpong() { return HopperConfig{128, 128, 6, Schedule::Ping
 
 std::vector<KernelConfig> gemm_configs_under_test() {
     std::vector<KernelConfig> configs = {PortableConfig{}};
-    Driver::instance().ensure_context();
-    if (Driver::instance().current_device().arch != "sm_90a") return configs;
+    if (!on_hopper()) return configs;
     configs.push_back(hopper_cooperative());
     configs.push_back(hopper_pingpong());
     for (const NamedConfig& named : hopper_mainloop().candidates())
@@ -62,5 +63,34 @@ std::vector<KernelConfig> gemm_configs_under_test() {
     return configs;
 }
 
+SkipLedger& skip_ledger() {
+    static SkipLedger ledger;
+    return ledger;
+}
+
+bool skip_unless(bool condition, const std::string& why) {
+    if (condition) return false;
+    const std::string test_case = Catch::getResultCapture().getCurrentTestName();
+    skip_ledger().skipped(test_case, why);
+    std::printf("%s\n", SkipLedger::line(test_case, why).c_str());
+    std::fflush(stdout);
+    return true;
+}
+
+bool skip_unless_hopper(const std::string& why) {
+    Driver::instance().ensure_context();
+    return skip_unless(on_hopper(), "needs an sm_90a device, this one is " + Driver::instance().current_device().arch +
+                                        ": " + why);
+}
+
+bool on_hopper() {
+    Driver::instance().ensure_context();
+    return Driver::instance().current_device().arch == kHopperArch;
+}
+
+int device_sm() {
+    Driver::instance().ensure_context();
+    return sm_number(Driver::instance().current_device().arch).value_or(0);
+}
 
 }  // namespace coda::test
