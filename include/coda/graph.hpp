@@ -43,6 +43,13 @@ std::optional<Op> parse_op(std::string_view text);
 //   acc[m][n] = sum over kb of A_scale[kb][m] * B_scale[kb][n] * (the block's part of A B)[m][n]
 // with "B_scale" f32 [ceil(K / 128) x N] (leading dimension >= N): both operands activations or gradients, as in
 // DeepSeek-V3's weight gradient dW = dY^T X, whose K is the tokens.
+//
+// accumulation (FP8 operands without block scales): Fast sums every product in Hopper's FP8 wgmma accumulator,
+//   which keeps about 14 bits where f32 keeps 24, so the error grows with K (cuBLAS's use_fast_accum=True). Promoted
+//   lets wgmma sum each 128-k block alone and adds that sum into an f32 accumulator, as cuBLAS does with
+//   use_fast_accum=False: for K in the thousands, a weight gradient's K = tokens above all. It is the block-scaled
+//   mainloop with unit scales, so it takes its tiles (cooperative 128 x 128 or 128 x 256). Block-scaled GEMMs always
+//   promote and take Fast.
 struct GemmSpec {
     DType input = DType::BF16;  // A's type, and B's unless input_b says otherwise
     Major a = Major::K;  // K: A stored M x K row-major; MN: A stored K x M row-major
@@ -50,10 +57,13 @@ struct GemmSpec {
     std::optional<DType> input_b = std::nullopt;  // B's type when it is not A's
     bool block_scales = false;  // A_scale and B_scale, promoted every 128 k (above)
     bool b_scales_1x128 = false;  // with block_scales: B_scale one per row of B and 128 k, as A_scale (above)
+    Accumulation accumulation = Accumulation::Fast;  // FP8 only: Promoted adds each 128-k block's sum in f32 (above)
     DType b_input() const { return input_b.value_or(input); }
+    // Whether the mainloop adds each 128-k block's sum into the f32 accumulator: block-scaled or Promoted.
+    bool promotes() const { return block_scales || accumulation == Accumulation::Promoted; }
     bool operator==(const GemmSpec& o) const {
         return input == o.input && a == o.a && b == o.b && b_input() == o.b_input() &&
-               block_scales == o.block_scales && b_scales_1x128 == o.b_scales_1x128;
+               block_scales == o.block_scales && b_scales_1x128 == o.b_scales_1x128 && accumulation == o.accumulation;
     }
 };
 

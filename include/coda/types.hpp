@@ -1,5 +1,5 @@
 // Small vocabulary types shared by every stage: storage dtypes, graph domains, value widths,
-// reduction operators and GEMM operand layouts, with their canonical text names.
+// reduction operators, GEMM operand layouts and FP8 accumulation, with their canonical text names.
 #pragma once
 
 #include <cstddef>
@@ -32,17 +32,25 @@ enum class ReduceOp { Sum, Max, Min, SumSq, Lse };
 // Which index is contiguous in memory. A (M x K) is K- or M-major; B (K x N) is K- or N-major.
 enum class Major { K, MN };
 
+// How a GEMM on FP8 operands sums its products (GemmSpec::accumulation, which says more).
+enum class Accumulation {
+    Fast,      // in the wgmma accumulator alone, which keeps fewer bits than f32 (cuBLAS's use_fast_accum=True)
+    Promoted,  // each 128-k block's sum added into an f32 accumulator (use_fast_accum=False)
+};
+
 std::string_view to_string(DType d);
 std::string_view to_string(Domain d);
 std::string_view to_string(Width w);
 std::string_view to_string(ReduceOp r);
 std::string_view to_string(Major m);
+std::string_view to_string(Accumulation a);
 
 std::optional<DType> parse_dtype(std::string_view s);
 std::optional<Domain> parse_domain(std::string_view s);
 std::optional<Width> parse_width(std::string_view s);
 std::optional<ReduceOp> parse_reduce_op(std::string_view s);
 std::optional<Major> parse_major(std::string_view s);
+std::optional<Accumulation> parse_accumulation(std::string_view s);
 
 std::size_t size_of(DType d);
 

@@ -144,6 +144,16 @@ private:
             if (spec.b_scales_1x128 && !spec.block_scales)
                 out.push_back({-1, "b_scales_1x128 says how B's block scales are laid out, and the GEMM has none: "
                                    "set block_scales too (scales=block_1x128 in text), or drop b_scales_1x128"});
+            // 16-bit wgmma accumulates in f32 already; a block-scaled GEMM promotes every k-block with its scales.
+            if (spec.accumulation == Accumulation::Promoted && !(is_fp8(spec.input) && is_fp8(spec.b_input())))
+                out.push_back({-1, fmt::format("promoted accumulation (acc=promoted) is for FP8 operands (e4m3 or "
+                                               "e5m2), got in={} for A and {} for B, which wgmma sums in f32 already; "
+                                               "drop acc=promoted (accumulation Fast, the default)",
+                                               to_string(spec.input), to_string(spec.b_input()))});
+            else if (spec.accumulation == Accumulation::Promoted && spec.block_scales)
+                out.push_back({-1, "promoted accumulation (acc=promoted) with block scales (scales=block) is "
+                                   "redundant: a block-scaled GEMM adds every 128-k block into f32 with its scales "
+                                   "already; drop acc=promoted (accumulation Fast, the default)"});
         }
         if (!is_identifier(g_.name()))
             out.push_back({-1, fmt::format("graph name {} is not an identifier: use letters, digits and '_', "

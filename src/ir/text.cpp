@@ -54,6 +54,7 @@ std::string header_to_text(const Graph& g) {
         if (s.b_input() != s.input) out += fmt::format(" in_b={}", to_string(s.b_input()));
         // Likewise only where set.
         if (s.block_scales) out += s.b_scales_1x128 ? " scales=block_1x128" : " scales=block";
+        if (s.accumulation != Accumulation::Fast) out += fmt::format(" acc={}", to_string(s.accumulation));
     }
     return out;
 }

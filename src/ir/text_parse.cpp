@@ -168,7 +168,8 @@ private:
         std::map<std::string_view, bool> seen;
         for (std::size_t i = 3; i < tokens.size(); ++i) {
             if (*domain != Domain::Gemm)
-                fail(line, fmt::format("graph {}: unexpected {}; only gemm graphs take in=, in_b=, a=, b= and scales=",
+                fail(line, fmt::format("graph {}: unexpected {}; only gemm graphs take in=, in_b=, a=, b=, scales= "
+                                       "and acc=",
                                        quoted(tokens[1]), quoted(tokens[i])));
             const std::size_t eq = tokens[i].find('=');
             const std::string_view key = tokens[i].substr(0, eq);
@@ -185,11 +186,14 @@ private:
             } else if (key == "scales" && (value == "block" || value == "block_1x128" || value == "none")) {
                 spec.block_scales = value != "none";
                 spec.b_scales_1x128 = value == "block_1x128";
+            } else if (key == "acc" && parse_accumulation(value)) {
+                spec.accumulation = *parse_accumulation(value);
             } else {
                 fail(line, fmt::format("graph {}: expected in=<bf16|f16|e4m3|e5m2>, in_b=<e4m3|e5m2> (B's type "
-                                       "where it is not A's), a=<k|mn>, b=<k|mn> or scales=<block|block_1x128|none> "
+                                       "where it is not A's), a=<k|mn>, b=<k|mn>, scales=<block|block_1x128|none> "
                                        "(FP8 block scales A_scale and B_scale: B's per 128 x 128 block, or per row "
-                                       "and 128 k as A's), got {}",
+                                       "and 128 k as A's) or acc=<fast|promoted> (FP8: each 128-k block's sum "
+                                       "added in f32), got {}",
                                        quoted(tokens[1]), quoted(tokens[i])));
             }
         }

@@ -101,20 +101,26 @@ std::string operand_type(const GemmSpec& spec) {
         spec.b_input() == spec.input
             ? std::string(operand_type(spec.input))
             : fmt::format("coda::fp8_operands<{}, {}>", operand_type(spec.input), operand_type(spec.b_input()));
-    // Block-scaled FP8: the same operands, promoted a k-block at a time (hopper_mma_tile_block_scaled).
+    // Block-scaled FP8: the same operands, promoted a k-block at a time with its scales (hopper_mma_tile_promoted).
     // With b_scales_1x128, B's scales per row and k-block as A's (one per column of the tile instead of per block).
-    if (!spec.block_scales) return operands;
-    return spec.b_scales_1x128 ? fmt::format("coda::block_scaled<{}, true>", operands)
-                               : fmt::format("coda::block_scaled<{}>", operands);
+    // Promoted accumulation: the same loop with unit scales.
+    if (spec.block_scales)
+        return spec.b_scales_1x128 ? fmt::format("coda::block_scaled<{}, true>", operands)
+                                   : fmt::format("coda::block_scaled<{}>", operands);
+    if (spec.accumulation == Accumulation::Promoted) return fmt::format("coda::promoted<{}>", operands);
+    return operands;
 }
 
 static_assert(kScaleBlock == kScaleBlockK, "the host's and the kernels' scale block must agree");
 
-// rules::block_scaled_tile's words (any BN, stages and cluster).
-constexpr const char* kBlockScaledTile =
-    "block-scaled FP8 (block_scales) takes cooperative 128 x 128 or 128 x 256 tiles: each consumer thread keeps a "
-    "128-k block's sum of 128 columns beside its accumulator ('hopper bm=128 bn=128 cooperative', 'hopper bm=128 "
-    "bn=256 cooperative')";
+// rules::block_scaled_tile's words (any BN, stages and cluster), for the two GEMMs that promote each k-block.
+std::string promoted_tile_rule(const GemmSpec& spec) {
+    return fmt::format("{} takes cooperative 128 x 128 or 128 x 256 tiles: each consumer thread keeps a 128-k block's "
+                       "sum of 128 columns beside its accumulator ('hopper bm=128 bn=128 cooperative', 'hopper bm=128 "
+                       "bn=256 cooperative')",
+                       spec.block_scales ? "block-scaled FP8 (block_scales)"
+                                         : "promoted FP8 accumulation (acc=promoted)");
+}
 
 bool block_scaled_tile(const HopperConfig& c) { return rules::block_scaled_tile(c.bm, c.schedule == Schedule::PingPong); }
 
@@ -337,7 +343,8 @@ public:
         // (reduce_group): their scales' row partials, one per tile, are the next GEMM's A_scale only on 128-column
         // tiles (and two of the block's spill on 128 x 256); and for column reductions, whose state grows with the
         // tile's width beside 128 accumulators and a block sum (the norm backward's dgamma: 1.09x on 128 x 256).
-        if (graph.spec().block_scales)
+        // Promoted per-tensor FP8 runs the same loop without scales, so it takes the same tiles (not yet timed).
+        if (graph.spec().promotes())
             return has_op(graph, Op::ReduceGroup) || has_op(graph, Op::ReduceCol)
                        ? HopperConfig{128, 128, 6, Schedule::Cooperative, 1}
                        : HopperConfig{128, 256, 4, Schedule::Cooperative, 1};
@@ -446,7 +453,7 @@ public:
         const rules::Rule r = rules::check(c.bm, c.bn, c.stages, c.schedule == Schedule::PingPong, c.cluster_m,
                                            c.cluster_n, graph.spec().a == Major::K, graph.spec().b == Major::K);
         if (r != rules::Rule::Ok) throw fail(rule_text(r));
-        if (graph.spec().block_scales && !block_scaled_tile(c)) throw fail(kBlockScaledTile);
+        if (graph.spec().promotes() && !block_scaled_tile(c)) throw fail(promoted_tile_rule(graph.spec()));
     }
 
     KernelTemplate instantiate(const Graph& graph, const std::optional<KernelConfig>& config) const override {

@@ -1,4 +1,5 @@
-// The defaults of the Mainloop interface: what a mainloop without configs answers when asked about them.
+// The defaults of the Mainloop interface (what a mainloop without configs answers when asked about them), and the
+// candidates a graph can take.
 #include "mainloop/mainloop.hpp"
 
 #include <fmt/format.h>
@@ -19,6 +20,19 @@ KernelConfig Mainloop::parse_config(const std::vector<std::string>&, const std::
 
 KernelConfig Mainloop::base_config() const {
     throw InternalError(fmt::format("the {} mainloop takes no config, yet was asked for its defaults", name()));
+}
+
+std::vector<NamedConfig> Mainloop::candidates_for(const Graph& graph, const std::string& arch) const {
+    std::vector<NamedConfig> out;
+    for (NamedConfig& named : candidates()) {
+        try {
+            validate(graph, named.config, arch);
+        } catch (const Error&) {
+            continue;  // a rule of the template's that this graph's kernel would break
+        }
+        out.push_back(std::move(named));
+    }
+    return out;
 }
 
 namespace {

@@ -98,6 +98,9 @@ public:
         return base_config();
     }
     virtual std::vector<NamedConfig> candidates() const { return {}; }
+    // The candidates that `graph` can take on `arch` (validate admits them): all of them for most graphs, the
+    // cooperative 128-row tiles for an FP8 GEMM that promotes each k-block (GemmSpec::promotes).
+    std::vector<NamedConfig> candidates_for(const Graph& graph, const std::string& arch) const;
     // The config of another mainloop whose kernel runs a launch that this one's kernel of `config` cannot
     // (Launcher::unsupported), when the user gave no config: same tile, so that partials keep their shapes.
     virtual std::optional<KernelConfig> fallback_config(const KernelConfig& /*config*/) const { return std::nullopt; }

@@ -27,9 +27,10 @@ struct Tolerance {
 };
 
 // bf16 keeps 8 significant bits (relative step 2^-8), f16 11, f32 24; the GEMM accumulates in f32. Except one of
-// FP8 operands without block scales (fp8_accumulation): Hopper's FP8 wgmma adds its products into the accumulator
-// with fewer bits than f32 keeps, and nothing promotes them every few k-blocks, so an f32 output of such a GEMM is
-// only about as exact as 2^-10 (measured on an H100: 1.07e-3 of the norm, K = 4096, one row).
+// FP8 operands that does not promote (fp8_accumulation: neither block scales nor Accumulation::Promoted): Hopper's
+// FP8 wgmma adds its products into the accumulator with fewer bits than f32 keeps, and nothing promotes them every
+// k-block, so an f32 output of such a GEMM is only about as exact as 2^-10 (measured on an H100: 1.07e-3 of the
+// norm, K = 4096, one row).
 Tolerance tolerance_for(DType d, bool fp8_accumulation = false) {
     switch (d) {
         case DType::BF16: return {1e-2, 5e-2};
@@ -249,6 +250,13 @@ CheckReport check_on_device(const Kernel& kernel, const CheckProblem& p) {
                       random_values(rng, static_cast<std::size_t>(k * n), b_type, Distribution::Normal,
                                     1.0 / std::sqrt(static_cast<double>(k)))};
         }
+        for (auto& [name, host] : {std::pair<const char*, HostTensor*>{"A", &a_host}, {"B", &b_host}})
+            if (auto given = p.given.find(name); given != p.given.end()) {
+                if (given->second.size() != host->values.size())
+                    throw Error(fmt::format("check: operand '{}' given {} values, the problem needs {}", name,
+                                            given->second.size(), host->values.size()));
+                host->values = given->second;
+            }
         const bool a_t = spec.a == Major::MN;  // stored K x M
         const bool b_t = spec.b == Major::K;   // stored N x K
         const std::int64_t lda = (a_t ? m : k) + p.operand_pad, ldb = (b_t ? k : n) + p.operand_pad;
@@ -378,7 +386,7 @@ CheckReport check_on_device(const Kernel& kernel, const CheckProblem& p) {
     }
     report.pass = report.clobbered.empty();
     const bool fp8_accumulation = domain == Domain::Gemm && size_of(g.graph.spec().input) == 1 &&
-                                  !g.graph.spec().block_scales;
+                                  !g.graph.spec().promotes();
     for (const Binding& b : g.bindings) {
         if (b.role == BindingRole::Input || b.role == BindingRole::Partials || b.role == BindingRole::ScalarArg) continue;
         auto it = expected.find(b.name);

@@ -29,9 +29,9 @@ CODA_HOST_DEVICE constexpr bool stream_k(int cluster_m, int cluster_n, int bm, b
     return cluster_m * cluster_n == 1 && (pingpong || bm / 2 <= kMinConsumerRows);
 }
 
-// Block-scaled FP8 (hopper_gemm.cuh, hopper_mma_tile_block_scaled): each consumer thread keeps a 128-k block's sum of
-// 128 columns (64 registers) beside its accumulators, so the tile is cooperative with 128 rows (64 a consumer: 64 or
-// 128 accumulators a thread at either BN).
+// Promoted FP8, block-scaled or not (hopper_mma_tile.cuh, hopper_mma_tile_promoted): each consumer thread keeps a 128-k
+// block's sum of 128 columns (64 registers) beside its accumulators, so the tile is cooperative with 128 rows (64 a
+// consumer: 64 or 128 accumulators a thread at either BN).
 CODA_HOST_DEVICE constexpr bool block_scaled_tile(int bm, bool pingpong) { return !pingpong && bm == 2 * kMinConsumerRows; }
 
 // The first rule a config breaks, or Ok. The host turns each into a message; the template asserts Ok.

@@ -1,6 +1,7 @@
-// Storage types (bf16, f16, and the FP8 e4m3 and e5m2; fp8_operands for a GEMM on two of these), vector loads
-// and stores that widen to / narrow from float, and the activation
-// functions of ops.def. Shared by every kernel template and by generated epilogues; NVRTC, no host headers.
+// Storage types (bf16, f16, and the FP8 e4m3 and e5m2; fp8_operands for a GEMM on two of these, block_scaled and
+// promoted for its two ways of adding each 128-k block into fp32), vector loads and stores that widen to / narrow
+// from float, and the activation functions of ops.def. Shared by every kernel template and by generated epilogues;
+// NVRTC, no host headers.
 //
 // Contract:
 //   - bf16 and f16 are storage only: all arithmetic happens in float (int for i32 tensors).
@@ -52,6 +53,13 @@ struct block_scaled {
     unsigned char bits;
 };
 
+// A mainloop's element type for FP8 operands of T whose products are added into fp32 a 128-k block at a time with
+// no scales (GemmSpec::accumulation = Promoted): the block-scaled loop with unit scales (detail::PromotesKBlocks).
+template <class T>
+struct promoted {
+    unsigned char bits;
+};
+
 namespace detail {
 
 // Whether A and B are the same type (NVRTC has no <type_traits>).
@@ -77,6 +85,8 @@ struct Fp8Operands<fp8_operands<TA, TB>> {
 };
 template <class T, bool B_ROWS>
 struct Fp8Operands<block_scaled<T, B_ROWS>> : Fp8Operands<T> {};
+template <class T>
+struct Fp8Operands<promoted<T>> : Fp8Operands<T> {};
 
 // Whether a mainloop's element type T carries block scales, and whether B's are per row (b_rows).
 template <class T>
@@ -88,6 +98,17 @@ template <class T, bool B_ROWS>
 struct BlockScaled<block_scaled<T, B_ROWS>> {
     static constexpr bool value = true;
     static constexpr bool b_rows = B_ROWS;
+};
+
+// Whether a mainloop's element type T has each 128-k block's sum added into the fp32 accumulator on its own: with
+// block scales (block_scaled) or without (promoted).
+template <class T>
+struct PromotesKBlocks {
+    static constexpr bool value = BlockScaled<T>::value;
+};
+template <class T>
+struct PromotesKBlocks<promoted<T>> {
+    static constexpr bool value = true;
 };
 
 __device__ __forceinline__ float bf16_bits_to_float(unsigned short b) {

@@ -205,6 +205,32 @@ TEST_CASE("validation: b_scales_1x128 needs block scales to lay out", "[ir]") {
     CHECK(find_problems(ok).empty());
 }
 
+TEST_CASE("validation: promoted accumulation is for FP8 operands without block scales", "[ir]") {
+    const auto graph = [](GemmSpec spec) {
+        spec.accumulation = Accumulation::Promoted;
+        Graph g = Graph::gemm("g", spec);
+        g.store(g.accumulator(), "out", DType::BF16);
+        return g;
+    };
+    for (const auto& [a, b] : {std::pair{DType::E4M3, DType::E4M3}, std::pair{DType::E5M2, DType::E4M3},
+                               std::pair{DType::E4M3, DType::E5M2}})
+        CHECK(find_problems(graph(GemmSpec{a, Major::K, Major::K, b})).empty());
+    for (const DType d : {DType::BF16, DType::F16})
+        CHECK(only_problem(graph(GemmSpec{d, Major::K, Major::K})) ==
+              fmt::format("graph 'g': promoted accumulation (acc=promoted) is for FP8 operands (e4m3 or e5m2), got "
+                          "in={} for A and {} for B, which wgmma sums in f32 already; drop acc=promoted "
+                          "(accumulation Fast, the default)",
+                          to_string(d), to_string(d)));
+    GemmSpec block{DType::E4M3, Major::K, Major::K};
+    block.block_scales = true;
+    CHECK(only_problem(graph(block)) ==
+          "graph 'g': promoted accumulation (acc=promoted) with block scales (scales=block) is redundant: a "
+          "block-scaled GEMM adds every 128-k block into f32 with its scales already; drop acc=promoted "
+          "(accumulation Fast, the default)");
+    block.b_scales_1x128 = true;
+    CHECK_THAT(only_problem(graph(block)), Contains("is redundant"));
+}
+
 TEST_CASE("validation: graph name", "[ir]") {
     Graph g = Graph::tile("my graph");
     g.store(g.tile_input("t", DType::F32), "out", DType::BF16);

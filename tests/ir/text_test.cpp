@@ -158,7 +158,8 @@ TEST_CASE("gemm headers default a missing spec and reject bad ones", "[ir]") {
                                                          Contains("in_b=<e4m3|e5m2>") && Contains("'in=f64'"));
     CHECK_THAT(parse_error("graph g gemm in_b=e4m3 in_b=e5m2\n"), Contains("'in_b=' is given twice"));
     CHECK_THAT(parse_error("graph g gemm a=k a=mn\n"), Contains("'a=' is given twice"));
-    CHECK_THAT(parse_error("graph g tile in=bf16\n"), Contains("only gemm graphs take in=, in_b=, a=, b= and scales="));
+    CHECK_THAT(parse_error("graph g tile in=bf16\n"),
+               Contains("only gemm graphs take in=, in_b=, a=, b=, scales= and acc="));
     CHECK_THAT(parse_error("graph g\n"), Contains("f.coda:1: graph header: expected `graph NAME DOMAIN`"));
     CHECK_THAT(parse_error("graph g gem\n"), Contains("unknown domain 'gem'"));
 }
@@ -233,6 +234,50 @@ TEST_CASE("B's scales per row print as scales=block_1x128 and read back, with a 
     CHECK_FALSE(back == blocks);
     CHECK(graph_hash(rows) != graph_hash(blocks));
     CHECK_FALSE(parse_graph(to_text(blocks)).spec().b_scales_1x128);
+}
+
+TEST_CASE("promoted FP8 accumulation prints as acc=promoted and reads back, with a hash of its own, and fast prints as "
+          "before",
+          "[ir]") {
+    const auto scaled_wgrad = [](GemmSpec spec) {
+        Graph g = Graph::gemm("wgrad", spec);
+        g.accumulate(g.mul(g.accumulator(), g.scalar("s"), "scaled"), "D", DType::F32);
+        return g;
+    };
+    const GemmSpec fast{DType::E5M2, Major::K, Major::K, DType::E4M3};
+    GemmSpec promoted = fast;
+    promoted.accumulation = Accumulation::Promoted;
+    const Graph f = scaled_wgrad(fast), p = scaled_wgrad(promoted);
+    CHECK(header_to_text(p) == "graph wgrad gemm in=e5m2 a=k b=k in_b=e4m3 acc=promoted");
+    const Graph back = parse_graph(to_text(p));
+    CHECK(back.spec().accumulation == Accumulation::Promoted);
+    CHECK(back.spec() == promoted);
+    CHECK(back == p);
+    CHECK(to_text(back) == to_text(p));
+    CHECK_FALSE(back == f);
+    CHECK_FALSE(promoted == fast);
+    CHECK(graph_hash(p) != graph_hash(f));
+
+    // Fast, the default, prints nothing: every graph's text and hash stay what they were; acc=fast spells it out.
+    CHECK(header_to_text(f) == "graph wgrad gemm in=e5m2 a=k b=k in_b=e4m3");
+    std::string text = to_text(f);
+    text.insert(text.find('\n'), " acc=fast");
+    const Graph spelled = parse_graph(text);
+    CHECK(spelled == f);
+    CHECK(graph_hash(spelled) == graph_hash(f));
+    CHECK(GemmSpec{}.accumulation == Accumulation::Fast);
+
+    // After scales= when both are given (validation refuses that pair; the text still reads it back).
+    GemmSpec both{DType::E4M3, Major::K, Major::K};
+    both.block_scales = true;
+    both.accumulation = Accumulation::Promoted;
+    CHECK(header_to_text(Graph::gemm("g", both)) == "graph g gemm in=e4m3 a=k b=k scales=block acc=promoted");
+    CHECK(parse_graph("graph g gemm acc=promoted scales=block in=e4m3\n%acc = accumulator\n").spec() == both);
+
+    CHECK_THAT(parse_error("graph g gemm in=e4m3 acc=exact\n"),
+               Contains("acc=<fast|promoted>") && Contains("'acc=exact'"));
+    CHECK_THAT(parse_error("graph g gemm acc=promoted acc=fast\n"), Contains("'acc=' is given twice"));
+    CHECK_THAT(parse_error("graph g tile acc=promoted\n"), Contains("only gemm graphs take") && Contains("acc="));
 }
 
 TEST_CASE("parse errors name the file, line and node, and what was expected", "[ir]") {

@@ -12,6 +12,7 @@
 #include "mainloop/mainloops.hpp"
 #include "mainloop/portable.hpp"
 #include "runtime/launch_plan.hpp"
+#include "support/fp8_graphs.hpp"
 
 namespace coda {
 namespace {
@@ -191,6 +192,64 @@ TEST_CASE("FP8 operands of two types instantiate the mainloop on a tag that name
     CHECK_THAT(m.instantiate(blocks::out_proj(GemmSpec{DType::E4M3, Major::K, Major::K, DType::E4M3}), HopperConfig{})
                    .kernel,
                Catch::StartsWith("coda::hopper_gemm<coda::e4m3, true, true"));
+}
+
+TEST_CASE("promoted FP8 accumulation runs the block-scaled loop on a tag of its own, on the tiles that loop takes: "
+          "by default and among the candidates",
+          "[mainloop]") {
+    const Mainloop& m = hopper_mainloop();
+    const GemmSpec wgrad_spec{DType::E5M2, Major::K, Major::K, DType::E4M3, false, false, Accumulation::Promoted};
+    const Graph tensorwise = test::tensorwise_graph(DType::E4M3, Accumulation::Promoted);
+    const Graph wgrad = blocks::wgrad_fp8_accumulate(wgrad_spec);
+    const HopperConfig wide{128, 256, 4, Schedule::Cooperative, 1};
+    CHECK_THAT(m.instantiate(tensorwise, wide).kernel,
+               Catch::StartsWith("coda::hopper_gemm<coda::promoted<coda::e4m3>, true, true, 128, 256, 4, false"));
+    CHECK_THAT(m.instantiate(wgrad, wide).traits,
+               Catch::StartsWith("coda::HopperGemmTraits<coda::promoted<coda::fp8_operands<coda::e5m2, "
+                                 "coda::e4m3>>, "));
+    // Fast accumulation and block scales instantiate what they always did.
+    CHECK_THAT(m.instantiate(test::tensorwise_graph(DType::E4M3, Accumulation::Fast), wide).kernel,
+               Catch::StartsWith("coda::hopper_gemm<coda::e4m3, true, true"));
+    CHECK_THAT(m.instantiate(test::block_scaled_graph(DType::E4M3), wide).kernel,
+               Catch::StartsWith("coda::hopper_gemm<coda::block_scaled<coda::e4m3>, true, true"));
+
+    // The defaults: cooperative 128 x 256 (the block-scaled GEMMs'), 128 x 128 beside a column reduction; at a weight
+    // gradient's shape (K = tokens), where a fast FP8 GEMM takes pairs of 256 x 128 tiles, and without a shape.
+    GemmSpec promoted_e4m3{DType::E4M3, Major::K, Major::K};
+    promoted_e4m3.accumulation = Accumulation::Promoted;
+    Graph dgamma = Graph::gemm("promoted_dgamma", promoted_e4m3);
+    dgamma.reduce_col(dgamma.accumulator(), ReduceOp::Sum, "col_sums");
+    for (const ProblemShape& shape : {ProblemShape{}, ProblemShape{4096, 14336, 16384}}) {
+        INFO(shape.m << " x " << shape.n << " x " << shape.k);
+        CHECK(m.default_config(tensorwise, shape) == KernelConfig(wide));
+        CHECK(m.default_config(wgrad, shape) == KernelConfig(wide));
+        CHECK(m.default_config(dgamma, shape) == KernelConfig(HopperConfig{128, 128, 6, Schedule::Cooperative, 1}));
+    }
+    CHECK(m.default_config(test::tensorwise_graph(DType::E4M3, Accumulation::Fast), ProblemShape{}) ==
+          KernelConfig(HopperConfig{}));
+
+    // coda tune's candidates for it: the cooperative 128-row tiles; validate says why the others cannot run it.
+    std::vector<std::string> legal;
+    for (const NamedConfig& named : m.candidates_for(wgrad, "sm_90a")) legal.push_back(named.name);
+    CHECK(legal == std::vector<std::string>{"h128x256", "h128x128", "h128x256c2"});
+    CHECK(m.candidates_for(test::tensorwise_graph(DType::E4M3, Accumulation::Fast), "sm_90a").size() ==
+          m.candidates().size());
+    CHECK(m.candidates_for(wgrad, "sm_80").empty());
+    for (const NamedConfig& named : m.candidates()) {
+        const HopperConfig& h = *named.config.hopper();
+        INFO(named.name);
+        if (h.schedule == Schedule::Cooperative && h.bm == 128)
+            CHECK_NOTHROW(m.validate(wgrad, named.config, "sm_90a"));
+        else
+            CHECK_THROWS_WITH(m.validate(wgrad, named.config, "sm_90a"),
+                              Catch::Contains("graph 'wgrad_fp8_accumulate'") &&
+                                  Catch::Contains("promoted FP8 accumulation (acc=promoted) takes cooperative 128 x "
+                                                  "128 or 128 x 256 tiles"));
+    }
+    // The portable mainloop multiplies no FP8, promoted or not.
+    CHECK(&mainloop_for(tensorwise, std::nullopt, "sm_89") == &portable_mainloop());
+    CHECK_THROWS_WITH(portable_mainloop().validate(tensorwise, KernelConfig(PortableConfig{}), "sm_89"),
+                      Catch::Contains("e4m3 operands need the Hopper mainloop"));
 }
 
 TEST_CASE("a Hopper config's bare words are its schedules and direct: any other is refused", "[mainloop]") {

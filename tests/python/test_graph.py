@@ -143,6 +143,21 @@ def test_fp8_operands_are_k_major_gemm_inputs():
         coda.check(bad)
 
 
+def test_promoted_fp8_accumulation_is_a_spec_field():
+    # Opt-in, printed only when set (every other graph's text, hash and kernel stay as they were).
+    spec = coda.GemmSpec(input=coda.e5m2, input_b=coda.e4m3, accumulation=coda.Accumulation.Promoted)
+    assert spec.accumulation == coda.Accumulation.Promoted and "Promoted" in repr(spec)
+    assert coda.GemmSpec(input=coda.e4m3).accumulation == coda.Accumulation.Fast
+    wgrad = coda.blocks.wgrad_fp8_accumulate(spec=spec)
+    assert coda.to_text(wgrad).splitlines()[0].endswith("acc=promoted")
+    assert coda.parse_graph(coda.to_text(wgrad)) == wgrad
+    assert "acc=" not in coda.to_text(coda.blocks.wgrad_fp8_accumulate()).splitlines()[0]
+    bf16 = coda.Graph.gemm("bf16", coda.GemmSpec(accumulation=coda.Accumulation.Promoted))
+    bf16.store(bf16.accumulator(), "out", coda.bf16)
+    with pytest.raises(coda.Error, match="acc=promoted"):
+        coda.check(bf16)
+
+
 def test_copies_share_nodes_and_clones_do_not():
     g = out_proj_by_hand()
     clone = g.clone()

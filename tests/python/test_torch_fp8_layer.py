@@ -258,13 +258,15 @@ def test_layer_on_the_gpu_matches_the_recipe_emulated(attention, fp8_wgrad, pois
                   ref_layer.mlp_norm]
     grads_ref = torch.autograd.grad(x2_ref, [xr] + ref_params, dy.float())
     assert torch.isfinite(x2).all() and all(torch.isfinite(g_).all() for g_ in grads)
-    assert rel(x2, x2_ref) < 0.06
+    assert rel(x2, x2_ref) < 0.036
     h2_ref = ref.fp8_round(x2_ref.detach() * next_gamma.float(), *scales["h_next"], "e4m3")
     assert rel(h2.float() * float(h2_scale), h2_ref) < 0.06
     print(f"tensorwise {attention} fp8_wgrad={fp8_wgrad}: x2 {rel(x2, x2_ref):.3f}, "
           + ", ".join(f"{name} {rel(g_, g_ref):.3f}" for name, g_, g_ref in zip(NAMES, grads, grads_ref)))
+    # Measured on an H100 (2026-12-07): x2 within 1.8% (tolerance 3.6%, above), every gradient within 8.2%
+    # (d_attn_norm); twice that is the gradients' tolerance.
     for name, g_, g_ref in zip(NAMES, grads, grads_ref):
-        assert rel(g_, g_ref) < 0.3, name
+        assert rel(g_, g_ref) < 0.16, name
 
 
 def copy_to_float(layer):

@@ -375,12 +375,14 @@ def test_layer_on_the_gpu_matches_the_recipe_emulated(attention, recipe, fp8_wgr
                   ref_layer.mlp_norm]
     grads_ref = torch.autograd.grad(x2_ref, [xr] + ref_params, dy.float())
     assert torch.isfinite(x2).all() and all(torch.isfinite(g_).all() for g_ in grads)
-    assert rel(x2, x2_ref) < 0.06
+    # Measured on an H100 (2026-12-07): x2 within 2.0%, every gradient within 5.7% (rowwise's d_attn_norm); the
+    # tolerances are at most twice that.
+    assert rel(x2, x2_ref) < 0.04
     assert rel(dequantize(h2.cpu(), h2_scale.cpu()), operand(x2_ref.detach() * next_gamma.float()).cpu()) < 0.06
     print(f"{recipe} {attention} fp8_wgrad={fp8_wgrad}: x2 {rel(x2, x2_ref):.3f}, "
           + ", ".join(f"{name} {rel(g_, g_ref):.3f}" for name, g_, g_ref in zip(NAMES, grads, grads_ref)))
     for name, g_, g_ref in zip(NAMES, grads, grads_ref):
-        assert rel(g_, g_ref) < 0.3, name
+        assert rel(g_, g_ref) < 0.11, name
 
 
 @pytest.mark.gpu

@@ -251,3 +251,17 @@ def test_checkpointed_layers_under_compile_take_the_eager_steps():
     tokens, labels = micro_batches(1, seed=8)[0]
     with pytest.raises(torch._dynamo.exc.Unsupported, match="checkpoint"):
         whole(tokens, labels)
+
+
+def test_a_layer_with_scales_in_use_copies_and_pickles():
+    # deepcopy and torch.save of a layer whose state has been looked at (its host copy) and whose forward is in flight.
+    import copy
+    import io
+
+    layer, entry = prepared(True)
+    x0, pos, next_gamma, dy = inputs(3)
+    out = forward(layer, entry, x0, pos, next_gamma)
+    twin = copy.deepcopy(layer)
+    assert torch.equal(twin.fp8.state, layer.fp8.state) and len(twin._first_run_scales) == 0
+    torch.save(layer, io.BytesIO())
+    out.backward(dy)

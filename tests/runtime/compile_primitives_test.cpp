@@ -254,6 +254,45 @@ TEST_CASE("block-scaled FP8 compiles for sm_90a on its cooperative 128 x 128 and
     }
 }
 
+TEST_CASE("promoted FP8 accumulation (per-tensor e4m3, and an e5m2 x e4m3 weight gradient added into f32) compiles "
+          "for sm_90a without spills on its default config, its direct variant and every candidate coda tune may "
+          "time for it, and is refused elsewhere",
+          "[compile]") {
+    test::TempDir dir("coda-fp8-promoted");
+    KernelCache cache(dir.path(), false);
+    const GemmSpec wgrad_spec{DType::E5M2, Major::K, Major::K, DType::E4M3, false, false, Accumulation::Promoted};
+    GemmSpec rowwise_spec{DType::E4M3, Major::K, Major::K};
+    rowwise_spec.accumulation = Accumulation::Promoted;
+    // The row-wise weight gradient's epilogue reads a row and a column vector beside the block sum.
+    const Graph graphs[] = {test::tensorwise_graph(DType::E4M3, Accumulation::Promoted),
+                            blocks::wgrad_fp8_accumulate(wgrad_spec),
+                            blocks::wgrad_fp8_rowwise_accumulate(rowwise_spec)};
+    for (const Graph& g : graphs) {
+        const KernelConfig config = hopper_mainloop().default_config(g, ProblemShape{16384, 4096, 16384});
+        REQUIRE(config.hopper() != nullptr);
+        CHECK(config.hopper()->schedule == Schedule::Cooperative);
+        require_compiles_without_spills(g, "sm_90a", cache, config);
+        HopperConfig direct = *config.hopper();
+        direct.direct = true;
+        require_compiles_without_spills(g, "sm_90a", cache, KernelConfig(direct));
+        const std::vector<NamedConfig> legal = hopper_mainloop().candidates_for(g, "sm_90a");
+        CHECK(legal.size() == 3);
+        for (const NamedConfig& named : legal) require_compiles_without_spills(g, "sm_90a", cache, named.config);
+        for (const NamedConfig& named : hopper_mainloop().candidates()) {
+            const bool is_legal = std::any_of(legal.begin(), legal.end(),
+                                              [&](const NamedConfig& l) { return l.config == named.config; });
+            INFO(named.name);
+            if (!is_legal)
+                CHECK_THROWS_WITH(build_kernel(g, BuildTarget{"sm_90a", &hopper_mainloop(), named.config}, cache),
+                                  Catch::Contains("promoted FP8 accumulation (acc=promoted)") &&
+                                      Catch::Contains("cooperative 128 x 128 or 128 x 256"));
+        }
+        CHECK_THROWS_WITH(build_kernel(g, BuildTarget{"sm_89", &portable_mainloop(), KernelConfig(PortableConfig{})},
+                                       cache),
+                          Catch::Contains("operands need the Hopper mainloop"));
+    }
+}
+
 TEST_CASE("reduce_group compiles on every Hopper config and in tile programs without spills, and is an error on the portable mainloop", "[compile]") {
     test::TempDir dir("coda-group");
     KernelCache cache(dir.path(), false);

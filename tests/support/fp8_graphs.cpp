@@ -54,6 +54,16 @@ Graph block_scaled_graph(DType input, std::optional<DType> input_b, bool b_scale
     return g;
 }
 
+Graph tensorwise_graph(DType input, Accumulation accumulation, DType out, std::optional<DType> input_b) {
+    GemmSpec spec{input, Major::K, Major::K, input_b};
+    spec.accumulation = accumulation;
+    Graph g = Graph::gemm(fmt::format("fp8_tensorwise_{}{}_{}_{}", to_string(input), input_b ? "_mixed" : "",
+                                      to_string(accumulation), to_string(out)),
+                          spec);
+    g.store(g.mul(g.accumulator(), g.scalar("s"), "d"), "D", out);
+    return g;
+}
+
 Graph group_quantizing_graph(const std::string& name, GemmSpec spec, bool residual) {
     Graph g = Graph::gemm(name, spec);
     Value y = g.mul(g.accumulator(), g.row_input("rstd", DType::F32), residual ? "y_scaled" : "y");

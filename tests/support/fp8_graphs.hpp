@@ -28,6 +28,11 @@ Graph fp8_reading_program();
 // accumulator plus a residual, stored in bf16, and its row partials. b_scales_1x128: B's scales per row of B.
 Graph block_scaled_graph(DType input, std::optional<DType> input_b = std::nullopt, bool b_scales_1x128 = false);
 
+// A per-tensor FP8 GEMM, D = acc * s stored in `out`, summing its products as `accumulation` says
+// (GemmSpec::accumulation): the graph the promoted loop is tested on, with unit scales in the mainloop.
+Graph tensorwise_graph(DType input, Accumulation accumulation, DType out = DType::BF16,
+                       std::optional<DType> input_b = std::nullopt);
+
 // Block-wise FP8 quantization from each row group's own amax (reduce_group): y = acc * rstd, stored in bf16 and as
 // q = y / scale in e4m3, scale = max(amax / 448, 1e-12), the scales as row partials (per 128-column tile: the next
 // block-scaled GEMM's A_scale). With `residual`, y = acc * rstd + residual (a bf16 tile input, which the group pass

@@ -73,19 +73,29 @@ void bind_types(nb::module_& m) {
         .value("SumSq", ReduceOp::SumSq)
         .value("Lse", ReduceOp::Lse);
     nb::enum_<Major>(m, "Major").value("K", Major::K).value("MN", Major::MN);
+    nb::enum_<Accumulation>(m, "Accumulation",
+                            "How a GEMM on FP8 operands sums its products: Fast in the wgmma accumulator alone "
+                            "(use_fast_accum=True), Promoted each 128-k block's sum added in f32 "
+                            "(use_fast_accum=False).")
+        .value("Fast", Accumulation::Fast)
+        .value("Promoted", Accumulation::Promoted);
     m.def("size_of", &size_of, "dtype"_a, "Bytes of one element of dtype.");
 
     nb::class_<GemmSpec>(m, "GemmSpec",
                          "The operands of a GEMM graph: A (M x K) and B (K x N) in bf16, f16, e4m3 or e5m2; input_b "
                          "is B's type where it is not A's (two FP8 types, e.g. e5m2 gradients x e4m3 weights); "
                          "block_scales: FP8 operands with DeepSeek-V3's block scales, bound as A_scale and B_scale "
-                         "(B's per 128 x 128 block, or with b_scales_1x128 per row of B and 128 k, as A's).")
+                         "(B's per 128 x 128 block, or with b_scales_1x128 per row of B and 128 k, as A's); "
+                         "accumulation: FP8 without block scales, Accumulation.Promoted adds each 128-k block's sum "
+                         "in f32.")
         .def(
             "__init__",
             [](GemmSpec* self, DType input, Major a, Major b, std::optional<DType> input_b, bool block_scales,
-               bool b_scales_1x128) { new (self) GemmSpec{input, a, b, input_b, block_scales, b_scales_1x128}; },
+               bool b_scales_1x128, Accumulation accumulation) {
+                new (self) GemmSpec{input, a, b, input_b, block_scales, b_scales_1x128, accumulation};
+            },
             "input"_a = DType::BF16, "a"_a = Major::K, "b"_a = Major::K, "input_b"_a = nb::none(),
-            "block_scales"_a = false, "b_scales_1x128"_a = false)
+            "block_scales"_a = false, "b_scales_1x128"_a = false, "accumulation"_a = Accumulation::Fast)
         .def_rw("input", &GemmSpec::input)
         .def_rw("a", &GemmSpec::a)
         .def_rw("b", &GemmSpec::b)
@@ -96,14 +106,21 @@ void bind_types(nb::module_& m) {
         .def_rw("b_scales_1x128", &GemmSpec::b_scales_1x128,
                 "With block_scales: B_scale f32 [ceil(K / 128) x N], one per row of B (as N x K) and 128 k, as A's "
                 "(a weight gradient's operands, both activations): acc uses B_scale[kb][n].")
+        .def_rw("accumulation", &GemmSpec::accumulation,
+                "FP8 operands without block scales: Accumulation.Fast sums every product in Hopper's FP8 wgmma "
+                "accumulator (about 14 bits; use_fast_accum=True); Accumulation.Promoted lets wgmma sum each 128-k "
+                "block and adds it into f32 (use_fast_accum=False), on cooperative 128 x 128 or 128 x 256 tiles.")
         .def("__eq__", [](const GemmSpec& x, const GemmSpec& y) { return x == y; })
         .def("__repr__", [](const GemmSpec& s) {
-            return fmt::format("coda.GemmSpec(input=coda.{}, a=coda.Major.{}, b=coda.Major.{}{}{}{})",
+            return fmt::format("coda.GemmSpec(input=coda.{}, a=coda.Major.{}, b=coda.Major.{}{}{}{}{})",
                                to_string(s.input),
                                s.a == Major::K ? "K" : "MN", s.b == Major::K ? "K" : "MN",
                                s.input_b ? fmt::format(", input_b=coda.{}", to_string(*s.input_b)) : "",
                                s.block_scales ? ", block_scales=True" : "",
-                               s.b_scales_1x128 ? ", b_scales_1x128=True" : "");
+                               s.b_scales_1x128 ? ", b_scales_1x128=True" : "",
+                               s.accumulation == Accumulation::Promoted
+                                   ? ", accumulation=coda.Accumulation.Promoted"
+                                   : "");
         });
 }
 

@@ -7,6 +7,7 @@ The C++ core is the extension ``coda._coda``; torch is never imported here (see 
 
 from . import _coda
 from ._coda import (
+    Accumulation,
     Binding,
     BuildReport,
     Domain,

@@ -101,6 +101,11 @@ class Fp8Scaling(nn.Module):
         self._copy = None
         return self
 
+    def __getstate__(self):
+        # The host copy and its CUDA event (_look) are this object's own look at its GPU counts: a copy (deepcopy,
+        # pickle) starts without one.
+        return {**self.__dict__, "_copy": None}
+
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
         # A state saved before the counts existed has rows 0-2 only: it loads with its counts at zero.
         key = prefix + "state"

@@ -163,6 +163,15 @@ class LlamaDecoderLayer(nn.Module):
             self.theta = theta.to(self.theta.device)
         return self
 
+    def __getstate__(self):
+        # The first runs' scales belong to this layer's forwards in flight (and a weak dictionary does not pickle): a
+        # copy (deepcopy, pickle) starts without them.
+        return {k: v for k, v in self.__dict__.items() if k != "_first_run_scales"}
+
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        self._first_run_scales = WeakIdKeyDictionary()
+
     def accumulated_weights(self) -> tuple:
         """The weights whose gradients add into main_grad (fp32_grad_accumulation)."""
         return (self.w_qkv, self.w_o, self.w_gate_up, self.w_down) if self.fp32_grad_accumulation else ()
