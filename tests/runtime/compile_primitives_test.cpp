@@ -165,6 +165,18 @@ void require_compiles_without_spills(const Graph& g, const std::string& arch, Ke
     CHECK(found);
 }
 
+// A GEMM that promotes its k-blocks (block scales, or acc=promoted): its default Hopper config at `shape` is
+// cooperative, and it compiles for sm_90a without spills there, staged and direct.
+void require_default_cooperative_compiles(const Graph& g, const ProblemShape& shape, KernelCache& cache) {
+    const KernelConfig config = hopper_mainloop().default_config(g, shape);
+    REQUIRE(config.hopper() != nullptr);
+    CHECK(config.hopper()->schedule == Schedule::Cooperative);
+    require_compiles_without_spills(g, "sm_90a", cache, config);
+    HopperConfig direct = *config.hopper();
+    direct.direct = true;
+    require_compiles_without_spills(g, "sm_90a", cache, KernelConfig(direct));
+}
+
 }  // namespace
 
 TEST_CASE("every primitive compiles for sm_80 and sm_90a without spills", "[compile]") {
@@ -235,13 +247,7 @@ TEST_CASE("block-scaled FP8 compiles for sm_90a on its cooperative 128 x 128 and
     KernelCache cache(dir.path(), false);
     const Graph graphs[] = {test::block_scaled_graph(DType::E4M3), test::block_scaled_graph(DType::E5M2, DType::E4M3)};
     for (const Graph& g : graphs) {
-        const KernelConfig config = hopper_mainloop().default_config(g, ProblemShape{});
-        REQUIRE(config.hopper() != nullptr);
-        CHECK(config.hopper()->schedule == Schedule::Cooperative);
-        require_compiles_without_spills(g, "sm_90a", cache, config);
-        HopperConfig direct = *config.hopper();
-        direct.direct = true;
-        require_compiles_without_spills(g, "sm_90a", cache, KernelConfig(direct));
+        require_default_cooperative_compiles(g, ProblemShape{}, cache);
         for (const NamedConfig& named : hopper_mainloop().candidates()) {
             const HopperConfig& h = *named.config.hopper();
             INFO(named.name);
@@ -268,13 +274,7 @@ TEST_CASE("promoted FP8 accumulation (per-tensor e4m3, and an e5m2 x e4m3 weight
                             blocks::wgrad_fp8_accumulate(wgrad_spec),
                             blocks::wgrad_fp8_rowwise_accumulate(rowwise_spec)};
     for (const Graph& g : graphs) {
-        const KernelConfig config = hopper_mainloop().default_config(g, ProblemShape{16384, 4096, 16384});
-        REQUIRE(config.hopper() != nullptr);
-        CHECK(config.hopper()->schedule == Schedule::Cooperative);
-        require_compiles_without_spills(g, "sm_90a", cache, config);
-        HopperConfig direct = *config.hopper();
-        direct.direct = true;
-        require_compiles_without_spills(g, "sm_90a", cache, KernelConfig(direct));
+        require_default_cooperative_compiles(g, ProblemShape{16384, 4096, 16384}, cache);
         const std::vector<NamedConfig> legal = hopper_mainloop().candidates_for(g, "sm_90a");
         CHECK(legal.size() == 3);
         for (const NamedConfig& named : legal) require_compiles_without_spills(g, "sm_90a", cache, named.config);
