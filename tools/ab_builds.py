@@ -11,7 +11,7 @@ Usage:
 A template change to one epilogue at its shape (coda tune's table, its config pinned):
   python3 tools/ab_builds.py carry/build_main carry/build_branch --shapes 16384x14336x4096 \\
       -- tune tools/graphs/swiglu_backward_fp8_t.coda --iters 30 --config "hopper bm=128 bn=128 bk=64 stages=6 cooperative"
-One build under two environments (stream-K wherever the kernel can take it against the default, README
+One build under two environments (stream-K wherever the kernel can take it against the default, docs/CLI.md,
 "Environment variables"):
   python3 tools/ab_builds.py build build --b-env CODA_STREAM_K=1 --shapes ... -- bench gemm ...
 Writes ab_builds.md (or --name's .md) to $OUT (or --out) and prints it.

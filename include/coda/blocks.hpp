@@ -31,7 +31,7 @@ Graph lm_head_ce(GemmSpec spec = {});
 Graph lm_head_ce_stats(GemmSpec spec = {});
 // Cross-entropy backward inside the LM head GEMM (the forward's A and B again): recomputes logits = rstd * acc
 // tile by tile; dlogits = (exp(logits - lse) - onehot(label)) * scale; row partials of logits * dlogits.
-// The dgrad / wgrad GEMMs then read dlogits; run it on row chunks to keep that tensor small (README).
+// The dgrad / wgrad GEMMs then read dlogits; run it on row chunks to keep that tensor small (docs/GUIDE.md).
 // Bindings: A, B, rstd [M], lse [M], labels (i32) [M], scale, dlogits [M x V], zdz_partials.
 Graph lm_head_ce_backward(GemmSpec spec = {});
 // lm_head_ce_backward with the loss gradient read per row (`row_scale` [M], f32) instead of one scalar: a mean over

@@ -6,7 +6,7 @@ namespace coda::limits {
 
 // Nodes of a graph, sources and sinks included: 12 times the largest of the LLaMA block's epilogues. NVRTC's
 // time grows faster than the graph: a cold `coda warm --arch sm_90a` of a chain of adds took 28 s at 256 nodes,
-// 43 s at 384, 75 s at 512 and 350 s at 4096 on a 2-core machine (README "Limits").
+// 43 s at 384, 75 s at 512 and 350 s at 4096 on a 2-core machine (docs/GUIDE.md, "Limits").
 inline constexpr int kMaxNodes = 256;
 
 // Inputs and outputs a kernel binds at launch: tile, row and column inputs, scalars, partials, stores,

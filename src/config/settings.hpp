@@ -1,5 +1,5 @@
 // Settings: every CODA_* environment variable, parsed in this one place, once per process.
-// Other stages read settings() and never call getenv, so the README table and this file are the whole story.
+// Other stages read settings() and never call getenv, so docs/CLI.md's table and this file are the whole story.
 #pragma once
 
 #include <filesystem>

@@ -430,8 +430,8 @@ public:
         return p;
     }
 
-    // Measured with ptxas (README "Limits"): a consumer thread keeps every column reduction's state for its bn / 8
-    // column pairs beside its accumulators, 128 registers in every candidate but cooperative 128 x 128 (64).
+    // Measured with ptxas (docs/GUIDE.md, "Limits"): a consumer thread keeps every column reduction's state for its
+    // bn / 8 column pairs beside its accumulators, 128 registers in every candidate but cooperative 128 x 128 (64).
     std::string spill_advice() const override {
         return "on the Hopper mainloop each consumer thread keeps every column reduction's state (bn / 8 column "
                "pairs x the values of a pair, twice for lse) beside 128 accumulators; beyond 64 such floats a thread "

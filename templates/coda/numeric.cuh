@@ -14,7 +14,7 @@
 //     earlier visits' stores instead of one load latency per visit. That is safe because within a kernel no
 //     element is read after it is written: every visit reads its inputs before its stores, visits own disjoint
 //     elements, and in-place updates (an output bound to the same tensor as an input) touch the same element
-//     in the same visit. Partially overlapping inputs and outputs are unsupported (README).
+//     in the same visit. Partially overlapping inputs and outputs are unsupported (docs/GUIDE.md).
 //   - Narrowing rounds to nearest even (PTX cvt.rn), keeps subnormals, infinities and NaN; to e4m3 and e5m2 it
 //     saturates to the largest finite value instead of overflowing (satfinite), and needs sm_89 or newer.
 //   - The activations use the accurate expf/erff/tanhf; on sm_90 sigmoid multiplies by rcp.approx of its
