@@ -5,7 +5,7 @@
 #   tests    every Python test marked gpu (coda.torch, its training machinery, the bindings) with pytest
 #   profile  tools/profile_block.py (PROFILE_ARGS, default: d = 2048, both attentions, and the model step)
 #   bench    tools/bench_block.py (BENCH_ARGS)
-# PYTEST_ARGS: more pytest arguments for `tests` (e.g. "-k llama3").
+# PYTEST_ARGS: more pytest arguments for `tests` (e.g. "-k llama3"). CODA_OVERLAY=1: see below.
 # Usage: bash tools/device_torch.sh tests profile bench
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -16,6 +16,11 @@ export CODA_CACHE_DIR=${CODA_CACHE_DIR:-$(mktemp -d)} PYTHONUNBUFFERED=1
 python3 -m pip install -q --no-deps --no-index --upgrade --target /tmp/site carry/wheels/*.whl || exit 1
 if compgen -G "carry/peers/*.whl" >/dev/null; then
   python3 -m pip install -q --no-deps --no-index --upgrade --target /tmp/site carry/peers/*.whl || exit 1
+fi
+# CODA_OVERLAY=1: the working tree's coda.torch Python files over the wheel's, for a change to them alone (the
+# extension stays the wheel's, so the bindings must be those it was built with).
+if [ "${CODA_OVERLAY:-0}" = 1 ]; then
+  cp src/python/coda/torch/*.py /tmp/site/coda/torch/ || exit 1
 fi
 export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
 status=0

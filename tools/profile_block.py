@@ -30,7 +30,7 @@ import time
 import torch
 
 import coda.torch as ct
-from coda.torch import (_fp8_layers, _kernels, _steps, fp8, ops, ops_fp8_blockwise, ops_fp8_layer, ops_fp8_rowwise,
+from coda.torch import (_kernels, _steps, fp8, fp8_recipes, ops, ops_fp8_layer,
                         ops_lm_head)
 from coda.torch import reference as ref
 
@@ -41,7 +41,7 @@ BATCH, SEQ, EPS = 8, 2048, 1e-5
 M = BATCH * SEQ
 LAYERS = {2048: (8192, 16), 4096: (14336, 32)}
 # Every module that launches coda kernels through its own name `run` (from coda.torch._kernels).
-LAUNCHERS = (ops, ops_lm_head, _steps, fp8, _fp8_layers, ops_fp8_layer, ops_fp8_blockwise, ops_fp8_rowwise)
+LAUNCHERS = (ops, ops_lm_head, _steps, fp8, fp8_recipes, ops_fp8_layer)
 _FP8 = (torch.float8_e4m3fn, torch.float8_e5m2)
 
 

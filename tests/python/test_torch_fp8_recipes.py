@@ -18,7 +18,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import coda.torch as ct  # noqa: E402
-from coda.torch import fp8  # noqa: E402
+from coda.torch import fp8, fp8_recipes  # noqa: E402
 from coda.torch import reference as ref  # noqa: E402
 from fp8_support import grid, rel, train_side_by_side  # noqa: E402
 
@@ -203,11 +203,11 @@ def test_layer_is_close_to_the_bf16_layer(recipe):
 def test_rowwise_fp8_weight_gradients_quantize_each_column_and_match_their_emulation():
     # The operands dY [M x N] and X [M x K] with columns of magnitudes 1 to 100 (spread's row factors, transposed): a
     # scale read for the wrong column is off by up to 100x.
-    from coda.torch import ops_fp8_rowwise as rowwise
+    rowwise = fp8_recipes.Rowwise(True)
     dy = spread(grid(300, M, seed=70), 71).t().contiguous()
     x = spread(grid(260, M, seed=73), 74).t().contiguous()
     dy, x = dy.bfloat16().double(), x.bfloat16().double()  # the quantize program reads bf16: these values exactly
-    q_t, scale = rowwise._column_quantized(dy)
+    q_t, scale = rowwise.wgrad_operand(dy)
     assert (q_t.dtype, tuple(q_t.shape), tuple(scale.shape)) == (torch.float8_e4m3fn, (300, M), (300,))
     assert torch.allclose(scale.double(), dy.abs().amax(0) / 448, rtol=1e-6)
     # Against the emulation in f64 (an element whose f32 quotient sits on a rounding boundary may round the other
@@ -215,9 +215,9 @@ def test_rowwise_fp8_weight_gradients_quantize_each_column_and_match_their_emula
     assert rel(q_t.double() * scale.double()[:, None], ref._block_round(dy, 0).t()) < 2e-3
     expected = ref._block_round(dy, 0).t() @ ref._block_round(x, 0)
     buffer = torch.zeros(300, 260, dtype=torch.float32)
-    assert rowwise._wgrad(dy, x, buffer, True).numel() == 0
+    assert rowwise.wgrad(dy, x, buffer, dy).numel() == 0
     assert rel(buffer, expected) < 2e-3
-    assert rel(rowwise._wgrad(dy, x, None, True), expected) < 5e-3  # bf16
+    assert rel(rowwise.wgrad(dy, x, None, dy), expected) < 5e-3  # bf16
     print(f"FP8 rounding of dW: {rel(expected, dy.t() @ x):.2e}")
     assert rel(expected, dy.t() @ x) > 1e-2  # what these checks tell apart from the exact product
 
@@ -226,22 +226,22 @@ def test_blockwise_fp8_weight_gradients_quantize_each_column_in_groups_of_128_to
     # dY [M x N] and X [M x K] at M = 300 tokens (groups of 128, 128 and 44), each column's groups of magnitudes 1 to
     # 100 (spread's factors, transposed): a scale read for the wrong column or the wrong group of tokens is off by up
     # to 100x. Against the emulation (reference._Fp8BlockGemm's FP8 dW): q(dY^T) q(X^T)^T.
-    from coda.torch import ops_fp8_blockwise as blockwise
+    blockwise = fp8_recipes.Blockwise(True)
     dy = spread(grid(300, 300, seed=80), 81, rows=4.6, cols=4.6).t().contiguous()
     x = spread(grid(260, 300, seed=82), 83, rows=4.6, cols=4.6).t().contiguous()
     dy, x = dy.bfloat16().double(), x.bfloat16().double()  # the quantize program reads bf16: these values exactly
     expected = ref.fp8_group_round(dy.t()) @ ref.fp8_group_round(x.t()).t()
     buffer = torch.zeros(300, 260, dtype=torch.float32)
-    assert blockwise._wgrad(dy, x, buffer, True).numel() == 0
+    assert blockwise.wgrad(dy, x, buffer, dy).numel() == 0
     # The program multiplies by the scale's f32 reciprocal where the emulation divides: values near a rounding
     # boundary round the other way, and with magnitudes 100x apart a few such terms move dW by 5e-3 of its norm.
     print(f"dW against the emulation: {rel(buffer, expected):.2e}")
     assert rel(buffer, expected) < 1e-2
-    assert rel(blockwise._wgrad(dy, x, None, True), expected) < 1e-2  # stored in the activations' dtype
+    assert rel(blockwise.wgrad(dy, x, None, dy), expected) < 1e-2  # stored in the activations' dtype
     print(f"FP8 rounding of dW: {rel(expected, dy.t() @ x):.2e}")
     assert rel(expected, dy.t() @ x) > 1e-2  # what these checks tell apart from the exact product
     # Without fp8_wgrad, the exact product (bf16 weight gradients).
-    assert rel(blockwise._wgrad(dy, x, None, False), dy.t() @ x) < 1e-12
+    assert rel(fp8_recipes.Blockwise(False).wgrad(dy, x, None, dy), dy.t() @ x) < 1e-12
 
 
 def test_rowwise_fp8_weight_gradients_need_tokens_in_sixteens():

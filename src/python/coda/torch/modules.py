@@ -12,7 +12,7 @@ from torch import Tensor
 from torch.distributed.fsdp import FSDPModule
 from torch.distributed.tensor import DTensor
 
-from coda.torch import ops, ops_fp8_blockwise, ops_fp8_layer, ops_fp8_rowwise, ops_lm_head  # noqa: F401  (registers ops)
+from coda.torch import ops, ops_fp8_layer, ops_lm_head  # noqa: F401  (registers ops)
 from torch.utils.weak import WeakIdKeyDictionary
 
 from coda.torch.fp8 import SCALE, Fp8Scaling, check_recipe
@@ -105,14 +105,14 @@ class LlamaDecoderLayer(nn.Module):
     the epilogues write; tokens a multiple of 16), as torchao's tensorwise recipe has them; by default they stay bf16.
     Also for fp8="rowwise" (below).
 
-    fp8="blockwise": the same on block-scaled GEMMs (ops_fp8_blockwise; DeepSeek-V3's scales, e4m3 throughout): h_scale
+    fp8="blockwise": the same on block-scaled GEMMs (fp8_recipes.Blockwise; DeepSeek-V3's scales, e4m3 throughout): h_scale
     is then h's scales, f32 [ceil(d / 128) x M], one per row and 128 columns. Every scale comes from its own block's
     amax, so there is no state to keep (self.fp8 is None) and checkpointing is free to run a forward again.
     fp8_wgrad=True runs its weight gradients in FP8 too, both operands with a scale per channel and 128 tokens (each
     read transposed and quantized in one pass by a tile program; tokens a multiple of 16).
 
     fp8="rowwise": the same with a scale per row of each activation and gradient and per channel of each weight
-    (ops_fp8_rowwise; torchao's recipe, e4m3 throughout): h_scale is f32 [M]. Each FP8 operand costs a second pass
+    (fp8_recipes.Rowwise; torchao's recipe, e4m3 throughout): h_scale is f32 [M]. Each FP8 operand costs a second pass
     (its rows' amax comes from the epilogue that writes it in bf16; a tile program then quantizes it). fp8_wgrad=True
     runs its weight gradients in FP8 too, each operand with a scale per channel over the tokens (tokens a multiple of
     16)."""
@@ -209,21 +209,17 @@ class LlamaDecoderLayer(nn.Module):
         acc = self.fp32_grad_accumulation
         if self.fp8_recipe is not None and h_scale is None:
             raise ValueError("coda.torch: an FP8 layer needs h_scale, the scale its e4m3 h was written with")
-        if self.fp8_recipe in ("blockwise", "rowwise"):
-            op = getattr(torch.ops.coda, f"decoder_layer_fp8_{self.fp8_recipe}")
+        if self.fp8_recipe is not None:
+            scales = self._step_scales(x) if self.fp8 is not None else None
+            delayed = [scales, self.fp8.state] if scales is not None else []
             buffers = [_grad_buffer(w, acc, self) for w in (self.w_qkv, self.w_o, self.w_gate_up, self.w_down)]
-            x2, h2, rstd2, h2_scale, *_ = op(
-                x, h, h_scale, rstd, self.attn_norm, self.w_qkv, self.w_o, self.mlp_norm, self.w_gate_up, self.w_down,
-                next_gamma, pos, self.theta, self.eps, self.n_heads, seq_len, self.attention, fp8_out,
-                self.fp8_wgrad, *buffers)
-            return x2, h2, rstd2, h2_scale
-        if self.fp8 is not None:
-            scales = self._step_scales(x)
-            buffers = [_grad_buffer(w, acc, self) for w in (self.w_qkv, self.w_o, self.w_gate_up, self.w_down)]
-            x2, h2, rstd2, amax, *_ = torch.ops.coda.decoder_layer_fp8(
-                x, h, h_scale, rstd, self.attn_norm, self.w_qkv, self.w_o, self.mlp_norm, self.w_gate_up, self.w_down,
-                next_gamma, pos, self.theta, scales, self.fp8.state, self.eps, self.n_heads, seq_len, self.attention,
-                fp8_out, self.fp8_wgrad, *buffers)
+            config = ops_fp8_layer.Config(self.fp8_recipe, self.eps, self.n_heads, seq_len, self.attention, fp8_out,
+                                          self.fp8_wgrad).text()
+            x2, h2, rstd2, h2_scale, amax, *_ = torch.ops.coda.decoder_layer_fp8(
+                x, [h, h_scale, rstd], [self.w_qkv, self.w_o, self.w_gate_up, self.w_down],
+                [self.attn_norm, self.mlp_norm, next_gamma], [pos, self.theta], delayed, buffers, config)
+            if scales is None:
+                return x2, h2, rstd2, h2_scale
             if not _recomputing():
                 self.fp8.record(amax)
             return x2, h2, rstd2, scales[SCALE, self.fp8.slot("h_next")]

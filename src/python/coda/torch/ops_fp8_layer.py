@@ -1,32 +1,28 @@
-"""A decoder layer in FP8 (issue 28, the "tensorwise" recipe of coda.torch.fp8) as one torch custom op with its
-backward: torch.ops.coda.decoder_layer_fp8 and decoder_layer_fp8_backward.
+"""A decoder layer in FP8 as one torch custom op with its backward: torch.ops.coda.decoder_layer_fp8 and
+decoder_layer_fp8_backward, one schedule of GEMMs and their epilogues for every recipe. What differs between recipes
+(how an operand is quantized, which scales bind, which graph each GEMM uses) is a policy of fp8_recipes.
 
 Which GEMM reads what:
-  - forward, e4m3 x e4m3: QKV (h_fp8, which the previous layer's down projection or the embedding entry wrote),
-    out-projection (attention's output, quantized by a tile program: SDPA's kernels write bf16), gate/up (h1_fp8 from
-    the out-projection's epilogue), down (y, quantized by a tile program: a half-width FP8 tile is too narrow for the
-    epilogue to stage);
-  - backward, e5m2 gradients x e4m3 transposed weights: the down projection's dgrad with SwiGLU's backward (dx2,
-    quantized by a tile program: it comes from the next layer's op), gate/up's dgrad with the norm backward (dz_fp8
-    from SwiGLU's backward epilogue), the out-projection's dgrad (dx1_fp8 from that epilogue), QKV's dgrad with the
-    norm backward (dz_fp8 from the RoPE backward program);
-  - the four weight-gradient GEMMs in bf16, from the bf16 tensors stored beside the FP8 ones (as torchao's
-    recipes with a high-precision weight gradient keep them); or, with fp8_wgrad, in FP8 as torchao's tensorwise
-    recipe has them: dW = dY^T X on e5m2 x e4m3 operands that are transposed copies (store_transposed) written where
-    the tensors are made (the *_t graphs: attention's output in the forward, dx2 by its quantize program, dz and the
-    recomputed y by SwiGLU's backward, dx1 and the norms' outputs o by the norm backwards, dz by RoPE's backward),
-    under each tensor's own delayed scale (the o's have slots of their own). Tokens (M) must then be a multiple of 16:
-    the K-major rows of those operands, which TMA loads.
+  - forward: QKV (h in FP8, which the previous layer's down projection or the embedding entry wrote), the
+    out-projection (attention's output, quantized by a pass of its own: SDPA writes bf16), gate/up (h1 in FP8 from the
+    out-projection's epilogue), down (y, quantized after gate/up);
+  - backward, gradients x transposed weights: the down projection's dgrad with SwiGLU's backward (dx2, quantized by a
+    pass of its own: it comes from the next layer's op), gate/up's dgrad with the norm backward (dz in FP8 from
+    SwiGLU's backward epilogue), the out-projection's dgrad (dx1 from that epilogue), QKV's dgrad with the norm
+    backward (dz from RoPE's backward);
+  - the four weight-gradient GEMMs in bf16, from bf16 tensors stored beside the FP8 ones (as torchao's recipes with a
+    high-precision weight gradient keep them), or with fp8_wgrad in FP8 over the tokens (then a multiple of 16: the
+    K-major rows TMA loads).
 One op a layer, not two as in bf16, so that the out-projection's dgrad reads the FP8 dx1 the MLP backward wrote.
 
-The layer's own Fp8Scaling state (fp8.py) holds the delayed scales of SLOTS. The forward quantizes with `scales`, the
-copy of them the module took when its step began (Fp8Scaling.scales), and keeps it for the backward: a tensor the
-forward quantized is dequantized there with the scale it was made with, whatever updates ran in between (a loss over
-two forwards, micro-batches in flight). It returns the amax it saw of each of its tensors (an op with autograd may not
-write its inputs; the module adds them with Fp8Scaling.record). The backward quantizes the gradients under the scales
-the state holds when it runs and writes their amax into the state (a mutated argument). The weights' scales come from
-their quantization in the forward (dynamic), which also keeps their transposes for the backward."""
-from typing import Optional
+Under delayed scales (tensorwise) the forward quantizes with `scales`, the copy the module took when its step began
+(Fp8Scaling.scales), and keeps it for the backward, which dequantizes the forward's tensors with it whatever updates ran
+in between (a loss over two forwards, micro-batches in flight). The forward returns the amax it saw of each of its
+tensors (an op with autograd may not write its inputs; the module adds them with Fp8Scaling.record). The backward
+quantizes the gradients under the scales the state holds when it runs and writes their amax into the state."""
+import ast
+import functools
+from typing import NamedTuple, Optional
 
 import torch
 from torch import Tensor
@@ -34,295 +30,262 @@ from torch import Tensor
 from coda.torch import _steps
 from coda.torch import ops as _ops
 from coda.torch._kernels import partials_rows, run
-from coda.torch._fp8_layers import check_fp8_wgrad, fp8_weight_gradient, weight_grad_like
 from coda.torch._register import fake, no_gradient
-from coda.torch.fp8 import AMAX, FORMATS, INV_SCALE, SCALE, quantize, quantize_weight, record_amax
+from coda.torch.fp8 import AMAX, BLOCK, FORMATS
+from coda.torch.fp8_recipes import RECIPES, SLOTS, Made, Operand, Out  # noqa: F401  (SLOTS: Fp8Scaling's slots)
 
-# The tensors of a layer quantized under delayed scales, in the order of Fp8Scaling's state.
-SLOTS = {"attn_out": "e4m3", "h_mlp": "e4m3", "y": "e4m3", "h_next": "e4m3",
-         "dx2": "e5m2", "dz_mlp": "e5m2", "dx1": "e5m2", "dz_qkv": "e5m2",
-         "o_mlp": "e4m3", "o_qkv": "e4m3"}  # the last two: the norm backwards' outputs, for FP8 weight gradients
-_SLOT = {name: i for i, name in enumerate(SLOTS)}
-_E4M3, _E5M2 = FORMATS["e4m3"], FORMATS["e5m2"]
-_W_QKV, _W_O, _W_GU, _W_D = range(4)  # rows of the weights' scales
+_E4M3 = FORMATS["e4m3"]
 
 
-def _scale(state: Tensor, slot: str) -> Tensor:
-    return state[SCALE, _SLOT[slot]]
+class Config(NamedTuple):
+    """The layer's settings, passed to its ops as one text (torch.library takes no structures of scalars)."""
+    recipe: str
+    eps: float
+    n_heads: int
+    seq_len: int
+    attention: str
+    fp8_out: bool
+    fp8_wgrad: bool
+
+    def text(self) -> str:
+        return " ".join(f"{k}={v!r}" for k, v in self._asdict().items())
+
+    @staticmethod
+    @functools.lru_cache(maxsize=None)
+    def parse(text: str) -> "Config":
+        values = dict(item.split("=", 1) for item in text.split())
+        return Config(*(ast.literal_eval(values[k]) for k in Config._fields))
 
 
-def _inv(state: Tensor, slot: str) -> Tensor:
-    return state[INV_SCALE, _SLOT[slot]]
+# What the backward reads: the forward's inputs and activations, the attention output's transposed FP8 copy (tensorwise
+# with fp8_wgrad, else empty), each weight's transposed FP8 copy and its scales (the dgrads' B), the forward's scales.
+Saved = NamedTuple("Saved", [(name, Tensor) for name in (
+    "x rstd attn_norm mlp_norm pos theta qkv out lse seed offset x1 rstd1 z a_t w_qkv_t w_qkv_t_scale w_o_t w_o_t_scale "
+    "w_gate_up_t w_gate_up_t_scale w_down_t w_down_t_scale scales").split()])
+
+
+def _weights_t(saved) -> list[Operand]:
+    return [Operand(*saved[i:i + 2]) for i in range(15, 23, 2)]
+
+
+_OUTPUTS = 5  # decoder_layer_fp8's outputs before the saved ones: x2, h2, rstd2, h2_scale, amax
+_SAVED = len(Saved._fields)
+
+
+def _blocks(n: int) -> int:
+    return -(-n // BLOCK)
+
+
+def _check(cfg: Config, h: Tensor, h_scale: Tensor, m: int, d: int) -> None:
+    if h.dtype != _E4M3:
+        raise ValueError(f"coda.torch: an FP8 layer reads h in float8_e4m3fn (the previous FP8 op's), got {h.dtype}")
+    want = {"rowwise": (m,), "blockwise": (_blocks(d), m)}.get(cfg.recipe)
+    if want is not None and (tuple(h_scale.shape) != want or h_scale.dtype != torch.float32):
+        per = "one per row" if cfg.recipe == "rowwise" else "one per row and 128 columns: [ceil(d / 128) x M]"
+        raise ValueError(f"coda.torch: a {cfg.recipe} FP8 layer reads h's scales as float32 "
+                         f"[{' x '.join(map(str, want))}] ({per}), got {h_scale.dtype} {tuple(h_scale.shape)}")
+    if cfg.fp8_wgrad and m % 16:
+        raise ValueError(f"coda.torch: FP8 weight gradients (fp8_wgrad) read the tokens as K-major FP8 rows, which "
+                         f"must be a multiple of 16 bytes: M = {m} tokens is not a multiple of 16 (use bf16 weight "
+                         f"gradients, or pad the batch)")
 
 
 @torch.library.custom_op("coda::decoder_layer_fp8", mutates_args=())
-def decoder_layer_fp8(x: Tensor, h: Tensor, h_scale: Tensor, rstd: Tensor, attn_norm: Tensor, w_qkv: Tensor,
-                      w_o: Tensor, mlp_norm: Tensor, w_gate_up: Tensor, w_down: Tensor, next_gamma: Tensor,
-                      pos: Tensor, theta: Tensor, scales: Tensor, state: Tensor, eps: float, n_heads: int,
-                      seq_len: int,
-                      attention: str, fp8_out: bool, fp8_wgrad: bool = False,
-                      w_qkv_grad: Optional[Tensor] = None, w_o_grad: Optional[Tensor] = None,
-                      w_gate_up_grad: Optional[Tensor] = None,
-                      w_down_grad: Optional[Tensor] = None) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor,
-                                                                     Tensor, Tensor, Tensor, Tensor, Tensor, Tensor,
-                                                                     Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:
-    if h.dtype != _E4M3:
-        raise ValueError(f"coda.torch: an FP8 layer reads h in float8_e4m3fn (the previous FP8 epilogue's), got "
-                         f"{h.dtype}")
+def decoder_layer_fp8(x: Tensor, entry: list[Tensor], weights: list[Tensor], norms: list[Tensor], rope: list[Tensor],
+                      delayed: list[Tensor], buffers: list[Optional[Tensor]],
+                      config: str) -> tuple[(Tensor,) * (_OUTPUTS + _SAVED - 7)]:
+    """entry: the previous op's (h, h_scale, rstd); weights: (w_qkv, w_o, w_gate_up, w_down); norms: (attn_norm,
+    mlp_norm, the next layer's gamma); rope: (pos, theta); delayed: tensorwise's copy of its delayed scales and its
+    Fp8Scaling state (which the backward updates), or none;
+    buffers: the weights' f32 gradient buffers (None each where the gradient is returned). Returns x2, h2, rstd2,
+    h2's scales (none for tensorwise), the amax seen (tensorwise), then what Saved takes from the forward."""
+    cfg = Config.parse(config)
+    (h, h_scale, rstd), (attn_norm, mlp_norm, next_gamma), (pos, theta) = entry, norms, rope
     m, d = x.shape
-    check_fp8_wgrad(fp8_wgrad, m)
-    widths = _ops._Widths(w_qkv, w_o, n_heads)
-    quantized = [quantize_weight(w) for w in (w_qkv, w_o, w_gate_up, w_down)]
-    (q_qkv, t_qkv, s_qkv), (q_o, t_o, s_o), (q_gu, t_gu, s_gu), (q_d, t_d, s_d) = quantized
-    w_scales = torch.stack([s_qkv, s_o, s_gu, s_d])
-    amax = scales.new_zeros(scales.shape[1])  # this forward's, for Fp8Scaling.record (an op with autograd writes no input)
-
-    n = w_qkv.shape[0]
-    qkv = x.new_empty(m, n)
-    run("qkv_rope_fp8", {"A": h, "B": q_qkv.t(), "a_scale": h_scale, "b_scale": w_scales[_W_QKV], "rstd": rstd,
-                         "pos": pos, "theta": theta}, {"qkv": qkv}, m, n, d)
-    out, lse, seed, offset = _ops._attention_forward(qkv, widths, seq_len, attention)
-    a = _ops._attention_input(qkv, out, widths, attention)
-    if fp8_wgrad:  # a's transposed copy too, for dW_o
-        a_fp8, a_t = quantize(a, "e4m3", _inv(scales, "attn_out"), amax, _SLOT["attn_out"], transposed=True)
-    else:
-        a_fp8, a_t = quantize(a, "e4m3", _inv(scales, "attn_out"), amax, _SLOT["attn_out"]), x.new_empty(0, dtype=_E4M3)
+    _check(cfg, h, h_scale, m, d)
+    fwd = delayed[0] if delayed else None
+    r = RECIPES[cfg.recipe](cfg.fp8_wgrad, fwd, fwd.new_zeros(fwd.shape[1]) if fwd is not None else None)
+    w_qkv, w_o, w_gate_up, w_down = [r.weight(w) for w in weights]
+    widths = _ops._Widths(weights[0], weights[1], cfg.n_heads)
+    qkv = x.new_empty(m, weights[0].shape[0])
+    run(r.graph("qkv_rope"), {**r.gemm(Operand(h, h_scale), w_qkv[0]), "rstd": rstd, "pos": pos, "theta": theta},
+        {"qkv": qkv}, m, qkv.shape[1], d)
+    out, lse, seed, offset = _ops._attention_forward(qkv, widths, cfg.seq_len, cfg.attention)
+    a = r.quantize(_ops._attention_input(qkv, out, widths, cfg.attention), "attn_out", w=True)
     x1 = x.new_empty(m, d)
-    h1 = torch.empty(m, d, dtype=_E4M3, device=x.device)
-    parts = run("out_proj_fp8", {"A": a_fp8, "B": q_o.t(), "a_scale": _scale(scales, "attn_out"),
-                                 "b_scale": w_scales[_W_O], "residual": x.contiguous(), "gamma": mlp_norm,
-                                 "h_fp8_inv_scale": _inv(scales, "h_mlp")},
-                {"x1": x1, "h_fp8": h1}, m, d, widths.q, partials=("x1_sumsq", "h_amax"))
-    record_amax([parts["h_amax"]], amax, _SLOT["h_mlp"])
-    rstd1 = _steps.rstd(parts["x1_sumsq"], m, d, eps, x)
-
-    f2 = w_gate_up.shape[0]
+    parts, made = r.launch("out_proj", {**r.gemm(a.fp8, w_o[0]), "residual": x.contiguous(), "gamma": mlp_norm},
+                           {"x1": x1}, (m, d, widths.q), ("x1_sumsq",), [Out("h", "h_mlp", d, x1, mlp_norm)], x)
+    rstd1 = _steps.rstd(parts["x1_sumsq"], m, d, cfg.eps, x)
+    f2 = weights[2].shape[0]
     z = x.new_empty(m, f2)
-    y = x.new_empty(m, f2 // 2)
-    run("gate_up_swiglu_fp8", {"A": h1, "B": q_gu.t(), "a_scale": _scale(scales, "h_mlp"),
-                               "b_scale": w_scales[_W_GU], "rstd": rstd1}, {"z": z, "y": y}, m, f2, d)
-    y_fp8 = quantize(y, "e4m3", _inv(scales, "y"), amax, _SLOT["y"])
+    _, made = r.launch("gate_up_swiglu", {**r.gemm(made["h"].fp8, w_gate_up[0]), "rstd": rstd1}, {"z": z},
+                       (m, f2, d), (), [Out("y", "y", f2 // 2)], x)
     x2 = x.new_empty(m, d)
-    down = {"A": y_fp8, "B": q_d.t(), "a_scale": _scale(scales, "y"), "b_scale": w_scales[_W_D], "residual": x1,
-            "gamma": next_gamma}
-    if fp8_out:
-        h2 = torch.empty(m, d, dtype=_E4M3, device=x.device)
-        parts = run("out_proj_fp8", {**down, "h_fp8_inv_scale": _inv(scales, "h_next")}, {"x1": x2, "h_fp8": h2},
-                    m, d, f2 // 2, partials=("x1_sumsq", "h_amax"))
-        record_amax([parts["h_amax"]], amax, _SLOT["h_next"])
+    down = ({**r.gemm(made["y"].fp8, w_down[0]), "residual": x1, "gamma": next_gamma}, (m, d, f2 // 2), ("x1_sumsq",))
+    if cfg.fp8_out:
+        parts, made = r.launch("out_proj", down[0], {"x1": x2}, *down[1:], [Out("h", "h_next", d, x2, next_gamma)], x)
+        h2, h2_scale = made["h"].fp8 if fwd is None else (made["h"].fp8.data, x.new_empty(0, dtype=torch.float32))
     else:
         h2 = x.new_empty(m, d)
-        parts = run("out_proj_fp8_bf16_h", down, {"x1": x2, "h": h2}, m, d, f2 // 2, partials=("x1_sumsq",))
-    rstd2 = _steps.rstd(parts["x1_sumsq"], m, d, eps, x)
-    return x2, h2, rstd2, amax, qkv, out, lse, seed, offset, x1, rstd1, z, t_qkv, t_o, t_gu, t_d, w_scales, a_t
+        parts, _ = r.launch("out_proj", down[0], {"x1": x2, "h": h2}, *down[1:], [], x, "_bf16_h")
+        h2_scale = x.new_empty(0, dtype=torch.float32)
+    rstd2 = _steps.rstd(parts["x1_sumsq"], m, d, cfg.eps, x)
+    a_t = a.wgrad if isinstance(a.wgrad, Operand) else None
+    return (x2, h2, rstd2, h2_scale, r.amax if fwd is not None else x.new_empty(0), qkv, out, lse, seed, offset, x1,
+            rstd1, z, a_t.data if a_t is not None else x.new_empty(0, dtype=_E4M3),
+            *[t for w in (w_qkv, w_o, w_gate_up, w_down) for t in w[1]])
 
 
 @fake(decoder_layer_fp8)
-def _(x, h, h_scale, rstd, attn_norm, w_qkv, w_o, mlp_norm, w_gate_up, w_down, next_gamma, pos, theta, scales, state,
-      eps, n_heads, seq_len, attention, fp8_out, fp8_wgrad=False, w_qkv_grad=None, w_o_grad=None,
-      w_gate_up_grad=None, w_down_grad=None):
+def _(x, entry, weights, norms, rope, delayed, buffers, config):
+    cfg = Config.parse(config)
     m, d = x.shape
-    check_fp8_wgrad(fp8_wgrad, m)
-    qkv = x.new_empty(m, w_qkv.shape[0])
-    out, lse, seed, offset = _ops._attention_forward(qkv, _ops._Widths(w_qkv, w_o, n_heads), seq_len, attention)
-    h2 = x.new_empty(m, d, dtype=_E4M3) if fp8_out else x.new_empty(m, d)
-    transposed = [x.new_empty(w.shape[1], w.shape[0], dtype=_E4M3) for w in (w_qkv, w_o, w_gate_up, w_down)]
-    return (x.new_empty(m, d), h2, x.new_empty(m, dtype=_ops.acc_dtype(x)), scales.new_empty(scales.shape[1]), qkv, out,
-            lse, seed, offset,
-            x.new_empty(m, d), x.new_empty(m, dtype=_ops.acc_dtype(x)), x.new_empty(m, w_gate_up.shape[0]),
-            *transposed, x.new_empty(4, dtype=torch.float32),
-            x.new_empty((w_o.shape[1], m) if fp8_wgrad else (0,), dtype=_E4M3))
+    _check(cfg, *entry[:2], m, d)
+    widths = _ops._Widths(weights[0], weights[1], cfg.n_heads)
+    qkv = x.new_empty(m, weights[0].shape[0])
+    out, lse, seed, offset = _ops._attention_forward(qkv, widths, cfg.seq_len, cfg.attention)
+    fine = cfg.recipe != "tensorwise" and cfg.fp8_out
+    h2_scale = x.new_empty({"rowwise": (m,), "blockwise": (_blocks(d), m)}[cfg.recipe] if fine else (0,),
+                           dtype=torch.float32)
+    a_t = x.new_empty((widths.q, m) if cfg.recipe == "tensorwise" and cfg.fp8_wgrad else (0,), dtype=_E4M3)
+    weights_t = []
+    for w in weights:
+        n, k = w.shape
+        scale = {"tensorwise": (), "rowwise": (k,), "blockwise": (_blocks(k), _blocks(n))}[cfg.recipe]
+        weights_t += [x.new_empty(k, n, dtype=_E4M3), x.new_empty(scale, dtype=torch.float32)]
+    acc = _ops.acc_dtype(x)
+    return (x.new_empty(m, d), x.new_empty(m, d, dtype=_E4M3 if cfg.fp8_out else x.dtype), x.new_empty(m, dtype=acc),
+            h2_scale, delayed[0].new_empty(delayed[0].shape[1]) if delayed else x.new_empty(0), qkv, out, lse, seed,
+            offset, x.new_empty(m, d), x.new_empty(m, dtype=acc), x.new_empty(m, weights[2].shape[0]), a_t, *weights_t)
 
 
-def _rope_backward_fp8(blocks, qkv: Tensor, pos: Tensor, theta: Tensor, state: Tensor, fp8_wgrad: bool):
-    """_steps.rope_backward, also writing dz in e5m2 under the dz_qkv slot's scale: (dz, dz_fp8, zdz partials). With
-    fp8_wgrad, dz only in e5m2, both ways: (dz_fp8_t [N x M], dz_fp8, zdz partials)."""
+def _rope_backward(r, blocks, qkv: Tensor, pos: Tensor, theta: Tensor) -> tuple[Made, Tensor]:
+    """_steps.rope_backward as the recipe makes dz (its FP8 copy for QKV's dgrad, and what dW_qkv reads), block by
+    block of Q, K and V into views of one set of outputs: (dz, the zdz row partials)."""
     m, n = qkv.shape
-    dz = qkv.new_empty(n, m, dtype=_E5M2) if fp8_wgrad else qkv.new_empty(m, n)
-    dz_fp8 = torch.empty(m, n, dtype=_E5M2, device=qkv.device)
-    name = "rope_backward_from_output_fp8_t" if fp8_wgrad else "rope_backward_from_output_fp8"
-    rows = [partials_rows(name, "zdz_partials", m, width, qkv.device) for _, width in blocks]
-    parts = torch.empty(sum(rows), m, dtype=_ops.acc_dtype(qkv), device=qkv.device)
-    amaxes = []
-    col, row = 0, 0
+    compute, zero = r.rope_graphs
+    outs, ins, outputs, partials = [Out("dz", "dz_qkv", n, w=True)], {}, {}, []
+    bound = r.bind(outs, ins, outputs, partials, qkv)
+    if r.transposed_copy(outs[0]):
+        compute, zero = compute + "_t", zero + "_t"
+    rows = [partials_rows(compute, "zdz_partials", m, width, qkv.device) for _, width in blocks]
+    zdz = torch.empty(sum(rows), m, dtype=_ops.acc_dtype(qkv), device=qkv.device)
+    got, col, row = [], 0, 0
     for (grad, width), t in zip(blocks, rows):
-        cols, prow = slice(col, col + width), parts[row:row + t]
-        # A column block of dz is a row block of its transpose.
-        outs = {"dz_fp8_t" if fp8_wgrad else "dz": dz[cols] if fp8_wgrad else dz[:, cols], "dz_fp8": dz_fp8[:, cols],
-                "zdz_partials": prow}
-        inv = {"dz_fp8_inv_scale": _inv(state, "dz_qkv")}
-        if grad is None:
-            got = run("zero_grad_fp8_t" if fp8_wgrad else "zero_grad_fp8", {"values": qkv[:, cols], **inv}, outs, m,
-                      width, partials=("dz_amax",))
+        cols = slice(col, col + width)
+        views = {k: v[cols] if k.endswith("_t") else v[:, cols] for k, v in outputs.items()}
+        views["zdz_partials"] = zdz[row:row + t]
+        if grad is None:  # dz = 0 * qkv, with the FP8 bindings where the recipe's zero_grad graph has them
+            fp8 = r.zero_grad_fp8
+            got.append(run(zero, {"values": qkv[:, cols], **(ins if fp8 else {})}, views, m, width,
+                           partials=tuple(partials) if fp8 else ()))
         else:
-            got = run(name, {"dqkv": grad, "qkv": qkv[:, cols], "pos": pos, "theta": theta[col // 2:(col + width) // 2],
-                             **inv}, outs, m, width, partials=("dz_amax",))
-        amaxes.append(got["dz_amax"])
+            got.append(run(compute, {"dqkv": grad, "qkv": qkv[:, cols], "pos": pos,
+                                     "theta": theta[col // 2:(col + width) // 2], **ins}, views, m, width,
+                           partials=tuple(partials)))
         col, row = col + width, row + t
-    record_amax(amaxes, state[AMAX], _SLOT["dz_qkv"])
-    return dz, dz_fp8, parts
+    return r.finish(outs, bound, got, outputs)["dz"], zdz
 
 
-def _norm_backward_fp8(name: str, dz_fp8: Tensor, slot: str, w_t: Tensor, w_scale: Tensor, x: Tensor, rstd: Tensor,
-                       s: Tensor, gamma: Tensor, dx_in: Tensor, state: Tensor, dx_slot: Optional[str],
-                       o_slot: Optional[str] = None):
-    """_steps.norm_backward with the residual, on FP8 operands (dz_fp8 under `slot`'s scale, and the transposed
-    weight): (dx, o, dgamma, dx_fp8 or None, dx_fp8_t or None). With dx_slot, dx is also written in e5m2 under that
-    slot's scale. With o_slot (FP8 weight gradients, the *_t graphs), o comes only transposed in e4m3 under that
-    slot's scale, and so does dx's FP8 copy."""
+def _norm_backward(r, dz: Made, w: Operand, x: Tensor, rstd: Tensor, s: Tensor, gamma: Tensor, dx_in: Tensor,
+                   o_slot: str, dx_slot: Optional[str]):
+    """_steps.norm_backward with the residual, on FP8 operands: ({dx, o: Made}, dgamma). dx comes in FP8 too under
+    dx_slot, or without one only in bf16 (the layer's own input gradient)."""
     m, d = x.shape
-    transposed = o_slot is not None
-    dx = torch.empty_like(x)
-    ins = {"A": dz_fp8, "B": w_t.t(), "a_scale": _scale(state, slot), "b_scale": w_scale, "x": x, "rstd": rstd,
-           "s": s, "gamma": gamma, "dx_in": dx_in}
-    if transposed:
-        o = torch.empty(d, m, dtype=_E4M3, device=x.device)
-        ins["o_fp8_inv_scale"] = _inv(state, o_slot)
-        outs = {"dx": dx, "o_fp8_t": o}
-        partials = ("dgamma_partials", "o_amax")
-    else:
-        o = torch.empty_like(x)
-        outs = {"dx": dx, "o": o}
-        partials = ("dgamma_partials",)
-    dx_fp8 = dx_fp8_t = None
-    if dx_slot is not None:
-        dx_fp8 = torch.empty(m, d, dtype=_E5M2, device=x.device)
-        ins["dx_fp8_inv_scale"] = _inv(state, dx_slot)
-        outs["dx_fp8"] = dx_fp8
-        if transposed:
-            dx_fp8_t = torch.empty(d, m, dtype=_E5M2, device=x.device)
-            outs["dx_fp8_t"] = dx_fp8_t
-        partials += ("dx_amax",)
-    parts = run(name + ("_t" if transposed else ""), ins, outs, m, d, dz_fp8.shape[1], partials=partials)
-    if dx_slot is not None:
-        record_amax([parts["dx_amax"]], state[AMAX], _SLOT[dx_slot])
-    if transposed:
-        record_amax([parts["o_amax"]], state[AMAX], _SLOT[o_slot])
-    return dx, o, _steps.dgamma(parts["dgamma_partials"], gamma), dx_fp8, dx_fp8_t
-
-
-def _wgrad_fp8(dy_t: Tensor, x_t: Tensor, dy_slot: str, x_slot: str, state: Tensor, x_scales: Tensor,
-               buffer: Optional[Tensor], like: Tensor) -> Tensor:
-    """dW = dY^T X [N x K] from the transposed FP8 copies dy_t (e5m2, [N x M]) and x_t (e4m3, [K x M]) under their
-    slots' scales (dy's in `state`, x's in `x_scales`: the forward's scales where the forward made x_t): in `like`'s
-    dtype, or added into the f32 `buffer` (then an empty tensor)."""
-    n, m = dy_t.shape
-    k = x_t.shape[0]
-    ins = {"A": dy_t, "B": x_t.t(), "a_scale": _scale(state, dy_slot), "b_scale": _scale(x_scales, x_slot)}
-    return fp8_weight_gradient(ins, n, k, m, buffer, like, ("wgrad_fp8_accumulate", "dgrad_fp8"))
+    ins = {**r.gemm(dz.fp8, w), "x": x, "rstd": rstd, "s": s, "gamma": gamma, "dx_in": dx_in}
+    outs = [Out("o", o_slot, d, a=False, w=True)] + ([Out("dx", dx_slot, d, w=True, keep=True)] if dx_slot else [])
+    outputs = {} if dx_slot else {"dx": torch.empty_like(x)}
+    parts, made = r.launch("rmsnorm_backward_residual", ins, outputs, (m, d, dz.fp8.data.shape[1]),
+                           ("dgamma_partials",), outs, x, "" if dx_slot else "_bf16_dx")
+    made.setdefault("dx", Made(None, None, outputs.get("dx")))
+    return made, _steps.dgamma(parts["dgamma_partials"], gamma)
 
 
 @torch.library.custom_op("coda::decoder_layer_fp8_backward",
                          mutates_args=("state", "w_qkv_grad", "w_o_grad", "w_gate_up_grad", "w_down_grad"))
-def decoder_layer_fp8_backward(dx2: Tensor, x: Tensor, rstd: Tensor, attn_norm: Tensor, mlp_norm: Tensor,
-                               pos: Tensor, theta: Tensor, qkv: Tensor, out: Tensor, lse: Tensor, seed: Tensor,
-                               offset: Tensor, x1: Tensor, rstd1: Tensor, z: Tensor, t_qkv: Tensor, t_o: Tensor,
-                               t_gu: Tensor, t_d: Tensor, w_scales: Tensor, a_t: Tensor, scales: Tensor,
-                               state: Tensor, n_heads: int,
-                               seq_len: int, attention: str, fp8_wgrad: bool, w_qkv_grad: Optional[Tensor],
+def decoder_layer_fp8_backward(dx2: Tensor, saved: list[Tensor], state: list[Tensor], w_qkv_grad: Optional[Tensor],
                                w_o_grad: Optional[Tensor], w_gate_up_grad: Optional[Tensor],
-                               w_down_grad: Optional[Tensor]) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor,
-                                                                       Tensor]:
-    m, d = x.shape
-    f2 = z.shape[1]
-    dx2 = dx2.contiguous()
+                               w_down_grad: Optional[Tensor], config: str) -> tuple[(Tensor,) * 7]:
+    """saved: Saved's fields; state: tensorwise's Fp8Scaling state (its gradients' scales, and where their amax
+    goes), or none. Returns dx, d_attn_norm, d_mlp_norm and the four dW (empty where added into a buffer)."""
+    cfg, sv = Config.parse(config), Saved(*saved)
+    st = state[0] if state else None
+    r = RECIPES[cfg.recipe](cfg.fp8_wgrad, st, st[AMAX] if st is not None else None, sv.scales)
+    w_qkv, w_o, w_gate_up, w_down = _weights_t(sv)
+    x, m, d, f2 = sv.x, *sv.x.shape, sv.z.shape[1]
     # MLP: dy = dx2 W_d with SwiGLU's backward in the epilogue, then the norm backward with dx2 joined.
-    backward = {"A": None, "B": t_d.t(), "a_scale": _scale(state, "dx2"), "b_scale": w_scales[_W_D], "z": z,
-                "dz_fp8_inv_scale": _inv(state, "dz_mlp")}
-    dz_fp8 = torch.empty(m, f2, dtype=_E5M2, device=x.device)
-    if fp8_wgrad:
-        backward["A"], dx2_t = quantize(dx2, "e5m2", _inv(state, "dx2"), state[AMAX], _SLOT["dx2"], transposed=True)
-        dz_t = torch.empty(f2, m, dtype=_E5M2, device=x.device)
-        y_t = torch.empty(f2 // 2, m, dtype=_E4M3, device=x.device)
-        # y recomputed from z, quantized under the scale the forward's y had.
-        parts = run("swiglu_backward_fp8_t", {**backward, "y_fp8_inv_scale": _inv(scales, "y")},
-                    {"dz_fp8": dz_fp8, "dz_fp8_t": dz_t, "y_fp8_t": y_t}, m, f2 // 2, d,
-                    partials=("zdz_partials", "dz_amax"))
-    else:
-        backward["A"] = quantize(dx2, "e5m2", _inv(state, "dx2"), state[AMAX], _SLOT["dx2"])
-        dz = torch.empty_like(z)
-        y = z.new_empty(m, f2 // 2)
-        parts = run("swiglu_backward_fp8", backward, {"dz": dz, "y": y, "dz_fp8": dz_fp8}, m, f2 // 2, d,
-                    partials=("zdz_partials", "dz_amax"))
-    record_amax([parts["dz_amax"]], state[AMAX], _SLOT["dz_mlp"])
-    s = _steps.s_factor(parts["zdz_partials"], m, d, x1)
-    o_slot = "o_mlp" if fp8_wgrad else None
-    dx1, o, d_mlp_norm, dx1_fp8, dx1_t = _norm_backward_fp8("rmsnorm_backward_residual_fp8", dz_fp8, "dz_mlp", t_gu,
-                                                            w_scales[_W_GU], x1, rstd1, s, mlp_norm, dx2, state, "dx1",
-                                                            o_slot)
-    if fp8_wgrad:
-        dw_down = _wgrad_fp8(dx2_t, y_t, "dx2", "y", state, scales, w_down_grad, x)
-        dw_gate_up = _wgrad_fp8(dz_t, o, "dz_mlp", "o_mlp", state, state, w_gate_up_grad, x)
-    else:
-        dw_down = _steps.wgrad(dx2, y, w_down_grad)
-        dw_gate_up = _steps.wgrad(dz, o, w_gate_up_grad)
-
+    dx2 = r.quantize(dx2.contiguous(), "dx2", w=True)
+    parts, made = r.launch("swiglu_backward", {**r.gemm(dx2.fp8, w_down), "z": sv.z}, {}, (m, f2 // 2, d),
+                           ("zdz_partials",), [Out("dz", "dz_mlp", f2, w=True),
+                                               Out("y", "y", f2 // 2, a=False, w=True, recomputed=True)], x)
+    dz, s = made["dz"], _steps.s_factor(parts["zdz_partials"], m, d, sv.x1)
+    norm, d_mlp_norm = _norm_backward(r, dz, w_gate_up, sv.x1, sv.rstd1, s, sv.mlp_norm, dx2.bf16, "o_mlp", "dx1")
+    dx1 = norm["dx"]
+    dw_down = r.wgrad(dx2.wgrad, made["y"].wgrad, w_down_grad, x)
+    dw_gate_up = r.wgrad(dz.wgrad, norm["o"].wgrad, w_gate_up_grad, x)
     # Attention: the out-projection's dgrad, attention's backward, RoPE's backward, the norm backward with dx1 joined.
-    widths = _ops._Widths(t_qkv.t(), t_o.t(), n_heads)
+    widths = _ops._Widths(w_qkv.data.t(), w_o.data.t(), cfg.n_heads)
     da = x.new_empty(m, widths.q)
-    run("dgrad_fp8", {"A": dx1_fp8, "B": t_o.t(), "a_scale": _scale(state, "dx1"), "b_scale": w_scales[_W_O]},
-        {"D": da}, m, widths.q, d)
-    if fp8_wgrad:
-        dw_o = _wgrad_fp8(dx1_t, a_t, "dx1", "attn_out", state, scales, w_o_grad, x)
-    else:
-        dw_o = _steps.wgrad(dx1, _ops._attention_input(qkv, out, widths, attention), w_o_grad)
-    blocks = _ops._attention_gradient_blocks(da, qkv, out, lse, seed, offset, widths, seq_len, n_heads, attention)
-    dzq, dzq_fp8, zdz = _rope_backward_fp8(blocks, qkv, pos, theta, state, fp8_wgrad)
+    run(r.graph("dgrad"), r.gemm(dx1.fp8, w_o), {"D": da}, m, widths.q, d)
+    # Attention's output as the forward quantized it (its transposed copy) or, in bf16, read again.
+    a = r.forward_operand(sv.a_t, "attn_out") if sv.a_t.numel() else _ops._attention_input(sv.qkv, sv.out, widths,
+                                                                                         cfg.attention)
+    dw_o = r.wgrad(dx1.wgrad, a, w_o_grad, x)
+    blocks = _ops._attention_gradient_blocks(da, sv.qkv, sv.out, sv.lse, sv.seed, sv.offset, widths, cfg.seq_len,
+                                             cfg.n_heads, cfg.attention)
+    dzq, zdz = _rope_backward(r, blocks, sv.qkv, sv.pos, sv.theta)
     s = _steps.s_factor(zdz, m, d, x)
-    dx, o, d_attn_norm, _, _ = _norm_backward_fp8("rmsnorm_backward_residual_fp8_bf16_dx", dzq_fp8, "dz_qkv", t_qkv,
-                                                  w_scales[_W_QKV], x, rstd, s, attn_norm, dx1, state, None,
-                                                  "o_qkv" if fp8_wgrad else None)
-    if fp8_wgrad:  # dzq is dz's transposed e5m2 copy
-        dw_qkv = _wgrad_fp8(dzq, o, "dz_qkv", "o_qkv", state, state, w_qkv_grad, x)
-    else:
-        dw_qkv = _steps.wgrad(dzq, o, w_qkv_grad)
-    return dx, d_attn_norm, d_mlp_norm, dw_qkv, dw_o, dw_gate_up, dw_down
+    norm, d_attn_norm = _norm_backward(r, dzq, w_qkv, x, sv.rstd, s, sv.attn_norm, dx1.bf16, "o_qkv", None)
+    dw_qkv = r.wgrad(dzq.wgrad, norm["o"].wgrad, w_qkv_grad, x)
+    return norm["dx"].bf16, d_attn_norm, d_mlp_norm, dw_qkv, dw_o, dw_gate_up, dw_down
 
 
 @fake(decoder_layer_fp8_backward)
-def _(dx2, x, rstd, attn_norm, mlp_norm, pos, theta, qkv, out, lse, seed, offset, x1, rstd1, z, t_qkv, t_o, t_gu, t_d,
-      w_scales, a_t, scales, state, n_heads, seq_len, attention, fp8_wgrad, w_qkv_grad, w_o_grad, w_gate_up_grad,
-      w_down_grad):
-    grads = [weight_grad_like(x, t, b)
-             for t, b in ((t_qkv, w_qkv_grad), (t_o, w_o_grad), (t_gu, w_gate_up_grad), (t_d, w_down_grad))]
-    return (torch.empty_like(x), torch.empty_like(attn_norm), torch.empty_like(mlp_norm), *grads)
-
-
-_INPUTS = 25  # decoder_layer_fp8's arguments
+def _(dx2, saved, state, w_qkv_grad, w_o_grad, w_gate_up_grad, w_down_grad, config):
+    sv = Saved(*saved)
+    grads = [sv.x.new_empty(0) if b is not None else sv.x.new_empty(t.shape[1], t.shape[0])
+             for t, b in zip((sv.w_qkv_t, sv.w_o_t, sv.w_gate_up_t, sv.w_down_t),
+                             (w_qkv_grad, w_o_grad, w_gate_up_grad, w_down_grad))]
+    return torch.empty_like(sv.x), torch.empty_like(sv.attn_norm), torch.empty_like(sv.mlp_norm), *grads
 
 
 def _setup(ctx, inputs, output):
-    (x, h, h_scale, rstd, attn_norm, w_qkv, w_o, mlp_norm, w_gate_up, w_down, next_gamma, pos, theta, scales, state,
-     eps, n_heads, seq_len, attention, fp8_out, fp8_wgrad, *buffers) = inputs
-    ctx.n_heads, ctx.seq_len, ctx.attention, ctx.fp8_wgrad = n_heads, seq_len, attention, fp8_wgrad
-    ctx.save_for_backward(x, rstd, attn_norm, mlp_norm, pos, theta, *output[4:], scales, *buffers)
-    # Not saved as a tensor: the backward writes this step's gradient amaxes into it (as embedding's w_grad).
-    ctx.state = state
-    ctx.weight_dtypes = tuple(w.dtype for w in (w_qkv, w_o, w_gate_up, w_down))
+    x, (h, h_scale, rstd), weights, (attn_norm, mlp_norm, _), (pos, theta), delayed, buffers, config = inputs
+    ctx.config = config
+    # The state is not saved as a tensor: the backward writes this step's gradient amaxes into it.
+    ctx.state, ctx.lists = delayed[1:], [len(v) for v in inputs[1:6]]
+    ctx.no_buffers = all(b is None for b in buffers)
+    ctx.save_for_backward(x, rstd, attn_norm, mlp_norm, pos, theta, *output[_OUTPUTS:],
+                          delayed[0] if delayed else x.new_empty(0), *buffers)
+    ctx.weight_dtypes = [w.dtype for w in weights]
     no_gradient(ctx, *output[1:])
 
 
 def _grad(ctx, dx2, *no_grads):
+    # A list of gradients for each list of tensors; torch.library takes a list of Nones alone as one.
+    nothing = [[None] * n for n in ctx.lists] + [None if ctx.no_buffers else [None] * 4]
     if dx2 is None:  # x2 reached no loss
-        return (None,) * _INPUTS
+        return None, *nothing, None
     saved = ctx.saved_tensors
-    x, rstd, attn_norm, mlp_norm, pos, theta = saved[:6]
-    qkv, out, lse, seed, offset, x1, rstd1, z, t_qkv, t_o, t_gu, t_d, w_scales, a_t, scales = saved[6:21]
-    buffers = saved[21:]
-    dx, d_attn, d_mlp, *dws = torch.ops.coda.decoder_layer_fp8_backward(
-        dx2, x, rstd, attn_norm, mlp_norm, pos, theta, qkv, out, lse, seed, offset, x1, rstd1, z, t_qkv, t_o, t_gu,
-        t_d, w_scales, a_t, scales, ctx.state, ctx.n_heads, ctx.seq_len, ctx.attention, ctx.fp8_wgrad, *buffers)
+    buffers = saved[_SAVED:]
+    dx, d_attn, d_mlp, *dws = torch.ops.coda.decoder_layer_fp8_backward(dx2, list(saved[:_SAVED]), ctx.state,
+                                                                        *buffers, ctx.config)
     dws = [None if b is not None else dw.to(dtype) for dw, b, dtype in zip(dws, buffers, ctx.weight_dtypes)]
-    return (dx, None, None, None, d_attn, dws[0], dws[1], d_mlp, dws[2], dws[3]) + (None,) * (_INPUTS - 10)
+    return dx, nothing[0], dws, [d_attn, d_mlp, None], *nothing[3:], None
 
 
 decoder_layer_fp8.register_autograd(_grad, setup_context=_setup)
 
 
+def _no_gradient(op, inputs: int) -> None:
+    op.register_autograd(lambda ctx, *grads: (None,) * inputs,
+                         setup_context=lambda ctx, inputs, output: no_gradient(ctx, *output))
+
+
 @torch.library.custom_op("coda::rms_stats_fp8", mutates_args=())
 def rms_stats_fp8(x: Tensor, gamma: Tensor, eps: float, inv_scale: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-    """The embedding entry in FP8: h_fp8 = x * gamma * inv_scale (e4m3), rstd, and h's amax (0-dim, for
-    Fp8Scaling.record)."""
+    """The embedding entry under a delayed scale: h_fp8 = x * gamma * inv_scale (e4m3), rstd, and h's amax (0-dim,
+    for Fp8Scaling.record)."""
     m, d = x.shape
     h = torch.empty(m, d, dtype=_E4M3, device=x.device)
     parts = run("rms_entry_fp8", {"x": x.contiguous(), "gamma": gamma, "h_fp8_inv_scale": inv_scale},
@@ -336,8 +299,30 @@ def _(x, gamma, eps, inv_scale):
             x.new_empty(1, dtype=torch.float32))
 
 
-def _rms_stats_fp8_setup(ctx, inputs, output):
-    no_gradient(ctx, *output)
+_no_gradient(rms_stats_fp8, 4)
 
 
-rms_stats_fp8.register_autograd(lambda ctx, dh, drstd, damax: (None,) * 4, setup_context=_rms_stats_fp8_setup)
+def _stateless_entry(recipe: str):
+    """coda::rms_stats_fp8_<recipe>, the embedding entry of a recipe without state: (h_fp8 = x * gamma under its
+    scales, rstd, the scales: rowwise f32 [M], blockwise f32 [ceil(d / 128) x M])."""
+
+    def entry(x: Tensor, gamma: Tensor, eps: float) -> tuple[Tensor, Tensor, Tensor]:
+        m, d = x.shape
+        x = x.contiguous()
+        parts, made = RECIPES[recipe](False).launch("rms_entry", {"x": x, "gamma": gamma}, {}, (m, d),
+                                                    ("x1_sumsq",), [Out("h", "h_mlp", d, x, gamma)], x)
+        return made["h"].fp8.data, _steps.rstd(parts["x1_sumsq"], m, d, eps, x), made["h"].fp8.scale
+
+    op = torch.library.custom_op(f"coda::rms_stats_fp8_{recipe}", entry, mutates_args=())
+
+    @fake(op)
+    def _(x, gamma, eps):
+        m, d = x.shape
+        return (x.new_empty(x.shape, dtype=_E4M3), x.new_empty(m, dtype=_ops.acc_dtype(x)),
+                x.new_empty((m,) if recipe == "rowwise" else (_blocks(d), m), dtype=torch.float32))
+
+    _no_gradient(op, 3)
+    return op
+
+
+rms_stats_fp8_rowwise, rms_stats_fp8_blockwise = _stateless_entry("rowwise"), _stateless_entry("blockwise")
