@@ -225,7 +225,7 @@ def test_rowwise_fp8_weight_gradients_quantize_each_column_and_match_their_emula
 def test_blockwise_fp8_weight_gradients_quantize_each_column_in_groups_of_128_tokens():
     # dY [M x N] and X [M x K] at M = 300 tokens (groups of 128, 128 and 44), each column's groups of magnitudes 1 to
     # 100 (spread's factors, transposed): a scale read for the wrong column or the wrong group of tokens is off by up
-    # to 100x. Against the emulation (reference._Fp8BlockGemm's FP8 dW): q(dY^T) q(X^T)^T.
+    # to 100x. Against the emulation (reference._Blockwise.weight_gradient): q(dY^T) q(X^T)^T.
     blockwise = fp8_recipes.Blockwise(True)
     dy = spread(grid(300, 300, seed=80), 81, rows=4.6, cols=4.6).t().contiguous()
     x = spread(grid(260, 300, seed=82), 83, rows=4.6, cols=4.6).t().contiguous()

@@ -37,37 +37,27 @@ def _wgrad_accumulate():
     return g
 
 
-def _zero_grad():
-    # The attention-free stand-in's Q and K gradient, 0 * values (as eager's v + 0 * (q + k) gives), with its
-    # zero row partials, so that RoPE backward's other blocks share one dz buffer and one partials buffer.
-    g = coda.Graph.tile("zero_grad")
-    zero = g.mul(g.tile_input("values", coda.bf16), g.constant(0.0), name="zero")
-    g.store(zero, "dz", coda.bf16)
-    g.reduce_row(zero, coda.ReduceOp.Sum, "zdz_partials")
-    return g
+def _zero_grad(fp8: bool = False, transposed: bool = False):
+    """The attention-free stand-in's Q and K gradient, 0 * values (as eager's v + 0 * (q + k) gives), with its zero
+    row partials, so that RoPE backward's other blocks share one dz buffer and one partials buffer. For the FP8
+    layer's RoPE backward also dz in e5m2 (zeros) and its amax partials (zeros); `transposed` (FP8 weight
+    gradients): dz in e5m2 both ways and no bf16 dz."""
+    name = "zero_grad" + ("_fp8" if fp8 else "") + ("_t" if transposed else "")
 
-
-def _zero_grad_fp8():
-    # _zero_grad for the FP8 layer's RoPE backward: also dz in e5m2 (zeros) and its amax partials (zeros).
-    g = coda.Graph.tile("zero_grad_fp8")
-    zero = g.mul(g.tile_input("values", coda.bf16), g.constant(0.0), name="zero")
-    g.store(zero, "dz", coda.bf16)
-    g.reduce_row(zero, coda.ReduceOp.Sum, "zdz_partials")
-    g.store(g.mul(zero, g.scalar("dz_fp8_inv_scale"), name="zero_quantized"), "dz_fp8", coda.e5m2)
-    g.reduce_row(g.abs(zero, name="zero_magnitude"), coda.ReduceOp.Max, "dz_amax")
-    return g
-
-
-def _zero_grad_fp8_t():
-    # _zero_grad_fp8 for FP8 weight gradients: dz in e5m2 both ways (zeros), no bf16 dz.
-    g = coda.Graph.tile("zero_grad_fp8_t")
-    zero = g.mul(g.tile_input("values", coda.bf16), g.constant(0.0), name="zero")
-    g.reduce_row(zero, coda.ReduceOp.Sum, "zdz_partials")
-    quantized = g.mul(zero, g.scalar("dz_fp8_inv_scale"), name="zero_quantized")
-    g.store(quantized, "dz_fp8", coda.e5m2)
-    g.store_transposed(quantized, "dz_fp8_t", coda.e5m2)
-    g.reduce_row(g.abs(zero, name="zero_magnitude"), coda.ReduceOp.Max, "dz_amax")
-    return g
+    def build():
+        g = coda.Graph.tile(name)
+        zero = g.mul(g.tile_input("values", coda.bf16), g.constant(0.0), name="zero")
+        if not transposed:
+            g.store(zero, "dz", coda.bf16)
+        g.reduce_row(zero, coda.ReduceOp.Sum, "zdz_partials")
+        if fp8:
+            quantized = g.mul(zero, g.scalar("dz_fp8_inv_scale"), name="zero_quantized")
+            g.store(quantized, "dz_fp8", coda.e5m2)
+            if transposed:
+                g.store_transposed(quantized, "dz_fp8_t", coda.e5m2)
+            g.reduce_row(g.abs(zero, name="zero_magnitude"), coda.ReduceOp.Max, "dz_amax")
+        return g
+    return name, build
 
 
 def scaled_mm_name(recipe: str, fp8_a: str, fp8_b: str) -> str:
@@ -103,9 +93,7 @@ _LOCAL = {
     "dgrad": _dgrad,
     "wgrad_store": _wgrad_store,
     "wgrad_accumulate": _wgrad_accumulate,
-    "zero_grad": _zero_grad,
-    "zero_grad_fp8": _zero_grad_fp8,
-    "zero_grad_fp8_t": _zero_grad_fp8_t,
+    **dict(_zero_grad(*flags) for flags in ((False, False), (True, False), (True, True))),
     **{scaled_mm_name(recipe, fp8_a, fp8_b): _scaled_mm(recipe, fp8_a, fp8_b)
        for recipe in ("tensorwise", "rowwise", "blockwise", "blockwise_1x128") for fp8_a in ("e4m3", "e5m2")
        for fp8_b in ("e4m3", "e5m2")},

@@ -121,54 +121,75 @@ def fp8_weight_scales(w: Tensor) -> tuple[float, float]:
     return float(amax / 448.0), float(448.0 / amax)
 
 
-class _Fp8Gemm(torch.autograd.Function):
-    """rows * (fp8(source) @ fp8(w)^T) in the forward, where `a` is what source stands for in the backward (source =
-    a, or rms_norm's input times gamma where rows = rstd); the backward as the recipe: da = fp8(dy, e5m2) @ fp8(w),
-    dw = dy^T a in full precision, or with wgrad_scales (FP8 weight gradients) fp8(dy, e5m2)^T fp8(a, e4m3) under
-    wgrad_scales."""
+class _Emulated(torch.autograd.Function):
+    """rows * (q(source) @ q(w)^T) in the forward, where `a` is what source stands for in the backward (source = a,
+    or rms_norm's input times gamma where rows = rstd); the backward as the recipe has it: da = q(dy) @ q'(w), and
+    dw = dy^T a in full precision or, where the emulation has FP8 weight gradients, in FP8. Each q is the
+    emulation's (a recipe's policy), for the GEMM named by `gemm` (qkv, o, gate_up or down)."""
 
     @staticmethod
-    def forward(ctx, a, source, w, rows, a_scales, g_scales, wgrad_scales=None):
-        w_scales = fp8_weight_scales(w)
-        w_q = fp8_round(w.detach(), *w_scales, "e4m3")
-        y = fp8_round(source.detach(), *a_scales, "e4m3") @ w_q.t()
+    def forward(ctx, a, source, w, rows, emulation, gemm):
+        w_forward, w_dgrad = emulation.weight(w.detach())
+        y = emulation.activation(source.detach(), gemm) @ w_forward.t()
         if rows is not None:
             y = rows[:, None] * y
-        ctx.save_for_backward(a, w_q)
-        ctx.g_scales, ctx.wgrad_scales = g_scales, wgrad_scales
+        ctx.save_for_backward(a, w_dgrad)
+        ctx.emulation, ctx.gemm = emulation, gemm
         return y
 
     @staticmethod
     def backward(ctx, dy):
-        a, w_q = ctx.saved_tensors
-        dy_q = fp8_round(dy, *ctx.g_scales, "e5m2")
-        if ctx.wgrad_scales is None:
-            dw = dy.t() @ a
-        else:
-            dw = dy_q.t() @ fp8_round(a.detach(), *ctx.wgrad_scales, "e4m3")
-        return dy_q @ w_q, None, dw, None, None, None, None
+        a, w_dgrad = ctx.saved_tensors
+        em = ctx.emulation
+        dy_q = em.gradient(dy, ctx.gemm)
+        dw = em.weight_gradient(dy, dy_q, a.detach(), ctx.gemm) if em.fp8_wgrad else dy.t() @ a
+        return dy_q @ w_dgrad, None, dw, None, None, None
 
 
-def fp8_decoder_layer(layer, x: Tensor, pos: Tensor, seq_len: int, h_scales: tuple[float, float],
-                      scales: dict, fp8_wgrad: bool = False) -> Tensor:
-    """An FP8 LlamaDecoderLayer's forward (and, through autograd, backward) in eager PyTorch: h_scales = (scale,
-    inv_scale) of its input h, scales = {slot: (scale, inv_scale)} of ops_fp8_layer.SLOTS as the layer used them.
-    fp8_wgrad: the weight gradients in FP8 too, each activation under its slot's scale (o_qkv and o_mlp: the
-    normalized inputs of QKV and gate/up)."""
-    def wgrad(slot):
-        return scales[slot] if fp8_wgrad else None
-
+def _emulated_layer(layer, x: Tensor, pos: Tensor, seq_len: int, emulation) -> Tensor:
+    """An FP8 LlamaDecoderLayer's forward (and, through autograd, backward) in eager PyTorch, each GEMM _Emulated."""
     def normed(t, gamma):
         rstd = torch.rsqrt(t.pow(2).mean(-1) + layer.eps)
         return t * rstd[:, None] * gamma, (t * gamma).detach(), rstd.detach()
 
     u, h, rstd = normed(x, layer.attn_norm)
-    qkv = rope(_Fp8Gemm.apply(u, h, layer.w_qkv, rstd, h_scales, scales["dz_qkv"], wgrad("o_qkv")), pos, layer.theta)
+    qkv = rope(_Emulated.apply(u, h, layer.w_qkv, rstd, emulation, "qkv"), pos, layer.theta)
     a = attend(qkv, layer.n_heads, seq_len, layer.attention, layer.n_kv_heads, layer.head_dim)
-    x1 = x + _Fp8Gemm.apply(a, a, layer.w_o, None, scales["attn_out"], scales["dx1"], wgrad("attn_out"))
+    x1 = x + _Emulated.apply(a, a, layer.w_o, None, emulation, "o")
     u1, h1, rstd1 = normed(x1, layer.mlp_norm)
-    y = swiglu(_Fp8Gemm.apply(u1, h1, layer.w_gate_up, rstd1, scales["h_mlp"], scales["dz_mlp"], wgrad("o_mlp")))
-    return x1 + _Fp8Gemm.apply(y, y, layer.w_down, None, scales["y"], scales["dx2"], wgrad("y"))
+    y = swiglu(_Emulated.apply(u1, h1, layer.w_gate_up, rstd1, emulation, "gate_up"))
+    return x1 + _Emulated.apply(y, y, layer.w_down, None, emulation, "down")
+
+
+class _Tensorwise:
+    """Tensorwise FP8: every tensor under its slot's (scale, inv_scale), e4m3 forward, e5m2 gradients."""
+    # Each GEMM's slots: its A, its gradient dy, and its activation in an FP8 weight gradient.
+    SLOTS = {"qkv": ("h", "dz_qkv", "o_qkv"), "o": ("attn_out", "dx1", "attn_out"),
+             "gate_up": ("h_mlp", "dz_mlp", "o_mlp"), "down": ("y", "dx2", "y")}
+
+    def __init__(self, scales: dict, fp8_wgrad: bool):
+        self.scales, self.fp8_wgrad = scales, fp8_wgrad
+
+    def weight(self, w):
+        w_q = fp8_round(w, *fp8_weight_scales(w), "e4m3")
+        return w_q, w_q
+
+    def activation(self, t, gemm):
+        return fp8_round(t, *self.scales[self.SLOTS[gemm][0]], "e4m3")
+
+    def gradient(self, dy, gemm):
+        return fp8_round(dy, *self.scales[self.SLOTS[gemm][1]], "e5m2")
+
+    def weight_gradient(self, dy, dy_q, a, gemm):
+        return dy_q.t() @ fp8_round(a, *self.scales[self.SLOTS[gemm][2]], "e4m3")
+
+
+def fp8_decoder_layer(layer, x: Tensor, pos: Tensor, seq_len: int, h_scales: tuple[float, float],
+                      scales: dict, fp8_wgrad: bool = False) -> Tensor:
+    """A tensorwise FP8 layer emulated: h_scales = (scale, inv_scale) of its input h, scales = {slot: (scale,
+    inv_scale)} of fp8_recipes.SLOTS as the layer used them. fp8_wgrad: the weight gradients in FP8 too, each
+    activation under its slot's scale (o_qkv and o_mlp: the normalized inputs of QKV and gate/up)."""
+    return _emulated_layer(layer, x, pos, seq_len, _Tensorwise({**scales, "h": h_scales}, fp8_wgrad))
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -200,89 +221,58 @@ def fp8_weight_block_round(w: Tensor) -> Tensor:
     return _block_round(padded, (1, 3)).view(nb * _BLOCK, kb * _BLOCK)[:n, :k]
 
 
-class _Fp8BlockGemm(torch.autograd.Function):
-    """_Fp8Gemm with block-wise scales: forward rows * (q(source) @ q(w)^T); backward da = q(dy) @ q(w), with dy's
-    groups `grad_group` columns wide, and dw = dy^T a in full precision or, with fp8_wgrad, q(dy^T) @ q(a^T)^T (both
-    in groups of 128 tokens)."""
+class _Blockwise:
+    """Block-wise FP8: weights by 128 x 128 blocks, activations and gradients by 1 x 128 groups. SwiGLU's gradient
+    dz is interleaved gate/up, as its epilogue writes it two GEMM columns at a time: its groups are 256 of its
+    columns. FP8 weight gradients: q(dy^T) @ q(a^T)^T, both in groups of 128 tokens."""
 
-    @staticmethod
-    def forward(ctx, a, source, w, rows, grad_group, fp8_wgrad=False):
-        w_q = fp8_weight_block_round(w.detach())
-        y = fp8_group_round(source.detach()) @ w_q.t()
-        if rows is not None:
-            y = rows[:, None] * y
-        ctx.save_for_backward(a, w_q)
-        ctx.grad_group, ctx.fp8_wgrad = grad_group, fp8_wgrad
-        return y
+    def __init__(self, fp8_wgrad: bool):
+        self.fp8_wgrad = fp8_wgrad
 
-    @staticmethod
-    def backward(ctx, dy):
-        a, w_q = ctx.saved_tensors
-        if ctx.fp8_wgrad:
-            dw = fp8_group_round(dy.t()) @ fp8_group_round(a.detach().t()).t()
-        else:
-            dw = dy.t() @ a
-        return fp8_group_round(dy, ctx.grad_group) @ w_q, None, dw, None, None, None
+    def weight(self, w):
+        w_q = fp8_weight_block_round(w)
+        return w_q, w_q
+
+    def activation(self, t, gemm):
+        return fp8_group_round(t)
+
+    def gradient(self, dy, gemm):
+        return fp8_group_round(dy, 2 * _BLOCK if gemm == "gate_up" else _BLOCK)
+
+    def weight_gradient(self, dy, dy_q, a, gemm):
+        return fp8_group_round(dy.t()) @ fp8_group_round(a.t()).t()
 
 
 def fp8_blockwise_decoder_layer(layer, x: Tensor, pos: Tensor, seq_len: int, fp8_wgrad: bool = False) -> Tensor:
-    """A block-wise FP8 LlamaDecoderLayer's forward (and, through autograd, backward) in eager PyTorch; fp8_wgrad: its
-    weight gradients in FP8 too. SwiGLU's gradient dz is interleaved gate/up, as its epilogue writes it two GEMM
-    columns at a time: its groups are 256 of its columns."""
-    def normed(t, gamma):
-        rstd = torch.rsqrt(t.pow(2).mean(-1) + layer.eps)
-        return t * rstd[:, None] * gamma, (t * gamma).detach(), rstd.detach()
-
-    u, h, rstd = normed(x, layer.attn_norm)
-    qkv = rope(_Fp8BlockGemm.apply(u, h, layer.w_qkv, rstd, _BLOCK, fp8_wgrad), pos, layer.theta)
-    a = attend(qkv, layer.n_heads, seq_len, layer.attention, layer.n_kv_heads, layer.head_dim)
-    x1 = x + _Fp8BlockGemm.apply(a, a, layer.w_o, None, _BLOCK, fp8_wgrad)
-    u1, h1, rstd1 = normed(x1, layer.mlp_norm)
-    y = swiglu(_Fp8BlockGemm.apply(u1, h1, layer.w_gate_up, rstd1, 2 * _BLOCK, fp8_wgrad))
-    return x1 + _Fp8BlockGemm.apply(y, y, layer.w_down, None, _BLOCK, fp8_wgrad)
+    """A block-wise FP8 layer emulated; fp8_wgrad: its weight gradients in FP8 too."""
+    return _emulated_layer(layer, x, pos, seq_len, _Blockwise(fp8_wgrad))
 
 
 # ---------------------------------------------------------------------------------------------------------
 # Row-wise FP8 (coda.torch.fp8's "rowwise" recipe): activations and gradients under a scale per row, weights per
 # output channel (row) in the forward and per input channel (column) in the dgrads.
 
-class _Fp8RowGemm(torch.autograd.Function):
-    """_Fp8Gemm with row-wise scales: forward rows * (q_rows(source) @ q_rows(w)^T); backward da = q_rows(dy) @
-    q_columns(w), dw = dy^T a in full precision or, with fp8_wgrad, q_columns(dy)^T q_columns(a) (a scale per
-    channel over the tokens)."""
-
-    @staticmethod
-    def forward(ctx, a, source, w, rows, fp8_wgrad):
-        y = _block_round(source.detach(), 1) @ _block_round(w.detach(), 1).t()
-        if rows is not None:
-            y = rows[:, None] * y
-        ctx.save_for_backward(a, _block_round(w.detach(), 0))
-        ctx.fp8_wgrad = fp8_wgrad
-        return y
-
-    @staticmethod
-    def backward(ctx, dy):
-        a, w_q = ctx.saved_tensors
-        dw = _block_round(dy, 0).t() @ _block_round(a.detach(), 0) if ctx.fp8_wgrad else dy.t() @ a
-        return _block_round(dy, 1) @ w_q, None, dw, None, None
-
-
 def fp8_row_round(t: Tensor) -> Tensor:
     """t [M x N] as a row-wise FP8 GEMM sees its A: each row under its own scale."""
     return _block_round(t, 1)
 
 
-def fp8_rowwise_decoder_layer(layer, x: Tensor, pos: Tensor, seq_len: int, fp8_wgrad: bool = False) -> Tensor:
-    """A row-wise FP8 LlamaDecoderLayer's forward (and, through autograd, backward) in eager PyTorch; fp8_wgrad: its
-    weight gradients in FP8 too."""
-    def normed(t, gamma):
-        rstd = torch.rsqrt(t.pow(2).mean(-1) + layer.eps)
-        return t * rstd[:, None] * gamma, (t * gamma).detach(), rstd.detach()
+class _Rowwise(_Blockwise):
+    """Row-wise FP8: FP8 weight gradients as q_columns(dy)^T q_columns(a) (a scale per channel over the tokens)."""
 
-    u, h, rstd = normed(x, layer.attn_norm)
-    qkv = rope(_Fp8RowGemm.apply(u, h, layer.w_qkv, rstd, fp8_wgrad), pos, layer.theta)
-    a = attend(qkv, layer.n_heads, seq_len, layer.attention, layer.n_kv_heads, layer.head_dim)
-    x1 = x + _Fp8RowGemm.apply(a, a, layer.w_o, None, fp8_wgrad)
-    u1, h1, rstd1 = normed(x1, layer.mlp_norm)
-    y = swiglu(_Fp8RowGemm.apply(u1, h1, layer.w_gate_up, rstd1, fp8_wgrad))
-    return x1 + _Fp8RowGemm.apply(y, y, layer.w_down, None, fp8_wgrad)
+    def weight(self, w):
+        return _block_round(w, 1), _block_round(w, 0)
+
+    def activation(self, t, gemm):
+        return _block_round(t, 1)
+
+    def gradient(self, dy, gemm):
+        return _block_round(dy, 1)
+
+    def weight_gradient(self, dy, dy_q, a, gemm):
+        return _block_round(dy, 0).t() @ _block_round(a, 0)
+
+
+def fp8_rowwise_decoder_layer(layer, x: Tensor, pos: Tensor, seq_len: int, fp8_wgrad: bool = False) -> Tensor:
+    """A row-wise FP8 layer emulated; fp8_wgrad: its weight gradients in FP8 too."""
+    return _emulated_layer(layer, x, pos, seq_len, _Rowwise(fp8_wgrad))
