@@ -36,8 +36,6 @@ std::string templates_digest() {
 
 std::string cache_key(const CacheKeyParts& parts) {
     std::string text = fmt::format("coda-kernel-key format={}\n", kCacheFormatVersion);
-    append_field(text, "graph", parts.graph_text);
-    append_field(text, "config", parts.config_text);
     append_field(text, "source", parts.source_digest);
     append_field(text, "templates", parts.template_digest);
     append_field(text, "nvrtc", parts.nvrtc_version);

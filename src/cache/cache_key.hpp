@@ -1,6 +1,6 @@
-// Cache keys: a SHA-256 over everything that determines a kernel's cubin (graph, tile config, the generated source,
-// templates, NVRTC version, arch, flags), so that a key hit can never hand back a kernel built from other inputs,
-// also after an upgrade of coda's code generator.
+// Cache keys: a SHA-256 over everything that determines a kernel's cubin (the generated source, which holds the graph
+// and the tile config, the templates, NVRTC version, arch, flags), so that a key hit can never hand back a kernel
+// built from other inputs, also after an upgrade of coda's code generator.
 #pragma once
 
 #include <string>
@@ -9,12 +9,13 @@
 namespace coda {
 
 // Bumped whenever the on-disk entry format or the key recipe changes; old entries then simply miss.
-constexpr int kCacheFormatVersion = 3;
+// 4: the key no longer repeats the graph's text and the config beside the source that holds both.
+constexpr int kCacheFormatVersion = 4;
 
+// The graph and its tile config enter through the source alone: its banner holds the graph's canonical text, hash and
+// config, and its code everything generated from them (each line of the functor, the template's parameters).
 struct CacheKeyParts {
-    std::string graph_text;       // canonical text of the graph
-    std::string config_text;      // canonical text of the tile configuration
-    std::string source_digest;    // SHA-256 of the whole generated CUDA source: covers the code generator
+    std::string source_digest;    // SHA-256 of the whole generated CUDA source: graph, config and code generator
     std::string template_digest;  // templates_digest()
     std::string nvrtc_version;    // nvrtc_version()
     std::string arch;             // e.g. "sm_90a"

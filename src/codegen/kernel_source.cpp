@@ -35,28 +35,27 @@ void check_arch(const Graph& g, const std::string& arch) {
                                     g.name(), to_string(n.dtype), n.name, arch));
 }
 
-std::string banner(const Graph& g, const std::string& config_text, const std::string& arch, const KernelTemplate& k) {
+std::string banner(const std::string& graph_text, const std::string& hash, const std::string& config_text,
+                   const std::string& arch, const KernelTemplate& k) {
     std::string out = "// coda generated kernel\n";
-    std::istringstream text(to_text(g));
+    std::istringstream text(graph_text);
     for (std::string line; std::getline(text, line);) out += "//   " + line + "\n";
-    out += fmt::format("// hash: {}\n", graph_hash(g));
+    out += fmt::format("// hash: {}\n", hash);
     out += fmt::format("// arch: {}\n", arch);
     out += fmt::format("// config: {}\n", config_text);
     out += fmt::format("// kernel: {}\n", k.kernel);
     return out;
 }
 
-}  // namespace
-
-KernelSource generate_kernel_source(const CheckedGraph& g, const Mainloop& mainloop,
-                                    const std::optional<KernelConfig>& config, const std::string& arch) {
+KernelSource generate(const CheckedGraph& g, const std::string& graph_text, const std::string& hash,
+                      const Mainloop& mainloop, const std::optional<KernelConfig>& config, const std::string& arch) {
     check_arch(g.graph, arch);
     if (g.graph.domain() == Domain::Gemm && (g.graph.spec().input == DType::F32 || g.graph.spec().input == DType::I32))
         throw InternalError(fmt::format("gemm graph '{}' has input dtype {}; validation should reject it",
                                         g.graph.name(), to_string(g.graph.spec().input)));
     mainloop.validate(g.graph, config, arch);
     const KernelTemplate k = mainloop.instantiate(g.graph, config);
-    std::string src = banner(g.graph, mainloop.key_text(config), arch, k);
+    std::string src = banner(graph_text, hash, mainloop.key_text(config), arch, k);
     src += fmt::format("#include \"{}\"\n", k.header);
     // The functor names coda::load/store, the math helpers and coda::Reducer itself, so it includes their
     // headers rather than relying on what the kernel template happens to include.
@@ -67,6 +66,19 @@ KernelSource generate_kernel_source(const CheckedGraph& g, const Mainloop& mainl
     src += "// Read by the host after loading the module (templates/coda/kernel_abi.cuh).\n"
            "extern \"C\" __constant__ coda::KernelInfo coda_kernel_info = coda_gen::Traits::info();\n";
     return {src, k.kernel};
+}
+
+}  // namespace
+
+KernelSource generate_kernel_source(const PreparedGraph& g, const Mainloop& mainloop,
+                                    const std::optional<KernelConfig>& config, const std::string& arch) {
+    return generate(g.checked, g.text, g.hash, mainloop, config, arch);
+}
+
+KernelSource generate_kernel_source(const CheckedGraph& g, const Mainloop& mainloop,
+                                    const std::optional<KernelConfig>& config, const std::string& arch) {
+    const std::string text = to_text(g.graph);
+    return generate(g, text, text_hash(text), mainloop, config, arch);
 }
 
 }  // namespace coda

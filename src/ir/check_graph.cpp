@@ -11,6 +11,7 @@
 
 #include "coda/error.hpp"
 #include "ir/graph_limits.hpp"
+#include "ir/pass_counts.hpp"
 #include "ir/text.hpp"
 #include "util/quoted.hpp"
 
@@ -562,7 +563,10 @@ private:
 
 }  // namespace
 
-Typing type_graph(const Graph& g) { return Checker(g).run(); }
+Typing type_graph(const Graph& g) {
+    detail::count_typing();
+    return Checker(g).run();
+}
 
 std::string format_problems(const Graph& g, const std::vector<Problem>& problems, const SourceMap* where) {
     std::string out;

@@ -7,6 +7,8 @@
 
 namespace coda {
 
-std::string graph_hash(const Graph& g) { return sha256_hex(to_text(g)).substr(0, 16); }
+std::string text_hash(const std::string& canonical_text) { return sha256_hex(canonical_text).substr(0, 16); }
+
+std::string graph_hash(const Graph& g) { return text_hash(to_text(g)); }
 
 }  // namespace coda

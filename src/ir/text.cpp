@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "coda/error.hpp"
+#include "ir/pass_counts.hpp"
 
 namespace coda {
 
@@ -75,6 +76,7 @@ std::string node_to_text(const Graph& g, int id) {
 }
 
 std::string to_text(const Graph& g) {
+    detail::count_text_rendering();
     std::string out = header_to_text(g) + "\n";
     for (int id = 0; id < static_cast<int>(g.nodes().size()); ++id) out += node_to_text(g, id) + "\n";
     return out;

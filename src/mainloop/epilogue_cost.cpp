@@ -2,9 +2,8 @@
 
 #include <vector>
 
-#include "coda/error.hpp"
-#include "ir/check_graph.hpp"
 #include "ir/graph_memo.hpp"
+#include "ir/prepared_graph.hpp"
 
 namespace coda {
 namespace {
@@ -23,13 +22,10 @@ double elements_per_accumulator(Width width) {
 EpilogueTraffic measure(const Graph& graph) {
     EpilogueTraffic t;
     if (graph.domain() != Domain::Gemm) return t;
-    std::vector<Binding> bindings;
-    try {
-        bindings = check_graph(graph).bindings;
-    } catch (const Error&) {
-        return t;
-    }
-    for (const Binding& b : bindings) {
+    // The typing the build of this graph reuses (prepare_graph), so that choosing its config types it no second time.
+    const std::shared_ptr<const Typing> typing = memoized_typing(graph);
+    if (!typing->problems.empty()) return t;
+    for (const Binding& b : typing->bindings) {
         if (!is_tile_tensor(b)) continue;
         const double bytes = elements_per_accumulator(b.width) * static_cast<double>(size_of(b.dtype)) *
                              (b.role == BindingRole::InOut ? 2.0 : 1.0);

@@ -1,25 +1,17 @@
 // Runtime::default_config and the decision behind it. Runtime::compile asks on every call (the config is part
 // of its fast-path key), so this is a memory lookup: the tuning database is read only when its file changed,
-// and each graph is hashed once.
+// and each graph is hashed once (memoized_identity, which the build that follows reuses).
 #include "runtime/config_choice.hpp"
 
 #include "coda/error.hpp"
 #include "driver/cuda_driver.hpp"
-#include "ir/graph_memo.hpp"
-#include "ir/hash.hpp"
+#include "ir/prepared_graph.hpp"
 #include "mainloop/mainloops.hpp"
 #include "tune/builtin_tuning.hpp"
 #include "util/log.hpp"
 
 namespace coda {
 namespace {
-
-// graph_hash prints and hashes the whole graph (microseconds); a compile loop asks for the same graph again and
-// again.
-std::string memoized_graph_hash(const Graph& graph) {
-    static GraphMemo<std::string> memo;
-    return memo.get(graph, [](const Graph& g) { return graph_hash(g); });
-}
 
 // The process's view of the tuning database: created on first use from settings, shared by every Runtime call.
 TuningDbWatcher& process_tuning_db() {
@@ -57,7 +49,7 @@ std::optional<KernelConfig> choose_config(const Graph& graph, const std::string&
         if (records == nullptr || device.name.empty() || records->records().empty()) continue;
         if (!cls) cls = shape_class(shape);
         if (!records->has(device.name, *cls)) continue;
-        if (const TuningRecord* r = records->find(device.name, memoized_graph_hash(graph), *cls))
+        if (const TuningRecord* r = records->find(device.name, memoized_identity(graph)->hash, *cls))
             if (mainloop.owns(r->config)) return r->config;
     }
     return mainloop.default_config(graph, shape);

@@ -9,9 +9,6 @@
 
 #include "compile/nvrtc_compiler.hpp"
 #include "config/settings.hpp"
-#include "ir/check_graph.hpp"
-#include "ir/hash.hpp"
-#include "ir/text.hpp"
 #include "runtime/recorder.hpp"
 #include "util/log.hpp"
 #include "util/sha256.hpp"
@@ -50,10 +47,8 @@ void warn_about_resources(const BuiltKernel& built) {
 
 }  // namespace
 
-CacheKeyParts key_parts(const Graph& graph, const BuildTarget& target, const KernelSource& source) {
+CacheKeyParts key_parts(const BuildTarget& target, const KernelSource& source) {
     CacheKeyParts parts;
-    parts.graph_text = to_text(graph);
-    parts.config_text = target.mainloop->key_text(target.config);
     parts.source_digest = sha256_hex(source.source);
     parts.template_digest = templates_digest();
     parts.nvrtc_version = nvrtc_version();
@@ -62,16 +57,15 @@ CacheKeyParts key_parts(const Graph& graph, const BuildTarget& target, const Ker
     return parts;
 }
 
-BuiltKernel build_kernel(const Graph& graph, const BuildTarget& target, KernelCache& cache) {
+BuiltKernel build_kernel(const PreparedGraph& graph, const BuildTarget& target, KernelCache& cache) {
     const auto start = std::chrono::steady_clock::now();
-    BuiltKernel built{check_graph(graph), target, "", "", {}, {}, 0};
-    built.name = fmt::format("{}-{}", graph.name(), graph_hash(graph));
-    built.source = generate_kernel_source(built.checked, *target.mainloop, target.config, target.arch);
+    BuiltKernel built{graph.checked, target, "", "", {}, {}, 0};
+    built.name = fmt::format("{}-{}", graph.checked.graph.name(), graph.hash);
+    built.source = generate_kernel_source(graph, *target.mainloop, target.config, target.arch);
     const std::string& arch = target.arch;
     // One file name for both dumps: CODA_DUMP_DIR's copy below, and the compiler's copy of a failed compile.
     const std::string source_name = built.name + "-" + arch + ".cu";
-    const CacheKeyParts parts = key_parts(graph, target, built.source);
-    built.key = cache_key(parts);
+    built.key = cache_key(key_parts(target, built.source));
 
     built.cached = cache.get_or_build(built.key, [&] {
         dump_source(source_name, built.source.source);
@@ -86,7 +80,7 @@ BuiltKernel build_kernel(const Graph& graph, const BuildTarget& target, KernelCa
         for (const auto& [expression, lowered] : module.lowered)
             if (expression == built.source.kernel_expression) entry.kernel_name = lowered;
         entry.resources = std::move(module.resources);
-        entry.description = fmt::format("{} {} {}", built.name, arch, parts.config_text);
+        entry.description = fmt::format("{} {} {}", built.name, arch, target.mainloop->key_text(target.config));
         entry.source = built.source.source;
         logger("coda.runtime")->info("compiled {} for {} in {:.2f} s", built.name, arch, module.seconds);
         return entry;
@@ -95,6 +89,10 @@ BuiltKernel build_kernel(const Graph& graph, const BuildTarget& target, KernelCa
     if (built.cached.hit != CacheHit::Memory) warn_about_resources(built);
     record_build(graph, target, built.key);
     return built;
+}
+
+BuiltKernel build_kernel(const Graph& graph, const BuildTarget& target, KernelCache& cache) {
+    return build_kernel(prepare_graph(graph), target, cache);
 }
 
 }  // namespace coda

@@ -10,6 +10,7 @@
 #include "codegen/kernel_source.hpp"
 #include "coda/kernel_config.hpp"
 #include "ir/checked_graph.hpp"
+#include "ir/prepared_graph.hpp"
 #include "mainloop/mainloop.hpp"
 
 namespace coda {
@@ -31,10 +32,14 @@ struct BuiltKernel {
     double seconds = 0;      // wall time of build_kernel
 };
 
-// What the cache key of `source`, generated for `target`, hashes: the generated source itself (so a change to the
-// code generator changes the key), the templates it includes, the config, the NVRTC version, the arch and flags.
-CacheKeyParts key_parts(const Graph& graph, const BuildTarget& target, const KernelSource& source);
+// What the cache key of `source`, generated for `target`, hashes: the generated source itself (the graph and config
+// it was generated from, and the code generator: a change to either changes the key), the templates it includes, the
+// NVRTC version, the arch and flags.
+CacheKeyParts key_parts(const BuildTarget& target, const KernelSource& source);
 
+// One build, from a graph prepared once (checked, printed, hashed) to its cache entry: codegen, the key, then the
+// cache or NVRTC. The overload on a Graph prepares it first (prepare_graph: a coda::Error for an invalid graph).
+BuiltKernel build_kernel(const PreparedGraph& graph, const BuildTarget& target, KernelCache& cache);
 BuiltKernel build_kernel(const Graph& graph, const BuildTarget& target, KernelCache& cache);
 
 }  // namespace coda

@@ -24,7 +24,7 @@ std::string host_name() {
 
 }  // namespace
 
-void record_build(const Graph& graph, const BuildTarget& target, const std::string& key) {
+void record_build(const PreparedGraph& graph, const BuildTarget& target, const std::string& key) {
     const std::filesystem::path& dir = settings().record_dir;
     if (dir.empty()) return;
     static std::mutex mutex;
@@ -32,7 +32,7 @@ void record_build(const Graph& graph, const BuildTarget& target, const std::stri
     std::lock_guard<std::mutex> lock(mutex);
     if (!recorded.insert(key).second) return;
     const std::string text =
-        to_text(graph) + target_to_text(target.arch, target.config ? target.config->to_text() : std::string());
+        graph.text + target_to_text(target.arch, target.config ? target.config->to_text() : std::string());
     const std::filesystem::path file = dir / fmt::format("coda-record-{}-{}.coda", host_name(), getpid());
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);
@@ -42,7 +42,9 @@ void record_build(const Graph& graph, const BuildTarget& target, const std::stri
         ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
         ok = ::close(fd) == 0 && ok;
     }
-    if (!ok) logger("coda.runtime")->warn("CODA_RECORD: could not append graph '{}' to {}", graph.name(), file.string());
+    if (!ok)
+        logger("coda.runtime")
+            ->warn("CODA_RECORD: could not append graph '{}' to {}", graph.checked.graph.name(), file.string());
 }
 
 }  // namespace coda

@@ -8,9 +8,10 @@
 
 namespace coda {
 
-// Appends `graph` and a `target` line to CODA_RECORD/coda-record-<host>-<pid>.coda, once per cache key and
-// process (one file per process: the processes of a job never interleave their writes). Without CODA_RECORD it
-// does nothing; a failed write is a warning, never an error of the build.
-void record_build(const Graph& graph, const BuildTarget& target, const std::string& key);
+// Appends `graph`'s canonical text (as prepared: no second rendering) and a `target` line to
+// CODA_RECORD/coda-record-<host>-<pid>.coda, once per cache key and process (one file per process: the processes of a
+// job never interleave their writes). Without CODA_RECORD it does nothing; a failed write is a warning, never an error
+// of the build.
+void record_build(const PreparedGraph& graph, const BuildTarget& target, const std::string& key);
 
 }  // namespace coda

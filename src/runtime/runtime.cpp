@@ -186,7 +186,7 @@ Runtime& Runtime::instance() {
 
 std::string Runtime::source(const Graph& graph, const CompileOptions& options) {
     const BuildTarget target = target_for(*this, graph, arch_without_gpu(options, graph), options);
-    return generate_kernel_source(check_graph(graph), *target.mainloop, target.config, target.arch).source;
+    return generate_kernel_source(prepare_graph(graph), *target.mainloop, target.config, target.arch).source;
 }
 
 BuildReport Runtime::warm(const Graph& graph, const CompileOptions& options) {
