@@ -71,3 +71,10 @@ def test_without_a_gpu_compile_says_why():
     assert coda.device_unavailable_reason()
     with pytest.raises(coda.Error, match="driver|GPU|device"):
         coda.compile(coda.blocks.rms_finalize())
+
+
+def test_gpu_tests_skip_where_their_gpu_is_missing():
+    from conftest import skipped_marker
+    assert skipped_marker(False, "no driver", "") == ("gpu", "no GPU: no driver")
+    assert skipped_marker(True, "", "sm_80") == ("hopper", "needs Hopper (sm_90), this GPU is sm_80")
+    assert skipped_marker(True, "", "sm_90a") is None

@@ -132,6 +132,7 @@ def test_recipes_with_a_wrong_scale_fail_the_default_tolerances_that_they_pass(t
 
 
 @pytest.mark.gpu
+@pytest.mark.hopper
 def test_every_recipe_tracks_bf16_over_a_short_run_on_the_gpu(tmp_path):
     argv = ["--vocab", "512", "--d", "256", "--layers", "2", "--heads", "4", "--ffn", "688", "--seq", "256",
             "--batch", "4", "--steps", "60", "--out", str(tmp_path)]

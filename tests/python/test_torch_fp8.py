@@ -74,6 +74,7 @@ def test_the_fake_kernel_gives_the_shape_and_checks_the_same_rules():
 
 
 @pytest.mark.gpu
+@pytest.mark.hopper
 @pytest.mark.parametrize("dtype", FP8)
 @pytest.mark.parametrize("rowwise", [False, True])
 def test_matches_torch_scaled_mm_on_the_gpu(dtype, rowwise):
@@ -96,6 +97,7 @@ def test_matches_torch_scaled_mm_on_the_gpu(dtype, rowwise):
 
 
 @pytest.mark.gpu
+@pytest.mark.hopper
 @pytest.mark.parametrize("dtype, dtype_b", MIXED)
 def test_two_fp8_types_match_torch_scaled_mm_on_the_gpu(dtype, dtype_b):
     if not torch.cuda.is_available() or torch.cuda.get_device_capability() < (9, 0):
@@ -215,6 +217,7 @@ def test_blockwise_scales_of_the_wrong_shape_are_a_clear_error():
 
 
 @pytest.mark.gpu
+@pytest.mark.hopper
 def test_blockwise_scales_on_the_gpu_match_the_exact_block_sums():
     if not torch.cuda.is_available() or torch.cuda.get_device_capability() < (9, 0):
         pytest.skip("coda's FP8 GEMM needs an sm_90a GPU")

@@ -228,6 +228,7 @@ def gpu_layer(attention, recipe="tensorwise", fp8_wgrad=False):
 
 
 @pytest.mark.gpu
+@pytest.mark.hopper
 @pytest.mark.parametrize("fp8_wgrad", [False, True])
 @pytest.mark.parametrize("attention", ["sdpa", "none"])
 def test_layer_on_the_gpu_matches_the_recipe_emulated(attention, fp8_wgrad, poison):
@@ -276,6 +277,7 @@ def copy_to_float(layer):
 
 
 @pytest.mark.gpu
+@pytest.mark.hopper
 @pytest.mark.parametrize("recipe", ["tensorwise", "rowwise", "blockwise"])
 def test_model_in_fp8_on_the_gpu_tracks_bf16(recipe):
     kw = dict(vocab=512, d=GPU["d"], n_layers=2, n_heads=GPU["heads"], ffn=GPU["ffn"], device="cuda")

@@ -349,6 +349,7 @@ GPU = dict(d=512, heads=4, ffn=704, seq=128, batch=2)
 
 
 @pytest.mark.gpu
+@pytest.mark.hopper
 @pytest.mark.parametrize("recipe, fp8_wgrad", VARIANTS)
 @pytest.mark.parametrize("attention", ["sdpa", "none"])
 def test_layer_on_the_gpu_matches_the_recipe_emulated(attention, recipe, fp8_wgrad, poison):
@@ -386,6 +387,7 @@ def test_layer_on_the_gpu_matches_the_recipe_emulated(attention, recipe, fp8_wgr
 
 
 @pytest.mark.gpu
+@pytest.mark.hopper
 @pytest.mark.parametrize("shape", [(4096, 1024), (1024, 264), (1000, 130)])
 def test_transposed_blockwise_quantization_on_the_gpu_is_the_two_pass_one_bitwise(shape, poison):
     # The tile program that reads x [T x F] transposed, staged through shared memory where every row moves in 16-byte
@@ -402,6 +404,7 @@ def test_transposed_blockwise_quantization_on_the_gpu_is_the_two_pass_one_bitwis
 
 
 @pytest.mark.gpu
+@pytest.mark.hopper
 @pytest.mark.parametrize("shape", [(384, 640), (300, 260)])
 def test_weight_block_quantization_on_the_gpu_is_the_product_by_the_reciprocal_and_its_transpose(shape, poison):
     # The kernels' arithmetic exactly: w (bf16) times 1 / scale in f32, rounded to e4m3; the transposed copy (the tile
