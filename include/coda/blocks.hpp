@@ -110,13 +110,13 @@ Graph quantize_e4m3();
 Graph quantize_e5m2();
 // The same block-wise, with each row's 128-column group's own scale (reduce_group): x_fp8 = x * (1 / x_scale) in e4m3,
 // x_scale = max(amax of the group / 448, 2^-126), and the scales' row partials x_scale_partials: f32
-// [ceil(N / 128) x M], the A_scale of a block-scaled GEMM (GemmSpec::block_scales) that reads x_fp8. Bindings: x,
+// [ceil(N / 128) x M], the A_scale of a block-scaled GEMM (GemmSpec::scales) that reads x_fp8. Bindings: x,
 // x_fp8, x_scale_partials. (Listed in llama_block_fp8_blockwise, below.)
 Graph quantize_e4m3_blockwise();
 // quantize_e4m3_blockwise of x read transposed (tile_input_transposed): x [T x F] (e.g. an activation or gradient,
 // tokens by features) to x_fp8 [F x T] in e4m3 with one scale per feature and 128 tokens, x_scale_partials f32
 // [ceil(T / 128) x F]: the K-major operand and B_scale (or A_scale) of the weight gradient dW = dY^T X on a
-// block-scaled GEMM with B's scales per row (GemmSpec::b_scales_1x128), in one pass over x. The program's M is F,
+// block-scaled GEMM with B's scales per row (ScaleMode::Block1x128), in one pass over x. The program's M is F,
 // its N is T. Bindings: x, x_fp8, x_scale_partials. (Listed in llama_block_fp8_blockwise, below.)
 Graph quantize_e4m3_blockwise_t();
 // An e4m3 tensor transposed, bitwise: x_t [N x M] of x [M x N] (a tile program; the transposed store is staged in
@@ -185,7 +185,7 @@ std::vector<Graph> llama_block_fp8();
 
 // ---------------------------------------------------------------------------------------------------------
 // Block-wise FP8 training (issue 28; DeepSeek-V3's scales): the same block on block-scaled GEMMs
-// (GemmSpec::block_scales, cooperative 128 x 128 tiles), e4m3 everywhere; the weight gradients in bf16 as above, or
+// (ScaleMode::Block128x128, cooperative 128 x 128 tiles), e4m3 everywhere; the weight gradients in bf16 as above, or
 // in FP8 with both operands scaled per row and 128 tokens (wgrad_fp8_blockwise_accumulate).
 // coda.torch's LlamaDecoderLayer(fp8="blockwise") runs them.
 //
@@ -202,33 +202,38 @@ std::vector<Graph> llama_block_fp8();
 // h_scale_partials, x1_sumsq.
 Graph rms_entry_fp8_blockwise();
 // qkv_rope on a block-scaled GEMM: z = rstd * acc, rotated. Bindings: A, B, A_scale, B_scale, rstd, pos, theta, qkv.
-Graph qkv_rope_fp8_blockwise(GemmSpec spec = {DType::E4M3, Major::K, Major::K, std::nullopt, true});
+Graph qkv_rope_fp8_blockwise(GemmSpec spec = {DType::E4M3, Major::K, Major::K, std::nullopt, ScaleMode::Block128x128});
 // out_proj on a block-scaled GEMM: x1 = acc + residual (bf16), h = x1 * gamma as h_fp8 with h_scale_partials, row
 // partials of x1^2. Bindings: A, B, A_scale, B_scale, residual, gamma, x1, h_fp8, h_scale_partials, x1_sumsq.
-Graph out_proj_fp8_blockwise(GemmSpec spec = {DType::E4M3, Major::K, Major::K, std::nullopt, true});
+Graph out_proj_fp8_blockwise(GemmSpec spec = {DType::E4M3, Major::K, Major::K, std::nullopt, ScaleMode::Block128x128});
 // The same with h stored in bf16: the last layer's. Bindings: A, B, A_scale, B_scale, residual, gamma, x1, h,
 // x1_sumsq.
-Graph out_proj_fp8_blockwise_bf16_h(GemmSpec spec = {DType::E4M3, Major::K, Major::K, std::nullopt, true});
+Graph out_proj_fp8_blockwise_bf16_h(
+    GemmSpec spec = {DType::E4M3, Major::K, Major::K, std::nullopt, ScaleMode::Block128x128});
 // gate_up_swiglu on a block-scaled GEMM: z = rstd * acc, y (bf16; quantize_e4m3_blockwise makes the down
 // projection's operand). Bindings: A, B, A_scale, B_scale, rstd, z, y.
-Graph gate_up_swiglu_fp8_blockwise(GemmSpec spec = {DType::E4M3, Major::K, Major::K, std::nullopt, true});
+Graph gate_up_swiglu_fp8_blockwise(
+    GemmSpec spec = {DType::E4M3, Major::K, Major::K, std::nullopt, ScaleMode::Block128x128});
 // A plain dgrad on a block-scaled GEMM: D = acc (bf16). Bindings: A, B, A_scale, B_scale, D.
-Graph dgrad_fp8_blockwise(GemmSpec spec = {DType::E4M3, Major::K, Major::K, std::nullopt, true});
+Graph dgrad_fp8_blockwise(GemmSpec spec = {DType::E4M3, Major::K, Major::K, std::nullopt, ScaleMode::Block128x128});
 // A weight gradient dW = dY^T X added into an f32 buffer, D += acc, on operands whose K is the tokens: both
-// activations or gradients, so both with one scale per row and 128 k (GemmSpec::b_scales_1x128; A_scale
+// activations or gradients, so both with one scale per row and 128 k (ScaleMode::Block1x128; A_scale
 // [ceil(M_tokens / 128) x N_out], B_scale [ceil(M_tokens / 128) x K_in]). Bindings: A, B, A_scale, B_scale, D.
-Graph wgrad_fp8_blockwise_accumulate(GemmSpec spec = {DType::E4M3, Major::K, Major::K, std::nullopt, true, true});
+Graph wgrad_fp8_blockwise_accumulate(
+    GemmSpec spec = {DType::E4M3, Major::K, Major::K, std::nullopt, ScaleMode::Block1x128});
 // swiglu_backward on a block-scaled GEMM: dz (bf16) and dz_fp8 with dz_scale_partials (groups of 256 dz columns),
 // y, zdz_partials. Bindings: A, B, A_scale, B_scale, z, dz, y, zdz_partials, dz_fp8, dz_scale_partials.
-Graph swiglu_backward_fp8_blockwise(GemmSpec spec = {DType::E4M3, Major::K, Major::K, std::nullopt, true});
+Graph swiglu_backward_fp8_blockwise(
+    GemmSpec spec = {DType::E4M3, Major::K, Major::K, std::nullopt, ScaleMode::Block128x128});
 // rmsnorm_backward_residual on a block-scaled GEMM: dx in bf16 and as dx_fp8 with dx_scale_partials, o,
 // dgamma_partials. Bindings: A, B, A_scale, B_scale, rstd, x, gamma, s, dx_in, dx, dx_fp8, dx_scale_partials, o,
 // dgamma_partials.
-Graph rmsnorm_backward_residual_fp8_blockwise(GemmSpec spec = {DType::E4M3, Major::K, Major::K, std::nullopt, true});
+Graph rmsnorm_backward_residual_fp8_blockwise(
+    GemmSpec spec = {DType::E4M3, Major::K, Major::K, std::nullopt, ScaleMode::Block128x128});
 // The same with dx in bf16 alone. Bindings: A, B, A_scale, B_scale, rstd, x, gamma, s, dx_in, dx, o,
 // dgamma_partials.
 Graph rmsnorm_backward_residual_fp8_blockwise_bf16_dx(
-    GemmSpec spec = {DType::E4M3, Major::K, Major::K, std::nullopt, true});
+    GemmSpec spec = {DType::E4M3, Major::K, Major::K, std::nullopt, ScaleMode::Block128x128});
 // RoPE's backward has no block-wise form: a tile program that also made dz's group scales would recompute the
 // rotation in its pass before the visits, and NVRTC's ptxas then spills (24 bytes). coda.torch runs
 // rope_backward_from_output and quantize_e4m3_blockwise on its bf16 dz (which the weight gradient reads anyway).

@@ -34,15 +34,16 @@ std::optional<Op> parse_op(std::string_view text);
 // FP8 operands are both K-major and may differ in type (e5m2 gradients x e4m3 weights: input_b); 16-bit ones
 // are one type.
 //
-// block_scales (FP8 only): the operands come with block scales, DeepSeek-V3's recipe, and the accumulator is
-//   acc[m][n] = sum over k-blocks kb (128 k each) of A_scale[kb][m] * B_scale[n / 128][kb] * sum_{k in kb} A[m][k] B[k][n]
-// promoted to fp32 at every block. They are bound beside A and B: "A_scale", f32 [ceil(K / 128) x M] (one scale per
-// row of A and 128 k; row-major, leading dimension >= M), and "B_scale", f32 [ceil(N / 128) x ceil(K / 128)] (one per
-// 128 x 128 block of B as an N x K weight; row-major, leading dimension >= ceil(K / 128)).
-// b_scales_1x128 (with block_scales): B's scales are A's kind instead, one per row of B (as N x K) and 128 k,
-//   acc[m][n] = sum over kb of A_scale[kb][m] * B_scale[kb][n] * (the block's part of A B)[m][n]
-// with "B_scale" f32 [ceil(K / 128) x N] (leading dimension >= N): both operands activations or gradients, as in
-// DeepSeek-V3's weight gradient dW = dY^T X, whose K is the tokens.
+// scales (FP8 only; ScaleMode::Off, the default, for none): the mainloop applies block scales, DeepSeek-V3's recipe.
+//   Block128x128 ("scales=block" in text): the accumulator is, over k-blocks kb (128 k each),
+//     acc[m][n] = sum over kb of A_scale[kb][m] * B_scale[n / 128][kb] * sum_{k in kb} A[m][k] B[k][n]
+//   promoted to fp32 at every block. They are bound beside A and B: "A_scale", f32 [ceil(K / 128) x M] (one scale per
+//   row of A and 128 k; row-major, leading dimension >= M), and "B_scale", f32 [ceil(N / 128) x ceil(K / 128)] (one
+//   per 128 x 128 block of B as an N x K weight; row-major, leading dimension >= ceil(K / 128)).
+//   Block1x128 ("scales=block_1x128"): B's scales are A's kind instead, one per row of B (as N x K) and 128 k,
+//     acc[m][n] = sum over kb of A_scale[kb][m] * B_scale[kb][n] * (the block's part of A B)[m][n]
+//   with "B_scale" f32 [ceil(K / 128) x N] (leading dimension >= N): both operands activations or gradients, as in
+//   DeepSeek-V3's weight gradient dW = dY^T X, whose K is the tokens.
 //
 // accumulation (FP8 operands without block scales): Fast sums every product in Hopper's FP8 wgmma accumulator,
 //   which keeps about 14 bits where f32 keeps 24, so the error grows with K (cuBLAS's use_fast_accum=True). Promoted
@@ -55,19 +56,20 @@ struct GemmSpec {
     Major a = Major::K;  // K: A stored M x K row-major; MN: A stored K x M row-major
     Major b = Major::K;  // K: B stored N x K row-major (Y = X W^T); MN: B stored K x N row-major
     std::optional<DType> input_b = std::nullopt;  // B's type when it is not A's
-    bool block_scales = false;  // A_scale and B_scale, promoted every 128 k (above)
-    bool b_scales_1x128 = false;  // with block_scales: B_scale one per row of B and 128 k, as A_scale (above)
+    ScaleMode scales = ScaleMode::Off;  // FP8 block scales A_scale and B_scale, promoted every 128 k (above)
     Accumulation accumulation = Accumulation::Fast;  // FP8 only: Promoted adds each 128-k block's sum in f32 (above)
     DType b_input() const { return input_b.value_or(input); }
+    // Whether the mainloop applies block scales (bound as A_scale and B_scale).
+    bool block_scaled() const { return scales != ScaleMode::Off; }
     // Whether the mainloop adds each 128-k block's sum into the f32 accumulator: block-scaled or Promoted.
-    bool promotes() const { return block_scales || accumulation == Accumulation::Promoted; }
+    bool promotes() const { return block_scaled() || accumulation == Accumulation::Promoted; }
     bool operator==(const GemmSpec& o) const {
         return input == o.input && a == o.a && b == o.b && b_input() == o.b_input() &&
-               block_scales == o.block_scales && b_scales_1x128 == o.b_scales_1x128 && accumulation == o.accumulation;
+               scales == o.scales && accumulation == o.accumulation;
     }
 };
 
-// The k-block of block_scales: 128 elements of K (one FP8 k-tile of the Hopper mainloop).
+// The k-block of block scales (GemmSpec::scales): 128 elements of K (one FP8 k-tile of the Hopper mainloop).
 constexpr int kScaleBlock = 128;
 
 // A block-scaled GEMM's scale tensors for an M x N x K problem: their shapes (rows, columns; row-major f32) and what

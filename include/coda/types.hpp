@@ -1,5 +1,5 @@
 // Small vocabulary types shared by every stage: storage dtypes, graph domains, value widths,
-// reduction operators, GEMM operand layouts and FP8 accumulation, with their canonical text names.
+// reduction operators, GEMM operand layouts, FP8 accumulation and block scales, with their canonical text names.
 #pragma once
 
 #include <cstddef>
@@ -38,12 +38,22 @@ enum class Accumulation {
     Promoted,  // each 128-k block's sum added into an f32 accumulator (use_fast_accum=False)
 };
 
+// Which block scales a GEMM's mainloop applies (GemmSpec::scales, which says more); text names none, block and
+// block_1x128. Off is every GEMM without them: 16-bit operands, and FP8 ones whose per-tensor or row-wise scales are
+// epilogue inputs.
+enum class ScaleMode {
+    Off,           // no mainloop scales
+    Block128x128,  // FP8: A_scale per row of A and 128 k, B_scale per 128 x 128 block of B (DeepSeek-V3's recipe)
+    Block1x128,    // FP8: B_scale per row of B and 128 k, as A_scale (a weight gradient's operands, both activations)
+};
+
 std::string_view to_string(DType d);
 std::string_view to_string(Domain d);
 std::string_view to_string(Width w);
 std::string_view to_string(ReduceOp r);
 std::string_view to_string(Major m);
 std::string_view to_string(Accumulation a);
+std::string_view to_string(ScaleMode s);
 
 std::optional<DType> parse_dtype(std::string_view s);
 std::optional<Domain> parse_domain(std::string_view s);
@@ -51,6 +61,7 @@ std::optional<Width> parse_width(std::string_view s);
 std::optional<ReduceOp> parse_reduce_op(std::string_view s);
 std::optional<Major> parse_major(std::string_view s);
 std::optional<Accumulation> parse_accumulation(std::string_view s);
+std::optional<ScaleMode> parse_scale_mode(std::string_view s);
 
 std::size_t size_of(DType d);
 

@@ -138,20 +138,18 @@ private:
                                                                  to_string(spec.b_input())),
                                                to_string(spec.a), to_string(spec.b))});
             // The scales come per 128 k of FP8 data, DeepSeek-V3's recipe; 16-bit operands need none.
-            if (spec.block_scales && !(is_fp8(spec.input) && is_fp8(spec.b_input())))
-                out.push_back({-1, fmt::format("block scales (scales=block) are for FP8 operands (e4m3 or e5m2), "
+            if (spec.block_scaled() && !(is_fp8(spec.input) && is_fp8(spec.b_input())))
+                out.push_back({-1, fmt::format("block scales (scales={}) are for FP8 operands (e4m3 or e5m2), "
                                                "got in={} for A and {} for B; make both FP8, or drop the block scales",
-                                               to_string(spec.input), to_string(spec.b_input()))});
-            if (spec.b_scales_1x128 && !spec.block_scales)
-                out.push_back({-1, "b_scales_1x128 says how B's block scales are laid out, and the GEMM has none: "
-                                   "set block_scales too (scales=block_1x128 in text), or drop b_scales_1x128"});
+                                               to_string(spec.scales), to_string(spec.input),
+                                               to_string(spec.b_input()))});
             // 16-bit wgmma accumulates in f32 already; a block-scaled GEMM promotes every k-block with its scales.
             if (spec.accumulation == Accumulation::Promoted && !(is_fp8(spec.input) && is_fp8(spec.b_input())))
                 out.push_back({-1, fmt::format("promoted accumulation (acc=promoted) is for FP8 operands (e4m3 or "
                                                "e5m2), got in={} for A and {} for B, which wgmma sums in f32 already; "
                                                "drop acc=promoted (accumulation Fast, the default)",
                                                to_string(spec.input), to_string(spec.b_input()))});
-            else if (spec.accumulation == Accumulation::Promoted && spec.block_scales)
+            else if (spec.accumulation == Accumulation::Promoted && spec.block_scaled())
                 out.push_back({-1, "promoted accumulation (acc=promoted) with block scales (scales=block) is "
                                    "redundant: a block-scaled GEMM adds every 128-k block into f32 with its scales "
                                    "already; drop acc=promoted (accumulation Fast, the default)"});
@@ -194,7 +192,7 @@ private:
             note(id, fmt::format("the name '{}' is reserved for the GEMM operand {} in gemm graphs; choose another "
                                  "name",
                                  n.name, n.name));
-        if (g_.domain() == Domain::Gemm && g_.spec().block_scales && (n.name == "A_scale" || n.name == "B_scale"))
+        if (g_.domain() == Domain::Gemm && g_.spec().block_scaled() && (n.name == "A_scale" || n.name == "B_scale"))
             note(id, fmt::format("the name '{}' is reserved for {}'s block scales in block-scaled gemm graphs; "
                                  "choose another name",
                                  n.name, n.name.substr(0, 1)));

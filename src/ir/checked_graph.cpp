@@ -63,7 +63,7 @@ int first_slot(const CheckedGraph& g, std::size_t binding_index) {
 int total_slots(const CheckedGraph& g) { return first_slot(g, g.bindings.size()); }
 
 int block_scale_slots(const Graph& g) {
-    return g.domain() == Domain::Gemm && g.spec().block_scales ? kBlockScaleSlots : 0;
+    return g.domain() == Domain::Gemm && g.spec().block_scaled() ? kBlockScaleSlots : 0;
 }
 
 int args_slots(const CheckedGraph& g) { return total_slots(g) + block_scale_slots(g.graph); }

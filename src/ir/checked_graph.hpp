@@ -67,7 +67,7 @@ int slot_count(const Binding& b);
 int first_slot(const CheckedGraph& g, std::size_t binding_index);
 int total_slots(const CheckedGraph& g);  // the bindings' slots, at least 0
 // A block-scaled GEMM's scales take 4 slots after the bindings' (A_scale's pointer and leading dimension, then
-// B_scale's; GemmSpec::block_scales); other graphs none.
+// B_scale's; GemmSpec::scales); other graphs none.
 constexpr int kBlockScaleSlots = 4;
 int block_scale_slots(const Graph& g);
 int args_slots(const CheckedGraph& g);  // total_slots + block_scale_slots: the kernel declares max(1, this)

@@ -59,7 +59,8 @@ BlockScaleShape a_scale_shape(long long m, long long k) {
 
 BlockScaleShape b_scale_shape(const GemmSpec& spec, long long n, long long k) {
     const long long kb = (k + kScaleBlock - 1) / kScaleBlock;
-    if (spec.b_scales_1x128) return {kb, n, "f32 [ceil(K / 128) x N]: one per row of B (as N x K) and 128 k"};
+    if (spec.scales == ScaleMode::Block1x128)
+        return {kb, n, "f32 [ceil(K / 128) x N]: one per row of B (as N x K) and 128 k"};
     return {(n + kScaleBlock - 1) / kScaleBlock, kb,
             "f32 [ceil(N / 128) x ceil(K / 128)]: one per 128 x 128 block of B"};
 }

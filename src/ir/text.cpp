@@ -54,7 +54,7 @@ std::string header_to_text(const Graph& g) {
         // Only where B's type is not A's, so that every other graph's text (and hash) reads as before.
         if (s.b_input() != s.input) out += fmt::format(" in_b={}", to_string(s.b_input()));
         // Likewise only where set.
-        if (s.block_scales) out += s.b_scales_1x128 ? " scales=block_1x128" : " scales=block";
+        if (s.block_scaled()) out += fmt::format(" scales={}", to_string(s.scales));
         if (s.accumulation != Accumulation::Fast) out += fmt::format(" acc={}", to_string(s.accumulation));
     }
     return out;

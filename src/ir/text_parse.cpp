@@ -183,9 +183,8 @@ private:
                 spec.input_b = *parse_dtype(value);
             } else if ((key == "a" || key == "b") && parse_major(value)) {
                 (key == "a" ? spec.a : spec.b) = *parse_major(value);
-            } else if (key == "scales" && (value == "block" || value == "block_1x128" || value == "none")) {
-                spec.block_scales = value != "none";
-                spec.b_scales_1x128 = value == "block_1x128";
+            } else if (key == "scales" && parse_scale_mode(value)) {
+                spec.scales = *parse_scale_mode(value);
             } else if (key == "acc" && parse_accumulation(value)) {
                 spec.accumulation = *parse_accumulation(value);
             } else {

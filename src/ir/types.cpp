@@ -36,6 +36,8 @@ constexpr std::array<std::pair<ReduceOp, std::string_view>, 5> kReduceOps{{{Redu
 constexpr std::array<std::pair<Major, std::string_view>, 2> kMajors{{{Major::K, "k"}, {Major::MN, "mn"}}};
 constexpr std::array<std::pair<Accumulation, std::string_view>, 2> kAccumulations{
     {{Accumulation::Fast, "fast"}, {Accumulation::Promoted, "promoted"}}};
+constexpr std::array<std::pair<ScaleMode, std::string_view>, 3> kScaleModes{
+    {{ScaleMode::Off, "none"}, {ScaleMode::Block128x128, "block"}, {ScaleMode::Block1x128, "block_1x128"}}};
 
 }  // namespace
 
@@ -45,6 +47,7 @@ std::string_view to_string(Width w) { return name_of(kWidths, w); }
 std::string_view to_string(ReduceOp r) { return name_of(kReduceOps, r); }
 std::string_view to_string(Major m) { return name_of(kMajors, m); }
 std::string_view to_string(Accumulation a) { return name_of(kAccumulations, a); }
+std::string_view to_string(ScaleMode s) { return name_of(kScaleModes, s); }
 
 std::optional<DType> parse_dtype(std::string_view s) { return value_of(kDTypes, s); }
 std::optional<Domain> parse_domain(std::string_view s) { return value_of(kDomains, s); }
@@ -52,6 +55,7 @@ std::optional<Width> parse_width(std::string_view s) { return value_of(kWidths, 
 std::optional<ReduceOp> parse_reduce_op(std::string_view s) { return value_of(kReduceOps, s); }
 std::optional<Major> parse_major(std::string_view s) { return value_of(kMajors, s); }
 std::optional<Accumulation> parse_accumulation(std::string_view s) { return value_of(kAccumulations, s); }
+std::optional<ScaleMode> parse_scale_mode(std::string_view s) { return value_of(kScaleModes, s); }
 
 std::size_t size_of(DType d) {
     switch (d) {

@@ -102,11 +102,13 @@ std::string operand_type(const GemmSpec& spec) {
             ? std::string(operand_type(spec.input))
             : fmt::format("coda::fp8_operands<{}, {}>", operand_type(spec.input), operand_type(spec.b_input()));
     // Block-scaled FP8: the same operands, promoted a k-block at a time with its scales (hopper_mma_tile_promoted).
-    // With b_scales_1x128, B's scales per row and k-block as A's (one per column of the tile instead of per block).
+    // With Block1x128, B's scales per row and k-block as A's (one per column of the tile instead of per block).
     // Promoted accumulation: the same loop with unit scales.
-    if (spec.block_scales)
-        return spec.b_scales_1x128 ? fmt::format("coda::block_scaled<{}, true>", operands)
-                                   : fmt::format("coda::block_scaled<{}>", operands);
+    switch (spec.scales) {
+        case ScaleMode::Block128x128: return fmt::format("coda::block_scaled<{}>", operands);
+        case ScaleMode::Block1x128: return fmt::format("coda::block_scaled<{}, true>", operands);
+        case ScaleMode::Off: break;
+    }
     if (spec.accumulation == Accumulation::Promoted) return fmt::format("coda::promoted<{}>", operands);
     return operands;
 }
@@ -118,8 +120,8 @@ std::string promoted_tile_rule(const GemmSpec& spec) {
     return fmt::format("{} takes cooperative 128 x 128 or 128 x 256 tiles: each consumer thread keeps a 128-k block's "
                        "sum of 128 columns beside its accumulator ('hopper bm=128 bn=128 cooperative', 'hopper bm=128 "
                        "bn=256 cooperative')",
-                       spec.block_scales ? "block-scaled FP8 (block_scales)"
-                                         : "promoted FP8 accumulation (acc=promoted)");
+                       spec.block_scaled() ? fmt::format("block-scaled FP8 (scales={})", to_string(spec.scales))
+                                           : std::string("promoted FP8 accumulation (acc=promoted)"));
 }
 
 bool block_scaled_tile(const HopperConfig& c) { return rules::block_scaled_tile(c.bm, c.schedule == Schedule::PingPong); }

@@ -144,7 +144,7 @@ private:
         for (std::size_t i = 0; i < a.size(); ++i) a[i] = round_to_dtype(p_.a->values[i], spec.input);
         for (std::size_t i = 0; i < b.size(); ++i) b[i] = round_to_dtype(p_.b->values[i], spec.b_input());
         Dense d = shaped(ValueType{Kind::Tile, Width::Full, Scalar::F32});
-        if (spec.block_scales) {
+        if (spec.block_scaled()) {
             block_scaled_product(a, b, d);
             return d;
         }
@@ -157,8 +157,8 @@ private:
         return d;
     }
 
-    // GemmSpec::block_scales: acc[i][j] = sum over k-blocks kb of A_scale[kb][i] * B_scale[j / 128][kb] (with
-    // b_scales_1x128, B_scale[kb][j]) * (the block's part of A B)[i][j], with the scales read as f32 from the inputs
+    // GemmSpec::scales: acc[i][j] = sum over k-blocks kb of A_scale[kb][i] * B_scale[j / 128][kb] (with
+    // Block1x128, B_scale[kb][j]) * (the block's part of A B)[i][j], with the scales read as f32 from the inputs
     // "A_scale" and "B_scale".
     void block_scaled_product(const std::vector<double>& a, const std::vector<double>& b, Dense& d) const {
         const GemmSpec& spec = g_.graph.spec();
@@ -169,7 +169,7 @@ private:
         const HostTensor& b_scale =
             tensor("B_scale", {b_shape.rows, b_shape.cols}, fmt::format("block scales of B, {}", b_shape.text).c_str());
         const auto b_at = [&](long long kb, long long j) {
-            return spec.b_scales_1x128 ? kb * p_.n + j : (j / kScaleBlock) * kbs + kb;
+            return spec.scales == ScaleMode::Block1x128 ? kb * p_.n + j : (j / kScaleBlock) * kbs + kb;
         };
         std::vector<double> block(static_cast<std::size_t>(p_.n));
         for (long long i = 0; i < p_.m; ++i)

@@ -72,8 +72,8 @@ std::uint64_t device_scalar_bits(const DeviceScalar& s, Fail&& fail) {
 // Operands A and B can be moved in 16-byte vectors (GemmProblem::flags).
 bool vectorizable(const void* data, long long ld) { return reinterpret_cast<std::uintptr_t>(data) % 16 == 0 && ld % 8 == 0; }
 
-// A block-scaled GEMM (GemmSpec::block_scales), which takes A_scale and B_scale beside A and B.
-bool block_scaled(const CheckedGraph& g) { return g.graph.domain() == Domain::Gemm && g.graph.spec().block_scales; }
+// A block-scaled GEMM (GemmSpec::scales), which takes A_scale and B_scale beside A and B.
+bool block_scaled(const CheckedGraph& g) { return g.graph.domain() == Domain::Gemm && g.graph.spec().block_scaled(); }
 
 // The names bound beside the epilogue's bindings: A and B, and a block-scaled GEMM's scales.
 bool is_gemm_operand(const CheckedGraph& g, const std::string& name) {
@@ -258,7 +258,7 @@ void plan_gemm_operands(const Checker& c, const GemmSpec& spec, LaunchPlan& plan
     plan.operand_bytes = static_cast<int>(size_of(spec.input));  // B's too: two types are both FP8
 }
 
-// A block-scaled GEMM's scales (GemmSpec::block_scales): A_scale and B_scale, f32 and row-major in the shapes
+// A block-scaled GEMM's scales (GemmSpec::scales): A_scale and B_scale, f32 and row-major in the shapes
 // a_scale_shape and b_scale_shape give; the mainloop reads them one f32 at a time, from the 4 slots after the
 // bindings' (pointer and leading dimension of each: checked_graph.hpp, kBlockScaleSlots).
 void plan_block_scales(const Checker& c, LaunchPlan& plan, std::size_t first) {

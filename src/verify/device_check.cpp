@@ -144,7 +144,7 @@ std::vector<double> lay_out(const std::vector<double>& logical, std::int64_t row
     return stored;
 }
 
-// f32 block scales (GemmSpec::block_scales) that tell a misplaced one: 2^u with u uniform in [-4, 4], times a factor
+// f32 block scales (GemmSpec::scales) that tell a misplaced one: 2^u with u uniform in [-4, 4], times a factor
 // uniform in [0.5, 1], over their root mean square (sqrt(E[4^u] E[f^2]), 4.70), so that the accumulator keeps the
 // variance of an unscaled one and outputs keep their usual range.
 std::vector<double> random_block_scales(std::mt19937_64& rng, std::size_t count) {
@@ -268,7 +268,7 @@ CheckReport check_on_device(const Kernel& kernel, const CheckProblem& p) {
         args.bind("B", b_t ? matrix_col_major(pb, b_type, k, n, ldb) : matrix(pb, b_type, k, n, ldb));
         ref.a = &a_host;
         ref.b = &b_host;
-        if (spec.block_scales) {
+        if (spec.block_scaled()) {
             const BlockScaleShape a_shape = a_scale_shape(m, k), b_shape = b_scale_shape(spec, n, k);
             for (const auto& [name, shape] :
                  {std::pair<const char*, std::vector<std::int64_t>>{"A_scale", {a_shape.rows, a_shape.cols}},

@@ -121,9 +121,9 @@ TEST_CASE("block-scaled FP8 GEMMs match the reference: partial k-blocks, ragged 
     direct.direct = true;
     configs.push_back(direct);
     std::vector<Build> builds;
-    // B's scales per 128 x 128 block, in one type and two, and per row of B and 128 k (b_scales_1x128).
+    // B's scales per 128 x 128 block, in one type and two, and per row of B and 128 k (ScaleMode::Block1x128).
     for (const Graph& g : {block_scaled_graph(DType::E4M3), block_scaled_graph(DType::E5M2, DType::E4M3),
-                           block_scaled_graph(DType::E4M3, std::nullopt, true)})
+                           block_scaled_graph(DType::E4M3, std::nullopt, ScaleMode::Block1x128)})
         for (const KernelConfig& config : configs) builds.push_back({g, options_for(config)});
     warm_in_parallel(builds);
     // K: one partial block, 8 blocks of which the last holds 112, many blocks; M and N ragged (N: 1000 leaves a
@@ -136,7 +136,7 @@ TEST_CASE("block-scaled FP8 GEMMs match the reference: partial k-blocks, ragged 
     struct Restore {
         ~Restore() { set_stream_k_override(std::nullopt); }
     } restore;
-    // B's scales per block on 128 x 128, then per row on 128 x 256 (b_scales_1x128's default tile).
+    // B's scales per block on 128 x 128, then per row on 128 x 256 (Block1x128's default tile).
     for (const Build& build : {builds.front(), Build{builds.back().graph, options_for(configs[3])}}) {
         const Kernel kernel = Runtime::instance().compile(build.graph, build.options);
         verify::CheckProblem p;

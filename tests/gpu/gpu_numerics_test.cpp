@@ -62,7 +62,7 @@ bool takes(const GemmCase& c, const KernelConfig& config) {
     if (size_of(c.graph.spec().input) == 1 && config.hopper() == nullptr) return false;
     // Block-scaled ones on the tiles they take, alone: cooperative 128 x 128 (a candidate) and 128 x 256
     // (hopper_cooperative()).
-    if (c.graph.spec().block_scales) {
+    if (c.graph.spec().block_scaled()) {
         const HopperConfig* h = config.hopper();
         return h != nullptr && hopper_rules::block_scaled_tile(h->bm, h->schedule == Schedule::PingPong) &&
                h->cluster_m * h->cluster_n == 1;

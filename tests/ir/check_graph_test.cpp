@@ -176,14 +176,14 @@ TEST_CASE("validation: A and B of two types are both FP8 and K-major", "[ir]") {
 TEST_CASE("validation: block scales are for FP8 operands", "[ir]") {
     for (const auto& [a, b] : {std::pair{DType::E4M3, DType::E4M3}, std::pair{DType::E5M2, DType::E4M3}}) {
         GemmSpec spec{a, Major::K, Major::K, b};
-        spec.block_scales = true;
+        spec.scales = ScaleMode::Block128x128;
         Graph ok = Graph::gemm("g", spec);
         ok.store(ok.accumulator(), "out", DType::BF16);
         CHECK(find_problems(ok).empty());
     }
     for (const DType d : {DType::BF16, DType::F16}) {
         GemmSpec spec{d, Major::K, Major::K};
-        spec.block_scales = true;
+        spec.scales = ScaleMode::Block128x128;
         Graph g = Graph::gemm("g", spec);
         g.store(g.accumulator(), "out", DType::BF16);
         CHECK(only_problem(g) == fmt::format("graph 'g': block scales (scales=block) are for FP8 operands (e4m3 or "
@@ -193,16 +193,17 @@ TEST_CASE("validation: block scales are for FP8 operands", "[ir]") {
     }
 }
 
-TEST_CASE("validation: b_scales_1x128 needs block scales to lay out", "[ir]") {
+TEST_CASE("validation: B's scales per row are block scales too, for FP8 operands alone", "[ir]") {
     GemmSpec spec{DType::E4M3, Major::K, Major::K};
-    spec.b_scales_1x128 = true;
-    Graph g = Graph::gemm("g", spec);
-    g.store(g.accumulator(), "out", DType::BF16);
-    CHECK_THAT(only_problem(g), Contains("b_scales_1x128") && Contains("set block_scales too"));
-    spec.block_scales = true;
+    spec.scales = ScaleMode::Block1x128;
     Graph ok = Graph::gemm("g", spec);
     ok.store(ok.accumulator(), "out", DType::BF16);
     CHECK(find_problems(ok).empty());
+    spec.input = DType::BF16;
+    Graph g = Graph::gemm("g", spec);
+    g.store(g.accumulator(), "out", DType::BF16);
+    CHECK(only_problem(g) == "graph 'g': block scales (scales=block_1x128) are for FP8 operands (e4m3 or e5m2), got "
+                             "in=bf16 for A and bf16 for B; make both FP8, or drop the block scales");
 }
 
 TEST_CASE("validation: promoted accumulation is for FP8 operands without block scales", "[ir]") {
@@ -222,12 +223,12 @@ TEST_CASE("validation: promoted accumulation is for FP8 operands without block s
                           "(accumulation Fast, the default)",
                           to_string(d), to_string(d)));
     GemmSpec block{DType::E4M3, Major::K, Major::K};
-    block.block_scales = true;
+    block.scales = ScaleMode::Block128x128;
     CHECK(only_problem(graph(block)) ==
           "graph 'g': promoted accumulation (acc=promoted) with block scales (scales=block) is redundant: a "
           "block-scaled GEMM adds every 128-k block into f32 with its scales already; drop acc=promoted "
           "(accumulation Fast, the default)");
-    block.b_scales_1x128 = true;
+    block.scales = ScaleMode::Block1x128;
     CHECK_THAT(only_problem(graph(block)), Contains("is redundant"));
 }
 
@@ -269,11 +270,11 @@ TEST_CASE("validation: node names", "[ir]") {
     }
     SECTION("A_scale and B_scale are reserved in block-scaled gemm graphs only") {
         GemmSpec spec{DType::E4M3, Major::K, Major::K};
-        spec.block_scales = true;
+        spec.scales = ScaleMode::Block128x128;
         Graph g = Graph::gemm("g", spec);
         g.store(g.accumulator() * g.row_input("A_scale", DType::F32), "out", DType::BF16);
         CHECK_THAT(only_problem(g), Contains("node '%A_scale'") && Contains("reserved for A's block scales"));
-        spec.block_scales = false;
+        spec.scales = ScaleMode::Off;
         Graph plain = Graph::gemm("g", spec);
         plain.store(plain.accumulator() * plain.row_input("A_scale", DType::F32), "B_scale", DType::BF16);
         CHECK(problem_lines(plain).empty());

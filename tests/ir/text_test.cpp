@@ -184,12 +184,12 @@ TEST_CASE("a B type other than A's prints as in_b= and reads back, and the same 
 
 TEST_CASE("block scales print as scales=block and read back, and every other graph prints as before", "[ir]") {
     GemmSpec spec{DType::E4M3, Major::K, Major::K};
-    spec.block_scales = true;
+    spec.scales = ScaleMode::Block128x128;
     Graph g = Graph::gemm("g", spec);
     g.store(g.accumulator(), "D", DType::BF16);
     CHECK(header_to_text(g) == "graph g gemm in=e4m3 a=k b=k scales=block");
     const Graph back = parse_graph(to_text(g));
-    CHECK(back.spec().block_scales);
+    CHECK(back.spec().scales == ScaleMode::Block128x128);
     CHECK(back == g);
     CHECK(to_text(back) == to_text(g));
 
@@ -205,7 +205,7 @@ TEST_CASE("block scales print as scales=block and read back, and every other gra
     CHECK(graph_hash(plain) != graph_hash(g));
     const Graph none =
         parse_graph("graph g gemm in=e4m3 a=k b=k scales=none\n%acc = accumulator\n%D = store bf16 %acc\n");
-    CHECK_FALSE(none.spec().block_scales);
+    CHECK(none.spec().scales == ScaleMode::Off);
     CHECK(none == plain);
     CHECK(to_text(none) == to_text(plain));
     CHECK(graph_hash(none) == graph_hash(plain));
@@ -218,22 +218,39 @@ TEST_CASE("block scales print as scales=block and read back, and every other gra
     CHECK_THAT(parse_error("graph g tile scales=block\n"), Contains("only gemm graphs take") && Contains("scales="));
 }
 
+TEST_CASE("every ScaleMode round-trips through its text name and a gemm graph's header", "[ir]") {
+    using Named = std::pair<ScaleMode, std::string_view>;
+    for (const auto& [mode, text] : {Named{ScaleMode::Off, "none"}, Named{ScaleMode::Block128x128, "block"},
+                                     Named{ScaleMode::Block1x128, "block_1x128"}}) {
+        INFO(text);
+        CHECK(to_string(mode) == text);
+        CHECK(parse_scale_mode(text) == mode);
+        Graph g = Graph::gemm("g", GemmSpec{DType::E4M3, Major::K, Major::K, std::nullopt, mode});
+        g.store(g.accumulator(), "D", DType::BF16);
+        const Graph back = parse_graph(to_text(g));
+        CHECK(back.spec().scales == mode);
+        CHECK(back == g);
+        CHECK(to_text(back) == to_text(g));
+    }
+    CHECK_FALSE(parse_scale_mode("row"));
+    CHECK_FALSE(parse_scale_mode("Block128x128"));
+}
+
 TEST_CASE("B's scales per row print as scales=block_1x128 and read back, with a hash of their own", "[ir]") {
     GemmSpec spec{DType::E4M3, Major::K, Major::K};
-    spec.block_scales = true;
+    spec.scales = ScaleMode::Block128x128;
     Graph blocks = Graph::gemm("g", spec);
     blocks.store(blocks.accumulator(), "D", DType::BF16);
-    spec.b_scales_1x128 = true;
+    spec.scales = ScaleMode::Block1x128;
     Graph rows = Graph::gemm("g", spec);
     rows.store(rows.accumulator(), "D", DType::BF16);
     CHECK(header_to_text(rows) == "graph g gemm in=e4m3 a=k b=k scales=block_1x128");
     const Graph back = parse_graph(to_text(rows));
-    CHECK(back.spec().block_scales);
-    CHECK(back.spec().b_scales_1x128);
+    CHECK(back.spec().scales == ScaleMode::Block1x128);
     CHECK(back == rows);
     CHECK_FALSE(back == blocks);
     CHECK(graph_hash(rows) != graph_hash(blocks));
-    CHECK_FALSE(parse_graph(to_text(blocks)).spec().b_scales_1x128);
+    CHECK(parse_graph(to_text(blocks)).spec().scales == ScaleMode::Block128x128);
 }
 
 TEST_CASE("promoted FP8 accumulation prints as acc=promoted and reads back, with a hash of its own, and fast prints as "
@@ -269,7 +286,7 @@ TEST_CASE("promoted FP8 accumulation prints as acc=promoted and reads back, with
 
     // After scales= when both are given (validation refuses that pair; the text still reads it back).
     GemmSpec both{DType::E4M3, Major::K, Major::K};
-    both.block_scales = true;
+    both.scales = ScaleMode::Block128x128;
     both.accumulation = Accumulation::Promoted;
     CHECK(header_to_text(Graph::gemm("g", both)) == "graph g gemm in=e4m3 a=k b=k scales=block acc=promoted");
     CHECK(parse_graph("graph g gemm acc=promoted scales=block in=e4m3\n%acc = accumulator\n").spec() == both);

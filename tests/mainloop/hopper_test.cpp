@@ -198,7 +198,7 @@ TEST_CASE("promoted FP8 accumulation runs the block-scaled loop on a tag of its 
           "by default and among the candidates",
           "[mainloop]") {
     const Mainloop& m = hopper_mainloop();
-    const GemmSpec wgrad_spec{DType::E5M2, Major::K, Major::K, DType::E4M3, false, false, Accumulation::Promoted};
+    const GemmSpec wgrad_spec{DType::E5M2, Major::K, Major::K, DType::E4M3, ScaleMode::Off, Accumulation::Promoted};
     const Graph tensorwise = test::tensorwise_graph(DType::E4M3, Accumulation::Promoted);
     const Graph wgrad = blocks::wgrad_fp8_accumulate(wgrad_spec);
     const HopperConfig wide{128, 256, 4, Schedule::Cooperative, 1};

@@ -1,9 +1,13 @@
 """GemmSpec.input_b: FP8 operands of two types (e5m2 gradients x e4m3 weights), printed as in_b= only where B's
-type is not A's, read back, and refused for any pair but two FP8 types; GemmSpec.block_scales: scales=block, and the
-reference of a block-scaled GEMM against numpy."""
+type is not A's, read back, and refused for any pair but two FP8 types; GemmSpec.scales (coda.ScaleMode, spelled
+block_scales= / b_scales_1x128= before): scales=block and scales=block_1x128, and the reference of a block-scaled GEMM
+against numpy."""
 import pytest
 
 import coda
+
+# The extension's enum; coda/__init__.py does not re-export it yet (coda.ScaleMode once it does).
+ScaleMode = coda._coda.ScaleMode
 
 
 def scaled(spec):
@@ -50,37 +54,69 @@ def test_two_types_are_fp8_and_k_major():
         coda.check(scaled(coda.GemmSpec(input=coda.e5m2, b=coda.Major.MN, input_b=coda.e4m3)))
 
 
-# Block scales (GemmSpec.block_scales): DeepSeek-V3's recipe, A_scale [ceil(K / 128) x M] and
+# Block scales (GemmSpec.scales): DeepSeek-V3's recipe, A_scale [ceil(K / 128) x M] and
 # B_scale [ceil(N / 128) x ceil(K / 128)] bound beside A and B.
 def block_scaled(input=coda.e4m3, input_b=None):
-    return scaled(coda.GemmSpec(input=input, input_b=input_b, block_scales=True))
+    return scaled(coda.GemmSpec(input=input, input_b=input_b, scales=ScaleMode.Block128x128))
 
 
-def test_block_scales_default_off_and_are_a_property():
+def test_scales_default_off_and_are_a_property():
     spec = coda.GemmSpec(input=coda.e4m3)
-    assert spec.block_scales is False
-    assert "block_scales" not in repr(spec)
-    spec.block_scales = True
-    assert repr(spec) == "coda.GemmSpec(input=coda.e4m3, a=coda.Major.K, b=coda.Major.K, block_scales=True)"
+    assert spec.scales == ScaleMode.Off
+    assert spec.block_scales is False and spec.b_scales_1x128 is False
+    assert "scales" not in repr(spec)
+    spec.scales = ScaleMode.Block128x128
+    assert spec.block_scales is True and spec.b_scales_1x128 is False
+    assert repr(spec) == ("coda.GemmSpec(input=coda.e4m3, a=coda.Major.K, b=coda.Major.K, "
+                          "scales=coda.ScaleMode.Block128x128)")
     assert spec != coda.GemmSpec(input=coda.e4m3)
-    assert spec == coda.GemmSpec(input=coda.e4m3, block_scales=True)
-    assert repr(coda.GemmSpec(input=coda.e5m2, input_b=coda.e4m3, block_scales=True)).endswith(
-        "input_b=coda.e4m3, block_scales=True)")
+    assert spec == coda.GemmSpec(input=coda.e4m3, scales=ScaleMode.Block128x128)
+    assert repr(coda.GemmSpec(input=coda.e5m2, input_b=coda.e4m3, scales=ScaleMode.Block1x128)).endswith(
+        "input_b=coda.e4m3, scales=coda.ScaleMode.Block1x128)")
+    assert eval(repr(spec), {"coda": coda._coda}) == spec
 
 
-def test_b_scales_1x128_print_read_back_and_need_block_scales():
+@pytest.mark.parametrize("mode, text", [("Off", None), ("Block128x128", "block"), ("Block1x128", "block_1x128")])
+def test_every_scale_mode_round_trips_through_the_text_form(mode, text):
+    g = scaled(coda.GemmSpec(input=coda.e4m3, scales=getattr(ScaleMode, mode)))
+    header = coda.to_text(g).splitlines()[0]
+    assert header == "graph mixed gemm in=e4m3 a=k b=k" + (f" scales={text}" if text else "")
+    back = coda.parse_graph(coda.to_text(g))
+    assert back == g and back.spec.scales == getattr(ScaleMode, mode)
+    coda.check(g)
+
+
+def test_the_older_keywords_still_make_the_same_specs_and_read_back():
+    Mode = ScaleMode
+    assert coda.GemmSpec(input=coda.e4m3, block_scales=True).scales == Mode.Block128x128
+    assert coda.GemmSpec(input=coda.e4m3, block_scales=True, b_scales_1x128=True).scales == Mode.Block1x128
+    assert coda.GemmSpec(input=coda.e4m3, block_scales=False).scales == Mode.Off
+    assert coda.GemmSpec(input=coda.e4m3, block_scales=False, b_scales_1x128=False).scales == Mode.Off
+    # Both spellings at once must agree.
+    assert coda.GemmSpec(input=coda.e4m3, scales=Mode.Block128x128, block_scales=True).scales == Mode.Block128x128
+    with pytest.raises(coda.Error, match=r"scales=coda.ScaleMode.Block1x128 and block_scales=True, "
+                                         r"b_scales_1x128=False name different scales"):
+        coda.GemmSpec(input=coda.e4m3, scales=Mode.Block1x128, block_scales=True)
+    with pytest.raises(coda.Error, match=r"b_scales_1x128=True .* set block_scales=True too"):
+        coda.GemmSpec(input=coda.e4m3, b_scales_1x128=True)
+    # The older names are read-only views of scales.
     spec = coda.GemmSpec(input=coda.e4m3, block_scales=True, b_scales_1x128=True)
-    assert repr(spec) == ("coda.GemmSpec(input=coda.e4m3, a=coda.Major.K, b=coda.Major.K, block_scales=True, "
-                          "b_scales_1x128=True)")
-    assert spec != coda.GemmSpec(input=coda.e4m3, block_scales=True)
+    assert spec.block_scales and spec.b_scales_1x128
+    with pytest.raises(AttributeError):
+        spec.block_scales = False
+    assert coda.to_text(scaled(spec)).splitlines()[0] == "graph mixed gemm in=e4m3 a=k b=k scales=block_1x128"
+    assert coda.parse_graph(coda.to_text(scaled(spec))).spec.b_scales_1x128
+
+
+def test_b_scales_1x128_print_read_back():
+    spec = coda.GemmSpec(input=coda.e4m3, scales=ScaleMode.Block1x128)
+    assert spec != coda.GemmSpec(input=coda.e4m3, scales=ScaleMode.Block128x128)
     g = scaled(spec)
     text = coda.to_text(g)
     assert text.splitlines()[0] == "graph mixed gemm in=e4m3 a=k b=k scales=block_1x128"
     back = coda.parse_graph(text)
-    assert back == g and back.spec.b_scales_1x128
+    assert back == g and back.spec.scales == ScaleMode.Block1x128
     coda.check(g)
-    with pytest.raises(coda.Error, match=r"b_scales_1x128 .* set block_scales too"):
-        coda.check(scaled(coda.GemmSpec(input=coda.e4m3, b_scales_1x128=True)))
 
 
 def test_block_scales_print_read_back_and_check():
@@ -88,12 +124,14 @@ def test_block_scales_print_read_back_and_check():
     text = coda.to_text(g)
     assert text.splitlines()[0] == "graph mixed gemm in=e4m3 a=k b=k in_b=e5m2 scales=block"
     back = coda.parse_graph(text)
-    assert back == g and coda.to_text(back) == text and back.spec.block_scales
+    assert back == g and coda.to_text(back) == text and back.spec.scales == ScaleMode.Block128x128
     coda.check(g)
     # Without them the text is as before.
     assert coda.to_text(scaled(coda.GemmSpec(input=coda.e4m3))).splitlines()[0] == "graph mixed gemm in=e4m3 a=k b=k"
     with pytest.raises(coda.Error, match=r"block scales \(scales=block\) are for FP8 operands.*got in=bf16 for A"):
         coda.check(block_scaled(input=coda.bf16))
+    with pytest.raises(coda.Error, match=r"block scales \(scales=block_1x128\) are for FP8 operands.*got in=f16 for A"):
+        coda.check(scaled(coda.GemmSpec(input=coda.f16, scales=ScaleMode.Block1x128)))
 
 
 def test_reference_of_a_block_scaled_gemm_matches_numpy():

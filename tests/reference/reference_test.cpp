@@ -331,7 +331,7 @@ void check_block_products(const HostTensor& d, long long m, long long n, Scale s
 // shows.
 TEST_CASE("block-scaled FP8 GEMM: each 128-k block scaled by A_scale[kb][i] * B_scale[j / 128][kb]", "[reference]") {
     GemmSpec spec{DType::E4M3, Major::K, Major::K};
-    spec.block_scales = true;
+    spec.scales = ScaleMode::Block128x128;
     Graph g = Graph::gemm("scaled", spec);
     g.store(g.accumulator(), "D", DType::F32);
     const long long M = 2, N = 130, K = 256;
@@ -361,12 +361,11 @@ TEST_CASE("block-scaled FP8 GEMM: each 128-k block scaled by A_scale[kb][i] * B_
     CHECK(run_reference(check_graph(g), q).at("D").values == std::vector<double>(4, 128 + 72));
 }
 
-// The same operands with B's scales per row of B and k-block (b_scales_1x128): B_scale[kb][j], so columns 0, 1 and
+// The same operands with B's scales per row of B and k-block (Block1x128): B_scale[kb][j], so columns 0, 1 and
 // 129 each get their own, and a scale read at (j / 128, kb) as the block layout has it would show.
 TEST_CASE("block-scaled FP8 GEMM with B's scales per row: A_scale[kb][i] * B_scale[kb][j]", "[reference]") {
     GemmSpec spec{DType::E4M3, Major::K, Major::K};
-    spec.block_scales = true;
-    spec.b_scales_1x128 = true;
+    spec.scales = ScaleMode::Block1x128;
     Graph g = Graph::gemm("scaled", spec);
     g.store(g.accumulator(), "D", DType::F32);
     const long long M = 2, N = 130, K = 256;
@@ -397,7 +396,7 @@ TEST_CASE("block-scaled FP8 GEMM with B's scales per row: A_scale[kb][i] * B_sca
 
 TEST_CASE("block scales that are missing or misshapen are reported by name and shape", "[reference]") {
     GemmSpec spec{DType::E4M3, Major::K, Major::K};
-    spec.block_scales = true;
+    spec.scales = ScaleMode::Block128x128;
     Graph g = Graph::gemm("scaled", spec);
     g.store(g.accumulator(), "D", DType::F32);
     const CheckedGraph checked = check_graph(g);

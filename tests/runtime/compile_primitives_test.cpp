@@ -266,7 +266,7 @@ TEST_CASE("promoted FP8 accumulation (per-tensor e4m3, and an e5m2 x e4m3 weight
           "[compile]") {
     test::TempDir dir("coda-fp8-promoted");
     KernelCache cache(dir.path(), false);
-    const GemmSpec wgrad_spec{DType::E5M2, Major::K, Major::K, DType::E4M3, false, false, Accumulation::Promoted};
+    const GemmSpec wgrad_spec{DType::E5M2, Major::K, Major::K, DType::E4M3, ScaleMode::Off, Accumulation::Promoted};
     GemmSpec rowwise_spec{DType::E4M3, Major::K, Major::K};
     rowwise_spec.accumulation = Accumulation::Promoted;
     // The row-wise weight gradient's epilogue reads a row and a column vector beside the block sum.
@@ -299,9 +299,9 @@ TEST_CASE("reduce_group compiles on every Hopper config and in tile programs wit
     const Graph bf16 = test::group_quantizing_graph("group_quantize");
     // With a residual tile input in the operand: read from global memory by the group pass, staged for the visits.
     const Graph residual = test::group_quantizing_graph("group_quantize_residual", GemmSpec{}, true);
-    const Graph fp8 = test::group_quantizing_graph("group_quantize_fp8", GemmSpec{DType::E4M3, Major::K, Major::K, std::nullopt, true});
-    const Graph fp8_residual = test::group_quantizing_graph(
-        "group_quantize_fp8_residual", GemmSpec{DType::E4M3, Major::K, Major::K, std::nullopt, true}, true);
+    const GemmSpec blockwise{DType::E4M3, Major::K, Major::K, std::nullopt, ScaleMode::Block128x128};
+    const Graph fp8 = test::group_quantizing_graph("group_quantize_fp8", blockwise);
+    const Graph fp8_residual = test::group_quantizing_graph("group_quantize_fp8_residual", blockwise, true);
     for (const NamedConfig& named : hopper_mainloop().candidates()) {
         require_compiles_without_spills(bf16, "sm_90a", cache, named.config);
         HopperConfig direct = *named.config.hopper();

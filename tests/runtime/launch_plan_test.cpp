@@ -398,13 +398,13 @@ TEST_CASE("rebinding a scalar to device memory tags its pointer and checks it", 
 
 namespace {
 
-// D = alpha * A B on block-scaled e4m3 operands (GemmSpec::block_scales), and its bindings: at K = 256 and
+// D = alpha * A B on block-scaled e4m3 operands (GemmSpec::scales), and its bindings: at K = 256 and
 // N = 512, A_scale is [2 x M] and B_scale [4 x 2].
 constexpr std::int64_t KB = K / kScaleBlock, NB = N / kScaleBlock;
 
 Graph block_scaled_gemm() {
     GemmSpec spec{DType::E4M3, Major::K, Major::K};
-    spec.block_scales = true;
+    spec.scales = ScaleMode::Block128x128;
     Graph g = Graph::gemm("scaled", spec);
     g.store(g.mul(g.accumulator(), g.scalar("alpha")), "D", DType::BF16);
     return g;
@@ -512,11 +512,10 @@ TEST_CASE("block-scale errors name the scale, the expected shape and what was gi
     }
 }
 
-TEST_CASE("with B's scales per row (b_scales_1x128), B_scale is [ceil(K / 128) x N] and the block shape is refused",
+TEST_CASE("with B's scales per row (Block1x128), B_scale is [ceil(K / 128) x N] and the block shape is refused",
           "[runtime]") {
     GemmSpec spec{DType::E4M3, Major::K, Major::K};
-    spec.block_scales = true;
-    spec.b_scales_1x128 = true;
+    spec.scales = ScaleMode::Block1x128;
     Graph rows = Graph::gemm("scaled", spec);
     rows.store(rows.mul(rows.accumulator(), rows.scalar("alpha")), "D", DType::BF16);
     const CheckedGraph g = check_graph(rows);

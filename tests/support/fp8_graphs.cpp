@@ -44,10 +44,10 @@ Graph fp8_reading_program() {
     return g;
 }
 
-Graph block_scaled_graph(DType input, std::optional<DType> input_b, bool b_scales_1x128) {
+Graph block_scaled_graph(DType input, std::optional<DType> input_b, ScaleMode scales) {
     Graph g = Graph::gemm(fmt::format("fp8_block_scaled_{}{}{}", to_string(input), input_b ? "_mixed" : "",
-                                      b_scales_1x128 ? "_1x128" : ""),
-                          GemmSpec{input, Major::K, Major::K, input_b, true, b_scales_1x128});
+                                      scales == ScaleMode::Block1x128 ? "_1x128" : ""),
+                          GemmSpec{input, Major::K, Major::K, input_b, scales});
     Value x1 = g.add(g.accumulator(), g.tile_input("residual", DType::BF16), "x1_value");
     g.store(x1, "x1", DType::BF16);
     g.reduce_row(x1, ReduceOp::SumSq, "x1_sumsq");

@@ -24,9 +24,10 @@ Graph transposed_reading_graph(DType dtype);
 // FP8 tiles read back, of both widths (e5m2 double, e4m3 full), and one copied through.
 Graph fp8_reading_program();
 
-// A block-scaled FP8 GEMM (GemmSpec::block_scales) with the out-projection's kind of epilogue: the promoted
-// accumulator plus a residual, stored in bf16, and its row partials. b_scales_1x128: B's scales per row of B.
-Graph block_scaled_graph(DType input, std::optional<DType> input_b = std::nullopt, bool b_scales_1x128 = false);
+// A block-scaled FP8 GEMM (GemmSpec::scales) with the out-projection's kind of epilogue: the promoted accumulator
+// plus a residual, stored in bf16, and its row partials. Block1x128: B's scales per row of B.
+Graph block_scaled_graph(DType input, std::optional<DType> input_b = std::nullopt,
+                         ScaleMode scales = ScaleMode::Block128x128);
 
 // A per-tensor FP8 GEMM, D = acc * s stored in `out`, summing its products as `accumulation` says
 // (GemmSpec::accumulation): the graph the promoted loop is tested on, with unit scales in the mainloop.

@@ -47,9 +47,10 @@ Graph identity_graph(DType input = DType::BF16) {
 }
 
 // The block-scaled identity (--block-scales): D = acc in bf16, the mainloop applying one scale per row of A and 128 k
-// and one per 128 x 128 block of B (GemmSpec::block_scales), as DeepGEMM and torch._scaled_mm's block-wise recipe.
+// and one per 128 x 128 block of B (ScaleMode::Block128x128), as DeepGEMM and torch._scaled_mm's block-wise recipe.
 Graph block_scaled_identity_graph(DType input) {
-    Graph g = Graph::gemm("identity_blockwise", GemmSpec{input, Major::K, Major::K, std::nullopt, true});
+    Graph g = Graph::gemm("identity_blockwise",
+                          GemmSpec{input, Major::K, Major::K, std::nullopt, ScaleMode::Block128x128});
     g.store(g.accumulator(), "D", DType::BF16);
     return g;
 }

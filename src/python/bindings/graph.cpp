@@ -9,6 +9,7 @@
 
 #include "bindings.hpp"
 #include "coda/blocks.hpp"
+#include "coda/error.hpp"
 #include "coda/text.hpp"
 #include "coda/validate.hpp"
 #include "ir/check_graph.hpp"
@@ -49,6 +50,32 @@ void def_unary(nb::class_<Graph>& cls, const char* name, Unary method) {
             "x"_a, "name"_a = "");
 }
 
+// ScaleMode's Python name, for GemmSpec's repr.
+const char* scale_mode_name(ScaleMode s) {
+    switch (s) {
+        case ScaleMode::Off: return "Off";
+        case ScaleMode::Block128x128: return "Block128x128";
+        case ScaleMode::Block1x128: return "Block1x128";
+    }
+    return "?";
+}
+
+// GemmSpec's scale mode from scales= and the older block_scales= / b_scales_1x128= keywords, where given: they must
+// name one mode between them.
+ScaleMode scale_mode(ScaleMode scales, std::optional<bool> block_scales, std::optional<bool> b_scales_1x128) {
+    if (!block_scales && !b_scales_1x128) return scales;
+    const bool blocks = block_scales.value_or(false), rows = b_scales_1x128.value_or(false);
+    if (rows && !blocks)
+        throw Error("GemmSpec: b_scales_1x128=True says how B's block scales are laid out, and block_scales is not "
+                    "set: set block_scales=True too, or give scales=coda.ScaleMode.Block1x128 alone");
+    const ScaleMode legacy = !blocks ? ScaleMode::Off : rows ? ScaleMode::Block1x128 : ScaleMode::Block128x128;
+    if (scales != ScaleMode::Off && scales != legacy)
+        throw Error(fmt::format("GemmSpec: scales=coda.ScaleMode.{} and block_scales={}, b_scales_1x128={} name "
+                                "different scales: give scales= alone",
+                                scale_mode_name(scales), blocks ? "True" : "False", rows ? "True" : "False"));
+    return legacy;
+}
+
 void bind_types(nb::module_& m) {
     nb::enum_<DType>(m, "DType")
         .value("BF16", DType::BF16)
@@ -79,45 +106,61 @@ void bind_types(nb::module_& m) {
                             "(use_fast_accum=False).")
         .value("Fast", Accumulation::Fast)
         .value("Promoted", Accumulation::Promoted);
+
+    nb::enum_<ScaleMode>(m, "ScaleMode",
+                         "Which block scales a GEMM's mainloop applies (GemmSpec.scales): Off, none (per-tensor and "
+                         "row-wise FP8 scales are epilogue inputs); Block128x128, A_scale per row of A and 128 k and "
+                         "B_scale per 128 x 128 block of B (text scales=block); Block1x128, B_scale per row of B and "
+                         "128 k as A's (scales=block_1x128).")
+        .value("Off", ScaleMode::Off)
+        .value("Block128x128", ScaleMode::Block128x128)
+        .value("Block1x128", ScaleMode::Block1x128);
     m.def("size_of", &size_of, "dtype"_a, "Bytes of one element of dtype.");
 
     nb::class_<GemmSpec>(m, "GemmSpec",
                          "The operands of a GEMM graph: A (M x K) and B (K x N) in bf16, f16, e4m3 or e5m2; input_b "
                          "is B's type where it is not A's (two FP8 types, e.g. e5m2 gradients x e4m3 weights); "
-                         "block_scales: FP8 operands with DeepSeek-V3's block scales, bound as A_scale and B_scale "
-                         "(B's per 128 x 128 block, or with b_scales_1x128 per row of B and 128 k, as A's); "
-                         "accumulation: FP8 without block scales, Accumulation.Promoted adds each 128-k block's sum "
-                         "in f32.")
+                         "scales: FP8 operands with DeepSeek-V3's block scales, bound as A_scale and B_scale "
+                         "(ScaleMode.Block128x128: B's per 128 x 128 block; ScaleMode.Block1x128: per row of B and "
+                         "128 k, as A's); accumulation: FP8 without block scales, Accumulation.Promoted adds each "
+                         "128-k block's sum in f32. block_scales= and b_scales_1x128= are the older spelling of "
+                         "scales=.")
         .def(
             "__init__",
-            [](GemmSpec* self, DType input, Major a, Major b, std::optional<DType> input_b, bool block_scales,
-               bool b_scales_1x128, Accumulation accumulation) {
-                new (self) GemmSpec{input, a, b, input_b, block_scales, b_scales_1x128, accumulation};
+            [](GemmSpec* self, DType input, Major a, Major b, std::optional<DType> input_b, ScaleMode scales,
+               Accumulation accumulation, std::optional<bool> block_scales, std::optional<bool> b_scales_1x128) {
+                new (self) GemmSpec{input, a, b, input_b, scale_mode(scales, block_scales, b_scales_1x128),
+                                    accumulation};
             },
             "input"_a = DType::BF16, "a"_a = Major::K, "b"_a = Major::K, "input_b"_a = nb::none(),
-            "block_scales"_a = false, "b_scales_1x128"_a = false, "accumulation"_a = Accumulation::Fast)
+            "scales"_a = ScaleMode::Off, "accumulation"_a = Accumulation::Fast, "block_scales"_a = nb::none(),
+            "b_scales_1x128"_a = nb::none())
         .def_rw("input", &GemmSpec::input)
         .def_rw("a", &GemmSpec::a)
         .def_rw("b", &GemmSpec::b)
         .def_rw("input_b", &GemmSpec::input_b, "B's type where it is not A's; None: A's.")
-        .def_rw("block_scales", &GemmSpec::block_scales,
-                "FP8 block scales: A_scale f32 [ceil(K / 128) x M] and B_scale f32 [ceil(N / 128) x ceil(K / 128)], "
-                "acc = sum over 128-k blocks kb of A_scale[kb][m] * B_scale[n / 128][kb] * (A B over kb)[m][n].")
-        .def_rw("b_scales_1x128", &GemmSpec::b_scales_1x128,
-                "With block_scales: B_scale f32 [ceil(K / 128) x N], one per row of B (as N x K) and 128 k, as A's "
-                "(a weight gradient's operands, both activations): acc uses B_scale[kb][n].")
+        .def_rw("scales", &GemmSpec::scales,
+                "FP8 block scales applied by the mainloop: ScaleMode.Block128x128, A_scale f32 [ceil(K / 128) x M] "
+                "and B_scale f32 [ceil(N / 128) x ceil(K / 128)], acc = sum over 128-k blocks kb of "
+                "A_scale[kb][m] * B_scale[n / 128][kb] * (A B over kb)[m][n]; ScaleMode.Block1x128, B_scale f32 "
+                "[ceil(K / 128) x N], one per row of B (as N x K) and 128 k, as A's (a weight gradient's operands, "
+                "both activations): acc uses B_scale[kb][n]; ScaleMode.Off (default): none.")
+        .def_prop_ro("block_scales", &GemmSpec::block_scaled, "Whether scales is not ScaleMode.Off (read-only).")
+        .def_prop_ro(
+            "b_scales_1x128", [](const GemmSpec& s) { return s.scales == ScaleMode::Block1x128; },
+            "Whether scales is ScaleMode.Block1x128 (read-only).")
         .def_rw("accumulation", &GemmSpec::accumulation,
                 "FP8 operands without block scales: Accumulation.Fast sums every product in Hopper's FP8 wgmma "
                 "accumulator (about 14 bits; use_fast_accum=True); Accumulation.Promoted lets wgmma sum each 128-k "
                 "block and adds it into f32 (use_fast_accum=False), on cooperative 128 x 128 or 128 x 256 tiles.")
         .def("__eq__", [](const GemmSpec& x, const GemmSpec& y) { return x == y; })
         .def("__repr__", [](const GemmSpec& s) {
-            return fmt::format("coda.GemmSpec(input=coda.{}, a=coda.Major.{}, b=coda.Major.{}{}{}{}{})",
+            return fmt::format("coda.GemmSpec(input=coda.{}, a=coda.Major.{}, b=coda.Major.{}{}{}{})",
                                to_string(s.input),
                                s.a == Major::K ? "K" : "MN", s.b == Major::K ? "K" : "MN",
                                s.input_b ? fmt::format(", input_b=coda.{}", to_string(*s.input_b)) : "",
-                               s.block_scales ? ", block_scales=True" : "",
-                               s.b_scales_1x128 ? ", b_scales_1x128=True" : "",
+                               s.block_scaled() ? fmt::format(", scales=coda.ScaleMode.{}", scale_mode_name(s.scales))
+                                                : "",
                                s.accumulation == Accumulation::Promoted
                                    ? ", accumulation=coda.Accumulation.Promoted"
                                    : "");
@@ -324,7 +367,7 @@ void bind_blocks(nb::module_& m) {
     b.def("wgrad_fp8_accumulate", &blocks::wgrad_fp8_accumulate, "spec"_a = fp8_backward_spec);
     b.def("llama_block_fp8", &blocks::llama_block_fp8, "Every FP8 graph above, forward then backward.");
     // Block-wise FP8 training: block-scaled GEMMs, scales from each row group's own amax (blocks.hpp).
-    const GemmSpec blockwise_spec{DType::E4M3, Major::K, Major::K, std::nullopt, true};
+    const GemmSpec blockwise_spec{DType::E4M3, Major::K, Major::K, std::nullopt, ScaleMode::Block128x128};
     b.def("rms_entry_fp8_blockwise", &blocks::rms_entry_fp8_blockwise);
     b.def("qkv_rope_fp8_blockwise", &blocks::qkv_rope_fp8_blockwise, "spec"_a = blockwise_spec);
     b.def("out_proj_fp8_blockwise", &blocks::out_proj_fp8_blockwise, "spec"_a = blockwise_spec);
@@ -337,7 +380,7 @@ void bind_blocks(nb::module_& m) {
     b.def("rmsnorm_backward_residual_fp8_blockwise_bf16_dx", &blocks::rmsnorm_backward_residual_fp8_blockwise_bf16_dx,
           "spec"_a = blockwise_spec);
     b.def("wgrad_fp8_blockwise_accumulate", &blocks::wgrad_fp8_blockwise_accumulate,
-          "spec"_a = GemmSpec{DType::E4M3, Major::K, Major::K, std::nullopt, true, true});
+          "spec"_a = GemmSpec{DType::E4M3, Major::K, Major::K, std::nullopt, ScaleMode::Block1x128});
     b.def("llama_block_fp8_blockwise", &blocks::llama_block_fp8_blockwise,
           "Every block-wise FP8 graph above, forward then backward.");
     // Row-wise FP8 training: a scale per row of A and per column of B (blocks.hpp).

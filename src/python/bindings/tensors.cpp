@@ -347,7 +347,7 @@ nb::dict reference(const Graph& graph, nb::dict bindings, long long m, long long
     std::map<std::string, const Binding*> by_name;
     for (const Binding& b : checked.bindings) by_name[b.name] = &b;
     HostTensor a, b;
-    const bool block_scales = domain == Domain::Gemm && graph.spec().block_scales;
+    const bool block_scales = domain == Domain::Gemm && graph.spec().block_scaled();
     for (auto [key, value] : bindings) {
         const std::string name = nb::cast<std::string>(key);
         if (domain == Domain::Gemm && (name == "A" || name == "B")) {
