@@ -2,6 +2,7 @@
 // backward counterparts, as graphs you can compile, dump or extend. Names of bindings are documented per graph.
 #pragma once
 
+#include <optional>
 #include <vector>
 
 #include "coda/graph.hpp"
@@ -297,5 +298,36 @@ Graph wgrad_fp8_rowwise_accumulate(GemmSpec spec = {DType::E4M3, Major::K, Major
 
 // Every row-wise graph above, forward then backward.
 std::vector<Graph> llama_block_fp8_rowwise();
+
+// ---------------------------------------------------------------------------------------------------------
+// The catalog of every graph above, from the one list blocks.def: for what goes through them all by name (the
+// Python module coda.blocks, the tools/graphs check). The llama_block* lists are its recipes, in its order.
+
+// Which llama_block* list holds a graph.
+enum class BlockRecipe { Bf16, Fp8Tensorwise, Fp8Blockwise, Fp8Rowwise };
+
+// A graph's default GemmSpec by kind (default_spec); None for tile programs and finalizers, which take no spec.
+enum class BlockSpec {
+    None,
+    Bf16,             // GemmSpec{}: bf16, both K-major (the forward GEMMs)
+    Bf16Backward,     // bf16, B N-major (the dgrads on the forward's weights)
+    Fp8,              // e4m3 x e4m3, both K-major (tensorwise forward; every row-wise GEMM)
+    Fp8Backward,      // e5m2 gradients x e4m3 transposed weights, both K-major
+    Fp8Block128x128,  // e4m3, ScaleMode::Block128x128
+    Fp8Block1x128,    // e4m3, ScaleMode::Block1x128 (the block-wise weight gradient)
+};
+std::optional<GemmSpec> default_spec(BlockSpec spec);
+
+struct BlockEntry {
+    const char* name;  // the function's name, its graph's and its tools/graphs file's (name.coda)
+    BlockRecipe recipe;
+    BlockSpec spec;
+    Graph (*build)(GemmSpec spec);  // calls blocks::name; a graph of BlockSpec::None ignores spec
+    // The graph with its default spec, as blocks::name() builds it.
+    Graph make() const;
+};
+
+// Every block graph, in blocks.def's order.
+const std::vector<BlockEntry>& catalog();
 
 }  // namespace coda::blocks

@@ -200,28 +200,4 @@ Graph cross_entropy_backward_row_scale() {
     return g;
 }
 
-std::vector<Graph> llama_block() {
-    return {rms_entry(),
-            out_proj(),
-            rms_finalize(),
-            gate_up_swiglu(),
-            qkv_rope(),
-            lm_head_ce(),
-            lm_head_ce_stats(),
-            ce_finalize(),
-            lm_head_ce_backward(),
-            lm_head_ce_backward_row_scale(),
-            swiglu_backward(),
-            swiglu_backward_tile(),
-            rms_backward_finalize(),
-            rmsnorm_backward(),
-            rmsnorm_backward_bf16(),
-            rmsnorm_backward_residual(),
-            dgamma_finalize(),
-            rope_backward(),
-            rope_backward_from_output(),
-            cross_entropy_backward(),
-            cross_entropy_backward_row_scale()};
-}
-
 }  // namespace coda::blocks

@@ -194,27 +194,4 @@ Graph wgrad_fp8_accumulate(GemmSpec spec) {
     return g;
 }
 
-std::vector<Graph> llama_block_fp8() {
-    return {rms_entry_fp8(),
-            qkv_rope_fp8(),
-            quantize_e4m3(),
-            out_proj_fp8(),
-            out_proj_fp8_bf16_h(),
-            gate_up_swiglu_fp8(),
-            quantize_e5m2(),
-            swiglu_backward_fp8(),
-            rmsnorm_backward_residual_fp8(),
-            rmsnorm_backward_residual_fp8_bf16_dx(),
-            dgrad_fp8(),
-            rope_backward_from_output_fp8(),
-            // FP8 weight gradients: the transposed copies they read, and the accumulating GEMM (dgrad_fp8 stores).
-            quantize_e4m3_t(),
-            quantize_e5m2_t(),
-            swiglu_backward_fp8_t(),
-            rmsnorm_backward_residual_fp8_t(),
-            rmsnorm_backward_residual_fp8_bf16_dx_t(),
-            rope_backward_from_output_fp8_t(),
-            wgrad_fp8_accumulate()};
-}
-
 }  // namespace coda::blocks

@@ -103,20 +103,4 @@ Graph rmsnorm_backward_residual_fp8_blockwise_bf16_dx(GemmSpec spec) {
     return norm_backward_residual("rmsnorm_backward_residual_fp8_blockwise_bf16_dx", spec, false);
 }
 
-std::vector<Graph> llama_block_fp8_blockwise() {
-    return {rms_entry_fp8_blockwise(),
-            qkv_rope_fp8_blockwise(),
-            quantize_e4m3_blockwise(),
-            quantize_e4m3_blockwise_t(),
-            transpose_e4m3(),
-            out_proj_fp8_blockwise(),
-            out_proj_fp8_blockwise_bf16_h(),
-            gate_up_swiglu_fp8_blockwise(),
-            swiglu_backward_fp8_blockwise(),
-            rmsnorm_backward_residual_fp8_blockwise(),
-            rmsnorm_backward_residual_fp8_blockwise_bf16_dx(),
-            dgrad_fp8_blockwise(),
-            wgrad_fp8_blockwise_accumulate()};
-}
-
 }  // namespace coda::blocks

@@ -131,21 +131,4 @@ Graph rope_backward_from_output_fp8_rowwise() {
     });
 }
 
-std::vector<Graph> llama_block_fp8_rowwise() {
-    return {rms_entry_fp8_rowwise(),
-            quantize_e4m3_rowwise(),
-            quantize_e4m3_rowwise_gamma(),
-            qkv_rope_fp8_rowwise(),
-            out_proj_fp8_rowwise(),
-            out_proj_fp8_rowwise_bf16_h(),
-            gate_up_swiglu_fp8_rowwise(),
-            swiglu_backward_fp8_rowwise(),
-            rmsnorm_backward_residual_fp8_rowwise(),
-            rmsnorm_backward_residual_fp8_rowwise_bf16_dx(),
-            dgrad_fp8_rowwise(),
-            rope_backward_from_output_fp8_rowwise(),
-            quantize_e4m3_colwise_t(),
-            wgrad_fp8_rowwise_accumulate()};
-}
-
 }  // namespace coda::blocks

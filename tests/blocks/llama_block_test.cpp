@@ -1,10 +1,12 @@
 // The ready-made block epilogues are valid, and tools/graphs/*.coda hold exactly their canonical text
-// (CODA_UPDATE_GRAPHS=1 rewrites the files from the builder code).
+// (CODA_UPDATE_GRAPHS=1 rewrites the files from the builder code), one per entry of the block catalog (blocks.def).
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "coda/blocks.hpp"
@@ -40,6 +42,45 @@ TEST_CASE("tools/graphs hold the block epilogues' canonical text", "[blocks]") {
         REQUIRE(parsed.size() == 1);
         CHECK(parsed[0].graph == g);
     }
+}
+
+TEST_CASE("every file in tools/graphs is a graph of the block catalog", "[blocks]") {
+    std::set<std::string> names;
+    for (const blocks::BlockEntry& e : blocks::catalog()) CHECK(names.insert(e.name).second);
+    int files = 0;
+    for (const auto& file : std::filesystem::directory_iterator(std::string(CODA_SOURCE_DIR) + "/tools/graphs")) {
+        if (file.path().extension() != ".coda") continue;
+        ++files;
+        INFO(file.path().string() << ": add its graph to include/coda/blocks.def, or remove the file");
+        CHECK(names.count(file.path().stem().string()) == 1);
+    }
+    CHECK(files == static_cast<int>(names.size()));
+}
+
+TEST_CASE("blocks.def names each block function's graph and default spec", "[blocks]") {
+    const auto check_block = [](const char* name, const Graph& g, blocks::BlockSpec spec) {
+        INFO(name);
+        CHECK(g.name() == name);
+        const std::optional<GemmSpec> expected = blocks::default_spec(spec);
+        CHECK((g.domain() == Domain::Gemm) == expected.has_value());
+        if (expected) CHECK(g.spec() == *expected);
+    };
+    // blocks::name() with its C++ default argument, against the table's spec.
+#define CODA_BLOCK(name, recipe, spec) check_block(#name, blocks::name(), blocks::BlockSpec::spec);
+#include "coda/blocks.def"
+#undef CODA_BLOCK
+}
+
+TEST_CASE("the llama_block lists are the catalog's recipes, in its order", "[blocks]") {
+    std::vector<std::string> from_lists, from_catalog;
+    for (const auto& list : {blocks::llama_block(), blocks::llama_block_fp8(), blocks::llama_block_fp8_blockwise(),
+                             blocks::llama_block_fp8_rowwise()})
+        for (const Graph& g : list) from_lists.push_back(g.name());
+    for (const blocks::BlockEntry& e : blocks::catalog()) from_catalog.push_back(e.name);
+    CHECK(from_lists == from_catalog);
+    CHECK(blocks::llama_block().size() == 21);
+    CHECK(blocks::llama_block().front().name() == "rms_entry");
+    CHECK(blocks::llama_block_fp8_rowwise().back().name() == "wgrad_fp8_rowwise_accumulate");
 }
 
 namespace {

@@ -6,10 +6,8 @@
 namespace coda::test {
 
 std::vector<Graph> every_block_graph() {
-    std::vector<Graph> graphs = blocks::llama_block();
-    for (const Graph& g : blocks::llama_block_fp8()) graphs.push_back(g);
-    for (const Graph& g : blocks::llama_block_fp8_blockwise()) graphs.push_back(g);
-    for (const Graph& g : blocks::llama_block_fp8_rowwise()) graphs.push_back(g);
+    std::vector<Graph> graphs;
+    for (const blocks::BlockEntry& e : blocks::catalog()) graphs.push_back(e.make());
     return graphs;
 }
 

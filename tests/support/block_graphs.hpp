@@ -9,7 +9,8 @@
 
 namespace coda::test {
 
-// The BF16 block's graphs, then the FP8 blocks' (tensorwise, block-wise, row-wise).
+// Every graph of the block catalog (blocks.def) with its default spec: the BF16 block's graphs, then the FP8 blocks'
+// (tensorwise, block-wise, row-wise).
 std::vector<Graph> every_block_graph();
 
 // The block graph whose graph_hash is `hash`, if any.

@@ -1,5 +1,5 @@
 // The nanobind module coda._coda, one file per topic: graph.cpp (vocabulary types, the builder, validation,
-// text form, blocks), runtime.cpp (configs, source, warm, compile, Kernel), tensors.cpp (tensors from
+// text form), blocks.cpp (coda.blocks), runtime.cpp (configs, source, warm, compile, Kernel), tensors.cpp (tensors from
 // DLPack or __cuda_array_interface__, launch arguments, the CPU reference).
 #pragma once
 
@@ -16,6 +16,7 @@ namespace coda::python {
 namespace nb = nanobind;
 
 void bind_graph(nb::module_& m);
+void bind_blocks(nb::module_& m);
 void bind_runtime(nb::module_& m);
 void bind_tensors(nb::module_& m);
 

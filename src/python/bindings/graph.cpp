@@ -1,4 +1,4 @@
-// The vocabulary types, the graph builder with Python operators, validation, the text form and coda::blocks.
+// The vocabulary types, the graph builder with Python operators, validation and the text form.
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
@@ -8,7 +8,6 @@
 #include <fmt/format.h>
 
 #include "bindings.hpp"
-#include "coda/blocks.hpp"
 #include "coda/error.hpp"
 #include "coda/text.hpp"
 #include "coda/validate.hpp"
@@ -314,104 +313,12 @@ void bind_checks_and_text(nb::module_& m) {
           "Every graph of a text, e.g. a .coda file's (not validated).");
 }
 
-void bind_blocks(nb::module_& m) {
-    nb::module_ b = m.def_submodule("blocks", "Ready-made epilogues of a LLaMA-style block (include/coda/blocks.hpp).");
-    const GemmSpec backward_spec{DType::BF16, Major::K, Major::MN};
-    const GemmSpec fp8_backward_spec = blocks::dgrad_fp8().spec();  // e5m2 gradients x e4m3 weights
-    b.def("rms_entry", &blocks::rms_entry);
-    b.def("out_proj", &blocks::out_proj, "spec"_a = GemmSpec{});
-    b.def("rms_finalize", &blocks::rms_finalize);
-    b.def("gate_up_swiglu", &blocks::gate_up_swiglu, "spec"_a = GemmSpec{});
-    b.def("qkv_rope", &blocks::qkv_rope, "spec"_a = GemmSpec{});
-    b.def("lm_head_ce", &blocks::lm_head_ce, "spec"_a = GemmSpec{});
-    b.def("lm_head_ce_stats", &blocks::lm_head_ce_stats, "spec"_a = GemmSpec{});
-    b.def("lm_head_ce_backward", &blocks::lm_head_ce_backward, "spec"_a = GemmSpec{});
-    b.def("lm_head_ce_backward_row_scale", &blocks::lm_head_ce_backward_row_scale, "spec"_a = GemmSpec{});
-    b.def("ce_finalize", &blocks::ce_finalize);
-    b.def("swiglu_backward", &blocks::swiglu_backward, "spec"_a = backward_spec);
-    b.def("swiglu_backward_tile", &blocks::swiglu_backward_tile);
-    b.def("rms_backward_finalize", &blocks::rms_backward_finalize);
-    b.def("rmsnorm_backward", &blocks::rmsnorm_backward, "spec"_a = backward_spec);
-    b.def("rmsnorm_backward_bf16", &blocks::rmsnorm_backward_bf16, "spec"_a = backward_spec);
-    b.def("rmsnorm_backward_residual", &blocks::rmsnorm_backward_residual, "spec"_a = backward_spec);
-    b.def("dgamma_finalize", &blocks::dgamma_finalize);
-    b.def("rope_backward", &blocks::rope_backward);
-    b.def("rope_backward_from_output", &blocks::rope_backward_from_output);
-    b.def("cross_entropy_backward", &blocks::cross_entropy_backward);
-    b.def("cross_entropy_backward_row_scale", &blocks::cross_entropy_backward_row_scale);
-    b.def("llama_block", &blocks::llama_block, "Every graph above, forward then backward.");
-    // FP8 training: tensorwise scales, delayed scaling (blocks.hpp).
-    b.def("rms_entry_fp8", &blocks::rms_entry_fp8);
-    b.def("quantize_e4m3", &blocks::quantize_e4m3);
-    b.def("quantize_e5m2", &blocks::quantize_e5m2);
-    b.def("quantize_e4m3_blockwise", &blocks::quantize_e4m3_blockwise);
-    b.def("quantize_e4m3_blockwise_t", &blocks::quantize_e4m3_blockwise_t);
-    b.def("transpose_e4m3", &blocks::transpose_e4m3);
-    b.def("qkv_rope_fp8", &blocks::qkv_rope_fp8, "spec"_a = GemmSpec{DType::E4M3, Major::K, Major::K});
-    b.def("out_proj_fp8", &blocks::out_proj_fp8, "spec"_a = GemmSpec{DType::E4M3, Major::K, Major::K});
-    b.def("out_proj_fp8_bf16_h", &blocks::out_proj_fp8_bf16_h, "spec"_a = GemmSpec{DType::E4M3, Major::K, Major::K});
-    b.def("gate_up_swiglu_fp8", &blocks::gate_up_swiglu_fp8, "spec"_a = GemmSpec{DType::E4M3, Major::K, Major::K});
-    b.def("dgrad_fp8", &blocks::dgrad_fp8, "spec"_a = fp8_backward_spec);
-    b.def("swiglu_backward_fp8", &blocks::swiglu_backward_fp8, "spec"_a = fp8_backward_spec);
-    b.def("rmsnorm_backward_residual_fp8", &blocks::rmsnorm_backward_residual_fp8, "spec"_a = fp8_backward_spec);
-    b.def("rmsnorm_backward_residual_fp8_bf16_dx", &blocks::rmsnorm_backward_residual_fp8_bf16_dx,
-          "spec"_a = fp8_backward_spec);
-    b.def("rope_backward_from_output_fp8", &blocks::rope_backward_from_output_fp8);
-    b.def("quantize_e4m3_t", &blocks::quantize_e4m3_t);
-    b.def("quantize_e5m2_t", &blocks::quantize_e5m2_t);
-    b.def("swiglu_backward_fp8_t", &blocks::swiglu_backward_fp8_t, "spec"_a = fp8_backward_spec);
-    b.def("rmsnorm_backward_residual_fp8_t", &blocks::rmsnorm_backward_residual_fp8_t, "spec"_a = fp8_backward_spec);
-    b.def("rmsnorm_backward_residual_fp8_bf16_dx_t", &blocks::rmsnorm_backward_residual_fp8_bf16_dx_t,
-          "spec"_a = fp8_backward_spec);
-    b.def("rope_backward_from_output_fp8_t", &blocks::rope_backward_from_output_fp8_t);
-    b.def("wgrad_fp8_accumulate", &blocks::wgrad_fp8_accumulate, "spec"_a = fp8_backward_spec);
-    b.def("llama_block_fp8", &blocks::llama_block_fp8, "Every FP8 graph above, forward then backward.");
-    // Block-wise FP8 training: block-scaled GEMMs, scales from each row group's own amax (blocks.hpp).
-    const GemmSpec blockwise_spec{DType::E4M3, Major::K, Major::K, std::nullopt, ScaleMode::Block128x128};
-    b.def("rms_entry_fp8_blockwise", &blocks::rms_entry_fp8_blockwise);
-    b.def("qkv_rope_fp8_blockwise", &blocks::qkv_rope_fp8_blockwise, "spec"_a = blockwise_spec);
-    b.def("out_proj_fp8_blockwise", &blocks::out_proj_fp8_blockwise, "spec"_a = blockwise_spec);
-    b.def("out_proj_fp8_blockwise_bf16_h", &blocks::out_proj_fp8_blockwise_bf16_h, "spec"_a = blockwise_spec);
-    b.def("gate_up_swiglu_fp8_blockwise", &blocks::gate_up_swiglu_fp8_blockwise, "spec"_a = blockwise_spec);
-    b.def("dgrad_fp8_blockwise", &blocks::dgrad_fp8_blockwise, "spec"_a = blockwise_spec);
-    b.def("swiglu_backward_fp8_blockwise", &blocks::swiglu_backward_fp8_blockwise, "spec"_a = blockwise_spec);
-    b.def("rmsnorm_backward_residual_fp8_blockwise", &blocks::rmsnorm_backward_residual_fp8_blockwise,
-          "spec"_a = blockwise_spec);
-    b.def("rmsnorm_backward_residual_fp8_blockwise_bf16_dx", &blocks::rmsnorm_backward_residual_fp8_blockwise_bf16_dx,
-          "spec"_a = blockwise_spec);
-    b.def("wgrad_fp8_blockwise_accumulate", &blocks::wgrad_fp8_blockwise_accumulate,
-          "spec"_a = GemmSpec{DType::E4M3, Major::K, Major::K, std::nullopt, ScaleMode::Block1x128});
-    b.def("llama_block_fp8_blockwise", &blocks::llama_block_fp8_blockwise,
-          "Every block-wise FP8 graph above, forward then backward.");
-    // Row-wise FP8 training: a scale per row of A and per column of B (blocks.hpp).
-    const GemmSpec rowwise_spec{DType::E4M3, Major::K, Major::K};
-    b.def("rms_entry_fp8_rowwise", &blocks::rms_entry_fp8_rowwise);
-    b.def("quantize_e4m3_rowwise", &blocks::quantize_e4m3_rowwise);
-    b.def("quantize_e4m3_rowwise_gamma", &blocks::quantize_e4m3_rowwise_gamma);
-    b.def("qkv_rope_fp8_rowwise", &blocks::qkv_rope_fp8_rowwise, "spec"_a = rowwise_spec);
-    b.def("out_proj_fp8_rowwise", &blocks::out_proj_fp8_rowwise, "spec"_a = rowwise_spec);
-    b.def("out_proj_fp8_rowwise_bf16_h", &blocks::out_proj_fp8_rowwise_bf16_h, "spec"_a = rowwise_spec);
-    b.def("gate_up_swiglu_fp8_rowwise", &blocks::gate_up_swiglu_fp8_rowwise, "spec"_a = rowwise_spec);
-    b.def("dgrad_fp8_rowwise", &blocks::dgrad_fp8_rowwise, "spec"_a = rowwise_spec);
-    b.def("swiglu_backward_fp8_rowwise", &blocks::swiglu_backward_fp8_rowwise, "spec"_a = rowwise_spec);
-    b.def("rmsnorm_backward_residual_fp8_rowwise", &blocks::rmsnorm_backward_residual_fp8_rowwise,
-          "spec"_a = rowwise_spec);
-    b.def("rmsnorm_backward_residual_fp8_rowwise_bf16_dx", &blocks::rmsnorm_backward_residual_fp8_rowwise_bf16_dx,
-          "spec"_a = rowwise_spec);
-    b.def("rope_backward_from_output_fp8_rowwise", &blocks::rope_backward_from_output_fp8_rowwise);
-    b.def("quantize_e4m3_colwise_t", &blocks::quantize_e4m3_colwise_t);
-    b.def("wgrad_fp8_rowwise_accumulate", &blocks::wgrad_fp8_rowwise_accumulate, "spec"_a = rowwise_spec);
-    b.def("llama_block_fp8_rowwise", &blocks::llama_block_fp8_rowwise,
-          "Every row-wise FP8 graph above, forward then backward.");
-}
-
 }  // namespace
 
 void bind_graph(nb::module_& m) {
     bind_types(m);
     bind_builder(m);
     bind_checks_and_text(m);
-    bind_blocks(m);
 }
 
 }  // namespace coda::python

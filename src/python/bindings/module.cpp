@@ -8,6 +8,7 @@ NB_MODULE(_coda, m) {
     m.attr("__version__") = CODA_VERSION;
     nb::exception<coda::Error>(m, "Error", PyExc_RuntimeError);
     coda::python::bind_graph(m);
+    coda::python::bind_blocks(m);
     coda::python::bind_runtime(m);
     coda::python::bind_tensors(m);
 }
