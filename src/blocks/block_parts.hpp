@@ -1,4 +1,4 @@
-// Pieces the block epilogues share (llama_block.cpp, the BF16 block; llama_block_fp8.cpp, its FP8 counterpart).
+// Pieces the block epilogues share (llama_block.cpp, the BF16 block; fp8_epilogues.cpp and llama_block_fp8*.cpp, FP8).
 // Every node is created in a statement of its own: C++ leaves the order in which a call's arguments are evaluated
 // unspecified, and node order is part of the canonical text and the cache key.
 #pragma once
