@@ -10,7 +10,9 @@
 # With CODA_FP8=e4m3 (or e5m2): FP8 operands, coda's identity scaled per tensor against torch._scaled_mm; with
 # CODA_BLOCK_SCALES=1 too, coda's block-scaled identity interleaved with it (coda.log: blockwise rows and their
 # geometric mean over the per-tensor identity's time), and held alone after it: identity_table.md then splits its
-# time over the per-tensor one's into clock and cycles, with each one's energy per GEMM.
+# time over the per-tensor one's into clock and cycles, with each one's energy per GEMM. CODA_PROMOTED=1: coda's
+# per-tensor identity with promoted accumulation interleaved too (coda.log: promoted rows and their geometric mean
+# over the fast one's time), what promoting costs.
 # Usage: bash tools/bench_identity.sh BUILD_DIR
 set -uo pipefail
 shopt -s nullglob
@@ -30,6 +32,7 @@ if [ -n "$fp8" ]; then
   fp8_args=(--fp8 "$fp8")
   baseline=torch._scaled_mm
   [ "${CODA_BLOCK_SCALES:-0}" = 1 ] && coda_args=(--block-scales)
+  [ "${CODA_PROMOTED:-0}" = 1 ] && coda_args+=(--promoted)
 fi
 # The GPU the benchmarks run on: CUDA's first visible device (nvidia-smi -i takes an index or a UUID).
 gpu=${CODA_SMI_GPU:-${CUDA_VISIBLE_DEVICES:-0}}

@@ -11,7 +11,8 @@
 #   python  the Python GPU tests of FP8 (scaled_mm against torch._scaled_mm, block scales, the FP8 layers and models)
 #   gemm    coda's FP8 identity GEMM against torch._scaled_mm over the 12-shape set and the LLaMA shapes (the table
 #           against its fast-accum rows, like-for-like; the precise-accum ones' means beside), and the block-scaled
-#           identity against the per-tensor one (coda.log's blockwise rows); with CODA_NCU=1, ncu of both at
+#           identity and the promoted per-tensor one (CODA_PROMOTED=0: not) against the fast per-tensor one
+#           (coda.log's blockwise and promoted rows); with CODA_NCU=1, ncu of both at
 #           CODA_NCU_SHAPES too (instructions per tile, each SM's active cycles, DRAM bytes: ncu_*.csv)
 #   interleaved  tools/bench_scaled_mm.py --blockwise: coda's FP8 GEMM and torch._scaled_mm (fast-accum and
 #           precise-accum, two systems) in one process, ABBA turns per shape over the 12-shape set and the LLaMA shapes
@@ -121,7 +122,8 @@ for step in "$@"; do
     gemm)
       echo "== FP8 identity GEMM against torch._scaled_mm"
       python_setup || exit 1
-      CODA_FP8=e4m3 CODA_BLOCK_SCALES=1 OUT=$out timeout "$step_s" bash tools/bench_identity.sh "$build" \
+      CODA_FP8=e4m3 CODA_BLOCK_SCALES=1 CODA_PROMOTED=${CODA_PROMOTED:-1} OUT=$out timeout "$step_s" \
+        bash tools/bench_identity.sh "$build" \
         > "$out/fp8_gemm.log" 2>&1 || status=1
       tail -n 30 "$out/fp8_gemm.log" ;;
     interleaved)

@@ -55,6 +55,16 @@ Graph block_scaled_identity_graph(DType input) {
     return g;
 }
 
+// The per-tensor FP8 identity with promoted accumulation (--promoted): each 128-k block's wgmma sum added into f32,
+// as torch._scaled_mm accumulates without use_fast_accum.
+Graph promoted_identity_graph(DType input) {
+    GemmSpec spec{input, Major::K, Major::K};
+    spec.accumulation = Accumulation::Promoted;
+    Graph g = Graph::gemm("identity_promoted", spec);
+    g.store(g.mul(g.accumulator(), g.scalar("scale"), "scaled"), "D", DType::BF16);
+    return g;
+}
+
 // A device buffer of random values (never zeros: zeros run faster than real data).
 DeviceBuffer random_buffer(std::mt19937_64& rng, std::size_t count, DType dtype, verify::Distribution d) {
     const auto bytes = verify::encode(verify::random_values(rng, count, dtype, d), dtype);
@@ -90,6 +100,7 @@ struct GemmOptions {
     bool stream_k_ab = false;
     std::string fp8;  // e4m3 or e5m2: FP8 operands; empty: bf16
     bool block_scales = false;  // with fp8: the block-scaled identity too, interleaved with the per-tensor one
+    bool promoted = false;      // with fp8: the per-tensor identity with promoted accumulation too, interleaved
     std::string config_text;
     std::string csv_path;
 };
@@ -172,14 +183,18 @@ int bench_gemm(const GemmOptions& given) {
     const DType input = given.fp8.empty() ? DType::BF16 : *parse_dtype(given.fp8);
     const Graph identity_g = identity_graph(input), out_proj_g = blocks::out_proj(GemmSpec{input, Major::K, Major::K});
     const Graph blockwise_g = block_scaled_identity_graph(input);
+    const std::optional<Graph> promoted_g =
+        given.promoted ? std::optional<Graph>(promoted_identity_graph(input)) : std::nullopt;
     std::vector<const Graph*> graphs{&identity_g};
     if (with_out_proj) graphs.push_back(&out_proj_g);
     if (given.block_scales) graphs.push_back(&blockwise_g);
+    if (promoted_g) graphs.push_back(&*promoted_g);
     struct Kernels {
         Kernel identity;
         std::optional<Kernel> out_proj;      // none with --identity-only
         std::vector<std::int64_t> partials;  // shape of out_proj's x1_sumsq
         std::optional<Kernel> blockwise;     // with --block-scales
+        std::optional<Kernel> promoted;      // with --promoted
     };
     std::vector<WarmJob> jobs;
     for (const ProblemShape& s : shapes)
@@ -194,8 +209,9 @@ int bench_gemm(const GemmOptions& given) {
     for (const ProblemShape& s : shapes) {
         CompileOptions options = base;
         options.shape = s;
-        Kernels kk{Runtime::instance().compile(identity_g, options), std::nullopt, {}, std::nullopt};
+        Kernels kk{Runtime::instance().compile(identity_g, options), std::nullopt, {}, std::nullopt, std::nullopt};
         if (given.block_scales) kk.blockwise = Runtime::instance().compile(blockwise_g, options);
+        if (promoted_g) kk.promoted = Runtime::instance().compile(*promoted_g, options);
         if (with_out_proj) {
             kk.out_proj = Runtime::instance().compile(out_proj_g, options);
             kk.partials = kk.out_proj->partials_shape("x1_sumsq", s.m, s.n);
@@ -239,7 +255,7 @@ int bench_gemm(const GemmOptions& given) {
 
     std::printf("%-10s %6s %6s %6s %10s %9s %9s  %s\n", "epilogue", "M", "N", "K", "ms", "TFLOP/s", "/identity",
                 "config");
-    double log_ratio_sum = 0, log_blockwise_sum = 0;
+    double log_ratio_sum = 0, log_blockwise_sum = 0, log_promoted_sum = 0;
     const auto report = [&](const char* epilogue, const ProblemShape& s, double ms, double vs_identity,
                             const Kernel& kernel) {
         const double tflops = 2.0 * static_cast<double>(s.m) * static_cast<double>(s.n) * static_cast<double>(s.k) /
@@ -273,6 +289,12 @@ int bench_gemm(const GemmOptions& given) {
             blockwise_at = launches.size();
             launches.push_back({&*kernels[i].blockwise, &ba});
         }
+        // The promoted identity reads the same operands and scale as the fast one.
+        std::size_t promoted_at = 0;
+        if (promoted_g) {
+            promoted_at = launches.size();
+            launches.push_back({&*kernels[i].promoted, &ia});
+        }
         Args oa;
         if (with_out_proj) {
             const auto& pshape = kernels[i].partials;
@@ -291,6 +313,10 @@ int bench_gemm(const GemmOptions& given) {
             report("blockwise", s, t.ms[blockwise_at], t.vs_first[blockwise_at], *kernels[i].blockwise);
             log_blockwise_sum += std::log(t.vs_first[blockwise_at]);
         }
+        if (promoted_g) {
+            report("promoted", s, t.ms[promoted_at], t.vs_first[promoted_at], *kernels[i].promoted);
+            log_promoted_sum += std::log(t.vs_first[promoted_at]);
+        }
         if (with_out_proj) {
             report("out_proj", s, t.ms.back(), t.vs_first.back(), *kernels[i].out_proj);
             log_ratio_sum += std::log(t.vs_first.back());
@@ -308,6 +334,10 @@ int bench_gemm(const GemmOptions& given) {
         std::printf("blockwise / per-tensor identity time, geometric mean over %s: %.3f\n",
                     counted(shapes.size(), "shape").c_str(),
                     std::exp(log_blockwise_sum / static_cast<double>(shapes.size())));
+    if (promoted_g && shapes.size() > 1)
+        std::printf("promoted / fast identity time, geometric mean over %s: %.3f\n",
+                    counted(shapes.size(), "shape").c_str(),
+                    std::exp(log_promoted_sum / static_cast<double>(shapes.size())));
     if (csv && !*csv) throw Error(fmt::format("bench gemm: writing the --csv file '{}' failed", csv_path));
     return 0;
 }
@@ -558,6 +588,12 @@ void add_bench(Commands& commands, CLI::App& coda) {
         .add_flag("--block-scales", gemm->block_scales,
                   "also time the block-scaled identity (one scale per row of A and 128 k, one per 128 x 128 block of "
                   "B, applied in the mainloop), interleaved with the per-tensor one: its time over theirs")
+        ->needs("--fp8");
+    gemm_command
+        .add_flag("--promoted", gemm->promoted,
+                  "also time the per-tensor identity with promoted accumulation (each 128-k block's sum added into "
+                  "f32, as torch._scaled_mm without use_fast_accum), interleaved with the fast one: its time over "
+                  "the fast one's")
         ->needs("--fp8");
     gemm_command.add_option("--config", gemm->config_text, "the tile config instead of the default")->type_name("TEXT");
     gemm_command.add_option("--csv", gemm->csv_path, "also write the results to this CSV file")->type_name("FILE");

@@ -8,6 +8,7 @@
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "coda/blocks.hpp"
 #include "coda/cli.hpp"
@@ -176,16 +177,28 @@ int tune(const TuneOptions& given) {
 
     // Every kernel first, so that no NVRTC compile runs between timed launches: built on all cores, then loaded
     // one by one from the cache. A config that does not compile is reported and left out; the others still run.
-    std::vector<WarmJob> jobs;
-    for (const Graph& g : graphs)
-        for (const NamedConfig& candidate : candidates) {
+    // A mainloop candidate that breaks one of the template's rules for a graph (validate: promoted FP8 accumulation
+    // takes cooperative 128 x 128 and 128 x 256 tiles only) is no candidate for it: left out, not reported as failed.
+    std::vector<std::vector<std::string>> not_candidate(graphs.size(), std::vector<std::string>(candidates.size()));
+    std::vector<WarmJob> jobs, legal_jobs;
+    for (std::size_t gi = 0; gi < graphs.size(); ++gi)
+        for (std::size_t ci = 0; ci < candidates.size(); ++ci) {
             CompileOptions options;
             options.arch = arch;
-            options.config = candidate.config;
-            jobs.push_back({&g, options});
+            options.config = candidates[ci].config;
+            jobs.push_back({&graphs[gi], options});
+            if (given_configs.empty()) {
+                try {
+                    default_gemm_mainloop(arch).validate(graphs[gi], candidates[ci].config, arch);
+                } catch (const Error& e) {
+                    not_candidate[gi][ci] = first_line(e.what());
+                    continue;
+                }
+            }
+            legal_jobs.push_back(jobs.back());
         }
     try {
-        warm_in_parallel(jobs, arch);
+        warm_in_parallel(legal_jobs, arch);
     } catch (const std::exception&) {
         // The loop below compiles that candidate again, and records its error for the table.
     }
@@ -194,6 +207,11 @@ int tune(const TuneOptions& given) {
     Progress progress(graphs.size() * candidates.size());
     for (std::size_t gi = 0; gi < graphs.size(); ++gi)
         for (std::size_t ci = 0; ci < candidates.size(); ++ci) {
+            if (!not_candidate[gi][ci].empty()) {
+                compile_errors[gi][ci] = not_candidate[gi][ci];
+                progress.step(fmt::format("{} {}", graphs[gi].name(), candidates[ci].name));
+                continue;
+            }
             try {
                 kernels[gi][ci] = Runtime::instance().compile(graphs[gi], jobs[gi * candidates.size() + ci].options);
             } catch (const std::exception& e) {
@@ -223,7 +241,12 @@ int tune(const TuneOptions& given) {
             // What the runtime picks without a record, so the default can be judged against the measurement.
             const std::optional<KernelConfig> fallback =
                 choose_config(g, arch, shape, TargetDevice{"", device.sm_count}, nullptr);
+            std::vector<std::string> left_out;
             for (std::size_t ci = 0; ci < candidates.size(); ++ci) {
+                if (!not_candidate[gi][ci].empty()) {
+                    left_out.push_back(candidates[ci].name);
+                    continue;
+                }
                 const Timing& t = timings[ci];
                 const std::string marks = std::string(static_cast<int>(ci) == winner ? "  <- fastest" : "") +
                                           (candidates[ci].config == fallback ? "  (default)" : "");
@@ -234,6 +257,9 @@ int tune(const TuneOptions& given) {
                     std::printf("  %-12s %10.4f %9.1f%s\n", candidates[ci].name.c_str(), t.ms, flops / t.ms / 1e9,
                                 marks.c_str());
             }
+            if (!left_out.empty())
+                std::printf("  not candidates for this graph (the template's rules): %s\n",
+                            fmt::format("{}", fmt::join(left_out, ", ")).c_str());
             if (winner < 0) {
                 std::printf("  no candidate ran; nothing recorded\n");
                 ++failed_problems;
