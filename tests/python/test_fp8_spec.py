@@ -7,7 +7,7 @@ import pytest
 import coda
 
 # The extension's enum; coda/__init__.py does not re-export it yet (coda.ScaleMode once it does).
-ScaleMode = coda._coda.ScaleMode
+ScaleMode = coda.ScaleMode
 
 
 def scaled(spec):

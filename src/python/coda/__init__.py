@@ -20,6 +20,7 @@ from ._coda import (
     Major,
     Node,
     ReduceOp,
+    ScaleMode,
     Value,
     Width,
     __version__,
