@@ -70,6 +70,7 @@ def _weights_t(saved) -> list[Operand]:
 
 _OUTPUTS = 5  # decoder_layer_fp8's outputs before the saved ones: x2, h2, rstd2, h2_scale, amax
 _SAVED = len(Saved._fields)
+_FROM_INPUTS = 7  # Saved's fields that come from the forward's inputs: x, rstd, the two norms, pos, theta, scales
 
 
 def _blocks(n: int) -> int:
@@ -93,12 +94,12 @@ def _check(cfg: Config, h: Tensor, h_scale: Tensor, m: int, d: int) -> None:
 @torch.library.custom_op("coda::decoder_layer_fp8", mutates_args=())
 def decoder_layer_fp8(x: Tensor, entry: list[Tensor], weights: list[Tensor], norms: list[Tensor], rope: list[Tensor],
                       delayed: list[Tensor], buffers: list[Optional[Tensor]],
-                      config: str) -> tuple[(Tensor,) * (_OUTPUTS + _SAVED - 7)]:
+                      config: str) -> tuple[(Tensor,) * (_OUTPUTS + _SAVED - _FROM_INPUTS)]:
     """entry: the previous op's (h, h_scale, rstd); weights: (w_qkv, w_o, w_gate_up, w_down); norms: (attn_norm,
     mlp_norm, the next layer's gamma); rope: (pos, theta); delayed: tensorwise's copy of its delayed scales and its
-    Fp8Scaling state (which the backward updates), or none;
-    buffers: the weights' f32 gradient buffers (None each where the gradient is returned). Returns x2, h2, rstd2,
-    h2's scales (none for tensorwise), the amax seen (tensorwise), then what Saved takes from the forward."""
+    Fp8Scaling state (which the backward updates), or none; buffers: the weights' f32 gradient buffers (None each
+    where the gradient is returned). Returns x2, h2, rstd2, h2's scales (none for tensorwise), the amax seen
+    (tensorwise), then what Saved takes from the forward."""
     cfg = Config.parse(config)
     (h, h_scale, rstd), (attn_norm, mlp_norm, next_gamma), (pos, theta) = entry, norms, rope
     m, d = x.shape
