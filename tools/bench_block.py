@@ -400,7 +400,7 @@ def fp8_layer_rows(d, f, heads, attention, rounds, per_round, skip_compile, kv_h
         entry.record(torch.ops.coda.rms_stats_fp8(x, layer.attn_norm, EPS, entry.inv_scale("h"))[2])
         entry.update(M)
         h8, _, _ = torch.ops.coda.rms_stats_fp8(x, layer.attn_norm, EPS, entry.inv_scale("h"))
-        fine_h = {recipe: getattr(torch.ops.coda, f"rms_stats_fp8_{recipe.split()[0]}")(x, layer.attn_norm, EPS)
+        fine_h = {recipe: torch.ops.coda.rms_stats_fp8(x, layer.attn_norm, EPS, None, recipe.split()[0])
                   for recipe in fine}  # h in e4m3 with its own scales
     h_scale = entry.scale("h")
 

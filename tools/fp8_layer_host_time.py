@@ -27,7 +27,7 @@ def step_fn(recipe: str, fp8_wgrad: bool, d: int = 256, heads: int = 4, ffn: int
             h, rstd, _ = torch.ops.coda.rms_stats_fp8(x.detach(), norm, 1e-5, torch.tensor(1.0))
             h_scale = torch.tensor(1.0)
         else:
-            h, rstd, h_scale = getattr(torch.ops.coda, f"rms_stats_fp8_{recipe}")(x.detach(), norm, 1e-5)
+            h, rstd, h_scale = torch.ops.coda.rms_stats_fp8(x.detach(), norm, 1e-5, None, recipe)
         x2, *_ = layer(x, h, rstd, gamma, pos, seq, h_scale)
         x2.sum().backward()
     return step

@@ -303,7 +303,7 @@ def profile_fp8_layer(d, attention, floors, steps, recipe, kv_heads=None, torcha
                 entry.record(amax)
             h_scale = entry.scale("h")
         else:
-            h8, _, h_scale = getattr(torch.ops.coda, f"rms_stats_fp8_{name}")(x, layer.attn_norm, EPS)
+            h8, _, h_scale = torch.ops.coda.rms_stats_fp8(x, layer.attn_norm, EPS, None, name)
 
     systems = {}
     with Launches() as launches:

@@ -119,7 +119,7 @@ def forward_checkpointed(model, tokens, labels):
         model.fp8_entry.record(amax)
         h_scale = model.fp8_entry.scale("h")
     else:
-        h, rstd, h_scale = getattr(torch.ops.coda, f"rms_stats_fp8_{model.fp8_recipe}")(x, gamma, model.eps)
+        h, rstd, h_scale = torch.ops.coda.rms_stats_fp8(x, gamma, model.eps, None, model.fp8_recipe)
     for i, layer in enumerate(model.layers):
         last = i + 1 == len(model.layers)
         nxt = model.head.norm if last else model.layers[i + 1].attn_norm

@@ -3,6 +3,7 @@ on CPU tensors through coda.reference (float64), so the autograd wiring is testa
 from __future__ import annotations
 
 import atexit
+import contextlib
 import math
 from typing import Optional
 
@@ -107,6 +108,7 @@ POISON = False
 _graphs: dict[str, "coda.Graph"] = {}
 _kernels: dict[tuple, "coda.Kernel"] = {}
 _recording: Optional[set] = None  # during a dry run (record_launches): (graph, m, n, k) of every launch, none made
+_shapes_only = False  # while a fake kernel runs its op's own schedule (shapes_only): no launch is made
 
 
 @atexit.register
@@ -164,8 +166,9 @@ def run(name: str, inputs: dict, outputs: dict, m: int, n: int, k: int = 0, part
     are preallocated tensors (accumulate sinks are read and updated in place); `partials` names reduction
     outputs this call allocates. Returns the partials by name (f32 on CUDA, float64 on the CPU)."""
     device = device or next(v.device for v in inputs.values() if isinstance(v, torch.Tensor))
-    if _recording is not None:
-        _recording.add((name, m, n, k))
+    if _recording is not None or _shapes_only:
+        if _recording is not None:
+            _recording.add((name, m, n, k))
         return {p: _placeholder_partials(name, p, m, n, device) for p in partials}
     if device.type == "cuda":
         kern = kernel(name, m, n, k)
@@ -201,6 +204,23 @@ def run(name: str, inputs: dict, outputs: dict, m: int, n: int, k: int = 0, part
 def dry_run() -> bool:
     """Whether launches are being recorded instead of made (record_launches)."""
     return _recording is not None
+
+
+def launching() -> bool:
+    """Whether run() launches kernels (not in a dry run, nor while a fake kernel runs an op's schedule)."""
+    return _recording is None and not _shapes_only
+
+
+@contextlib.contextmanager
+def shapes_only():
+    """run() makes no launch while this is open and returns partials of the reference's shape: an op's own
+    schedule, run on fake tensors, gives its outputs' shapes (_register.fake_from_schedule)."""
+    global _shapes_only
+    outer, _shapes_only = _shapes_only, True
+    try:
+        yield
+    finally:
+        _shapes_only = outer
 
 
 def record_launches(step) -> set:
@@ -242,6 +262,6 @@ def partials_rows(name: str, partials: str, m: int, n: int, device, k: int = 0) 
     """Rows of the partials `partials` of graph `name` on an m x n (x k) problem (its N-tiles for row partials, its
     M-tiles for column partials): the kernel's tile on the GPU, the reference's (128 x 128) on the CPU and in a dry
     run (which compiles nothing)."""
-    if device.type == "cuda" and _recording is None:
+    if device.type == "cuda" and launching():
         return kernel(name, m, n, k).partials_shape(partials, m, n)[0]
     return row_tiles(m if _partials_role(name, partials) == "column partials" else n)

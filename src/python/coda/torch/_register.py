@@ -44,6 +44,22 @@ def fake(op):
     return register
 
 
+def custom_op(name: str, mutates_args=()):
+    """torch.library.custom_op whose fake kernel is the op's own function, run with no launch
+    (_kernels.shapes_only): its outputs' shapes, dtypes and strides come from the one schedule that makes them."""
+    from coda.torch import _kernels
+
+    def make(fn):
+        op = torch.library.custom_op(name, fn, mutates_args=mutates_args)
+
+        def shapes(*args, **kwargs):
+            with _kernels.shapes_only():
+                return fn(*args, **kwargs)
+        fake(op)(shapes)
+        return op
+    return make
+
+
 def no_gradient(ctx, *outputs) -> None:
     """Marks `outputs` as carrying no gradient (h, rstd, saved activations) and leaves the gradients that never
     arrive as None: autograd would otherwise fill a zero tensor for each of them before every backward."""

@@ -28,11 +28,10 @@ import torch
 import torch.nn as nn
 from torch import Tensor
 
-from coda.torch._kernels import run
+from coda.torch._kernels import launching, run
 
 FORMATS = {"e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}
 LARGEST = {"e4m3": 448.0, "e5m2": 57344.0}
-RECIPES = ("tensorwise", "rowwise", "blockwise")
 BLOCK = 128  # the block-wise recipe's group: 1 x 128 for activations and gradients, 128 x 128 for weights
 # The floor of a block-wise scale (the smallest normal f32): an all-zero block divides 0 by it, not by 0.
 SMALLEST_SCALE = 2.0 ** -126
@@ -42,12 +41,13 @@ _ROWS = 5
 
 
 def check_recipe(recipe, fp8_wgrad: bool = False) -> None:
-    """None (bf16) or one of RECIPES, and FP8 weight gradients only with one of them; else a ValueError."""
+    """None (bf16) or one of fp8_recipes.RECIPES, and FP8 weight gradients only with one of them; else a ValueError."""
+    from coda.torch.fp8_recipes import RECIPES  # which imports this module
     if recipe is not None and recipe not in RECIPES:
-        raise ValueError(f"coda.torch: fp8 must be None or one of {RECIPES}, got {recipe!r}")
+        raise ValueError(f"coda.torch: fp8 must be None or one of {tuple(RECIPES)}, got {recipe!r}")
     if fp8_wgrad and recipe is None:
-        raise ValueError("coda.torch: fp8_wgrad (FP8 weight gradients) needs an FP8 recipe (fp8='tensorwise', "
-                         "'rowwise' or 'blockwise'), got fp8=None")
+        raise ValueError(f"coda.torch: fp8_wgrad (FP8 weight gradients) needs an FP8 recipe (one of "
+                         f"{tuple(RECIPES)}), got fp8=None")
 
 
 class Fp8Scaling(nn.Module):
@@ -248,7 +248,7 @@ def _once_per_step(quantize_fn):
     """quantize_fn(w), or inside reuse_weights() its result for the same weight at the same version."""
     @functools.wraps(quantize_fn)
     def quantized(w: Tensor):
-        if _reused is None:
+        if _reused is None or not launching():  # a fake tensor has no address to key on
             return quantize_fn(w)
         key = (quantize_fn.__name__, w.untyped_storage()._cdata, w.storage_offset(), tuple(w.shape), w.stride(),
                w.dtype)

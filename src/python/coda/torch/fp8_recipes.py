@@ -66,8 +66,9 @@ class Recipe:
     """What a recipe's layer does differently; an instance serves one forward or one backward. scales: the scales
     its quantizations read; amax: where they record the amax they see (tensorwise only); forward_scales: the scales
     the forward quantized with (a backward's copies of the forward's tensors use them)."""
-    suffix = ""
+    name, suffix = "tensorwise", ""  # these defaults are tensorwise's
     scale_names = ("a_scale", "b_scale")
+    scales_layout = ""  # scales_shape in words
     unstaged = ()  # slots whose FP8 copy no epilogue writes: a tile program quantizes them after it
     rope_graphs = ("rope_backward_from_output_fp8", "zero_grad_fp8")  # RoPE's backward, and for a zero block
     zero_grad_fp8 = True  # whether the zero block's graph makes FP8 copies too
@@ -77,6 +78,11 @@ class Recipe:
                  forward_scales: Optional[Tensor] = None):
         self.fp8_wgrad, self.scales, self.amax = fp8_wgrad, scales, amax
         self.forward_scales = scales if forward_scales is None else forward_scales
+
+    def scales_shape(self, m: int, n: int) -> Optional[tuple]:
+        """The shape of the scales of an activation or gradient [m x n] that the epilogues hand on (None: read from
+        the delayed scales' state)."""
+        return None
 
     def graph(self, role: str, variant: str = "", transposed: bool = False) -> str:
         return f"{role}_fp8{self.suffix}{variant}{'_t' if transposed else ''}"
@@ -203,10 +209,13 @@ class Tensorwise(Recipe):
 
 
 class Rowwise(Recipe):
-    suffix = "_rowwise"
+    name, suffix, scales_layout = "rowwise", "_rowwise", "one per row"
     rope_graphs = ("rope_backward_from_output_fp8_rowwise", "zero_grad")
     zero_grad_fp8 = False
     wgrad_graphs = ("wgrad_fp8_rowwise_accumulate", "dgrad_fp8_rowwise")
+
+    def scales_shape(self, m, n):
+        return (m,)
 
     def weight(self, w):
         q, s, t, ts = quantize_weight_rowwise(w)
@@ -231,12 +240,16 @@ class Rowwise(Recipe):
 
 
 class Blockwise(Recipe):
-    suffix = "_blockwise"
+    name, suffix = "blockwise", "_blockwise"
+    scales_layout = "one per row and 128 columns: [ceil(d / 128) x M]"
     scale_names = ("A_scale", "B_scale")
     unstaged = ("y", "dz_qkv")  # y: too narrow to stage in FP8; RoPE's backward would compute the rotation twice
     rope_graphs = ("rope_backward_from_output", "zero_grad")
     zero_grad_fp8 = False
     wgrad_graphs = ("wgrad_fp8_blockwise_accumulate", scaled_mm_name("blockwise_1x128", "e4m3", "e4m3"))
+
+    def scales_shape(self, m, n):
+        return (-(-n // BLOCK), m)
 
     def weight(self, w):
         q, s, t, ts = quantize_weight_blockwise(w)

@@ -360,8 +360,8 @@ class LlamaModel(nn.Module):
     def _forward_fp8(self, x: Tensor, pos: Tensor, seq_len: int, labels: Tensor) -> Tensor:
         # The layers hand h over in e4m3 with its scale(s); the last one writes it in bf16 for the bf16 LM head.
         gamma = _norm_weight(self.layers[0].attn_norm)
-        if self.fp8_recipe in ("blockwise", "rowwise"):
-            h, rstd, h_scale = getattr(torch.ops.coda, f"rms_stats_fp8_{self.fp8_recipe}")(x, gamma, self.eps)
+        if self.fp8_entry is None:  # a recipe without delayed scales
+            h, rstd, h_scale = torch.ops.coda.rms_stats_fp8(x, gamma, self.eps, None, self.fp8_recipe)
         else:
             self.fp8_entry.update(x.shape[0])
             h, rstd, amax = torch.ops.coda.rms_stats_fp8(x, gamma, self.eps, self.fp8_entry.inv_scale("h"))
