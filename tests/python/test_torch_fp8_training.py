@@ -10,8 +10,9 @@ torch = pytest.importorskip("torch")
 
 from torch.utils.checkpoint import checkpoint  # noqa: E402
 
+import coda  # noqa: E402
 import coda.torch as ct  # noqa: E402
-from coda.torch import fp8  # noqa: E402
+from coda.torch import _kernels, fp8  # noqa: E402
 from fp8_support import grid  # noqa: E402
 
 QUANTIZERS = [fp8.quantize_weight, fp8.quantize_weight_blockwise, fp8.quantize_weight_rowwise]
@@ -151,3 +152,70 @@ def test_checkpointed_fp8_layers_match_plain_ones(recipe):
     assert plain[0] == checkpointed[0]
     for a, b in zip(plain[1] + plain[2], checkpointed[1] + checkpointed[2]):
         assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("recipe", ["tensorwise", "rowwise", "blockwise"])
+def test_a_dry_run_leaves_the_delayed_scales_as_they_were(recipe):
+    # warm() records a step's launches in a dry run, whose tensors hold no values: their amaxes (garbage, NaN) must not
+    # reach the scales, nor may the dry run count as a step of the history. The next real step then matches a model
+    # that had no dry run.
+    torch.manual_seed(0)
+    model = ct.LlamaModel(vocab=64, d=128, n_layers=2, n_heads=2, ffn=96, dtype=torch.float64, fp8=recipe)
+    start = {k: v.clone() for k, v in model.state_dict().items()}
+    (tokens, labels), = micro_batches(1)
+    plain = model(tokens, labels).item()
+    restart(model, start)
+    model.zero_grad(set_to_none=True)
+    _kernels.record_launches(lambda: model(tokens, labels).backward())
+    for key, value in model.state_dict().items():
+        assert torch.equal(value, start[key]), key
+    model.zero_grad(set_to_none=True)
+    assert model(tokens, labels).item() == plain
+
+
+def _backward_launches(recipe, fp8_wgrad, accumulation):
+    torch.manual_seed(0)
+    model = ct.LlamaModel(vocab=64, d=128, n_layers=2, n_heads=2, ffn=96, dtype=torch.float64, fp8=recipe,
+                          fp8_wgrad=fp8_wgrad, fp32_grad_accumulation=fp8_wgrad,
+                          fp8_backward_accumulation=accumulation)
+    (tokens, labels), = micro_batches(1)
+    forward = {name for name, *_ in _kernels.record_launches(lambda: model(tokens, labels))}
+    launches = {name for name, *_ in _kernels.record_launches(lambda: model(tokens, labels).backward())} - forward
+    model.zero_grad(set_to_none=True)
+    for p in model.parameters():  # a dry run's gradients are the caller's to clear (warm_step)
+        if hasattr(p, "main_grad"):
+            p.main_grad.zero_()
+    loss = model(tokens, labels)
+    loss.backward()
+    grads = [p.grad if p.grad is not None else p.main_grad for p in model.parameters()]
+    return forward, launches, loss.item(), grads
+
+
+@pytest.mark.parametrize("fp8_wgrad", [False, True])
+@pytest.mark.parametrize("recipe", ["tensorwise", "rowwise", "blockwise"])
+def test_promoted_backward_accumulation_runs_the_promoted_graphs(recipe, fp8_wgrad):
+    fast_forward, fast, fast_loss, fast_grads = _backward_launches(recipe, fp8_wgrad, "fast")
+    forward, promoted, loss, grads = _backward_launches(recipe, fp8_wgrad, "promoted")
+    assert forward == fast_forward and not any(n.endswith(_kernels.PROMOTED) for n in forward)
+    fp8_gemms = {n for n in fast if _kernels.graph(n).domain == coda.Domain.Gemm
+                 and _kernels.graph(n).spec.input in (coda.e4m3, coda.e5m2)}
+    if recipe == "blockwise":  # its GEMMs promote already, in the mainloop
+        assert promoted == fast
+    else:
+        # Every FP8 GEMM of the backward (its dgrads, and with fp8_wgrad its weight gradients), and nothing else.
+        assert len(fp8_gemms) >= 4 + fp8_wgrad
+        assert promoted == (fast - fp8_gemms) | {n + _kernels.PROMOTED for n in fp8_gemms}
+        for name in fp8_gemms:
+            spec = _kernels.graph(name + _kernels.PROMOTED).spec
+            assert spec.accumulation == coda.Accumulation.Promoted
+    # The CPU reference sums in fp64 either way: the same loss and gradients.
+    assert loss == fast_loss
+    for a, b in zip(grads, fast_grads):
+        assert torch.equal(a, b)
+
+
+def test_the_backward_accumulation_is_checked():
+    with pytest.raises(ValueError, match="fp8_backward_accumulation must be 'fast' or 'promoted'"):
+        ct.LlamaDecoderLayer(128, 2, 96, fp8="tensorwise", fp8_backward_accumulation="precise")
+    with pytest.raises(ValueError, match="takes no :promoted"):
+        _kernels.graph("quantize_e4m3" + _kernels.PROMOTED)

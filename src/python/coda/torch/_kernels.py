@@ -90,6 +90,10 @@ def _scaled_mm(recipe: str, fp8_a: str, fp8_b: str):
     return build
 
 
+# A graph name's suffix (graph(), run(), kernel()): the FP8 GEMM with its accumulator promoted to f32 every 128 k
+# (GemmSpec.accumulation = Promoted), as cuBLAS's use_fast_accum=False; without it, Hopper's FP8 accumulator.
+PROMOTED = ":promoted"
+
 _LOCAL = {
     "dgrad": _dgrad,
     "wgrad_store": _wgrad_store,
@@ -122,13 +126,20 @@ def _release() -> None:
 
 
 def graph(name: str):
-    """The graph `name`: one of coda.blocks, or one of the graphs above. Built once."""
+    """The graph `name`: one of coda.blocks, or one of the graphs above; with the suffix PROMOTED, a coda.blocks FP8
+    GEMM (not block-scaled: those promote already) with its accumulator promoted. Built once."""
     g = _graphs.get(name)
     if g is None:
-        if name in _LOCAL:
-            g = _LOCAL[name]()
-        else:
-            g = getattr(coda.blocks, name)()
+        base = name.removesuffix(PROMOTED)
+        build = _LOCAL.get(base) or getattr(coda.blocks, base)
+        g = build()
+        if base != name:
+            spec = g.spec
+            if base in _LOCAL or spec.input not in (coda.e4m3, coda.e5m2) or spec.block_scales:
+                raise ValueError(f"coda.torch: {base} is not a coda.blocks FP8 GEMM with fast accumulation; "
+                                 f"it takes no {PROMOTED}")
+            spec.accumulation = coda.Accumulation.Promoted
+            g = build(spec)
         _graphs[name] = g
     return g
 
@@ -251,7 +262,8 @@ def _placeholder_partials(name: str, partials: str, m: int, n: int, device) -> t
 def _accumulate_sinks(name: str) -> tuple[str, ...]:
     # Which outputs of a graph are read before they are written (accumulate sinks).
     return {"wgrad_accumulate": ("D",), "wgrad_fp8_accumulate": ("D",), "wgrad_fp8_rowwise_accumulate": ("D",),
-            "wgrad_fp8_blockwise_accumulate": ("D",), "rmsnorm_backward": ("dx_residual",)}.get(name, ())
+            "wgrad_fp8_blockwise_accumulate": ("D",), "rmsnorm_backward": ("dx_residual",)}.get(
+        name.removesuffix(PROMOTED), ())
 
 
 def row_tiles(n: int, bn: int = 128) -> int:

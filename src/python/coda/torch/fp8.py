@@ -28,7 +28,7 @@ import torch
 import torch.nn as nn
 from torch import Tensor
 
-from coda.torch._kernels import launching, run
+from coda.torch._kernels import dry_run, launching, run
 
 FORMATS = {"e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}
 LARGEST = {"e4m3": 448.0, "e5m2": 57344.0}
@@ -40,14 +40,18 @@ SCALE, INV_SCALE, AMAX, SATURATED, NONFINITE = range(5)
 _ROWS = 5
 
 
-def check_recipe(recipe, fp8_wgrad: bool = False) -> None:
-    """None (bf16) or one of fp8_recipes.RECIPES, and FP8 weight gradients only with one of them; else a ValueError."""
+def check_recipe(recipe, fp8_wgrad: bool = False, backward_accumulation: str = "fast") -> None:
+    """None (bf16) or one of fp8_recipes.RECIPES, FP8 weight gradients only with one of them, and the backward's
+    accumulation "fast" or "promoted"; else a ValueError."""
     from coda.torch.fp8_recipes import RECIPES  # which imports this module
     if recipe is not None and recipe not in RECIPES:
         raise ValueError(f"coda.torch: fp8 must be None or one of {tuple(RECIPES)}, got {recipe!r}")
     if fp8_wgrad and recipe is None:
         raise ValueError(f"coda.torch: fp8_wgrad (FP8 weight gradients) needs an FP8 recipe (one of "
                          f"{tuple(RECIPES)}), got fp8=None")
+    if backward_accumulation not in ("fast", "promoted"):
+        raise ValueError(f"coda.torch: fp8_backward_accumulation must be 'fast' or 'promoted', got "
+                         f"{backward_accumulation!r}")
 
 
 class Fp8Scaling(nn.Module):
@@ -132,10 +136,14 @@ class Fp8Scaling(nn.Module):
     @torch.no_grad()
     def record(self, amax: Tensor) -> None:
         """Adds a forward op's amax vector (one entry a slot, 0 where it recorded none) to this step's."""
+        if dry_run():  # a dry run's tensors hold no values (record_launches)
+            return
         torch.maximum(self.state[AMAX], amax, out=self.state[AMAX])
 
     @torch.no_grad()
     def update(self, tokens: int) -> None:
+        if dry_run():  # a dry run (record_launches, warm) is no step
+            return
         amax = self.state[AMAX]
         finite = torch.isfinite(amax)
         self.state[SATURATED] += finite & (amax > self.state[SCALE] * self.largest)
@@ -210,7 +218,10 @@ def stats(module: nn.Module) -> dict:
 def record_amax(partials: Sequence[Tensor], amax: Tensor, slot: int) -> None:
     """amax[slot] = the largest |value| of a tensor, from its row partials (several launches' partials together), or
     what amax[slot] held if larger. `amax` is an Fp8Scaling state's AMAX row, or a forward op's own vector (an op with
-    autograd may not write its inputs) that the module then adds with Fp8Scaling.record."""
+    autograd may not write its inputs) that the module then adds with Fp8Scaling.record. A dry run's partials hold
+    no values, and a backward writes the state itself: nothing is recorded then."""
+    if dry_run():
+        return
     found = torch.stack([p.amax() for p in partials]).amax() if len(partials) > 1 else partials[0].amax()
     amax[slot].copy_(torch.maximum(amax[slot], found.to(amax.dtype)))
 

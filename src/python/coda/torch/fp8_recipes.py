@@ -17,7 +17,7 @@ import torch
 from torch import Tensor
 
 from coda.torch import _steps
-from coda.torch._kernels import run, scaled_mm_name
+from coda.torch._kernels import PROMOTED, run, scaled_mm_name
 from coda.torch.fp8 import (AMAX, BLOCK, FORMATS, INV_SCALE, SCALE, quantize, quantize_blockwise,
                             quantize_blockwise_t, quantize_rowwise, quantize_weight, quantize_weight_blockwise,
                             quantize_weight_rowwise, record_amax, row_scales)
@@ -65,7 +65,8 @@ class Out(NamedTuple):
 class Recipe:
     """What a recipe's layer does differently; an instance serves one forward or one backward. scales: the scales
     its quantizations read; amax: where they record the amax they see (tensorwise only); forward_scales: the scales
-    the forward quantized with (a backward's copies of the forward's tensors use them)."""
+    the forward quantized with (a backward's copies of the forward's tensors use them); promoted: its GEMMs promote
+    their accumulator every 128 k (_kernels.PROMOTED; block-scaled GEMMs always do)."""
     name, suffix = "tensorwise", ""  # these defaults are tensorwise's
     scale_names = ("a_scale", "b_scale")
     scales_layout = ""  # scales_shape in words
@@ -73,11 +74,13 @@ class Recipe:
     rope_graphs = ("rope_backward_from_output_fp8", "zero_grad_fp8")  # RoPE's backward, and for a zero block
     zero_grad_fp8 = True  # whether the zero block's graph makes FP8 copies too
     wgrad_graphs = ("wgrad_fp8_accumulate", "dgrad_fp8")  # accumulated into an f32 buffer, stored
+    block_scaled = False  # whether its GEMMs apply block scales in the mainloop (and so promote)
 
     def __init__(self, fp8_wgrad: bool, scales: Optional[Tensor] = None, amax: Optional[Tensor] = None,
-                 forward_scales: Optional[Tensor] = None):
+                 forward_scales: Optional[Tensor] = None, promoted: bool = False):
         self.fp8_wgrad, self.scales, self.amax = fp8_wgrad, scales, amax
         self.forward_scales = scales if forward_scales is None else forward_scales
+        self.accumulation = PROMOTED if promoted and not self.block_scaled else ""
 
     def scales_shape(self, m: int, n: int) -> Optional[tuple]:
         """The shape of the scales of an activation or gradient [m x n] that the epilogues hand on (None: read from
@@ -85,7 +88,7 @@ class Recipe:
         return None
 
     def graph(self, role: str, variant: str = "", transposed: bool = False) -> str:
-        return f"{role}_fp8{self.suffix}{variant}{'_t' if transposed else ''}"
+        return f"{role}_fp8{self.suffix}{variant}{'_t' if transposed else ''}{self.accumulation}"
 
     def gemm(self, a: Operand, b: Operand) -> dict:
         """The bindings of A and B (B = b.data.t()) and their scales."""
@@ -149,10 +152,10 @@ class Recipe:
         (n, m), k = a.data.shape, b.data.shape[0]
         ins = self.gemm(a, b)
         if buffer is not None:
-            run(self.wgrad_graphs[0], ins, {"D": buffer}, n, k, m)
+            run(self.wgrad_graphs[0] + self.accumulation, ins, {"D": buffer}, n, k, m)
             return like.new_empty(0)
         dw = like.new_empty(n, k)
-        run(self.wgrad_graphs[1], ins, {"D": dw}, n, k, m)
+        run(self.wgrad_graphs[1] + self.accumulation, ins, {"D": dw}, n, k, m)
         return dw
 
 
@@ -240,7 +243,7 @@ class Rowwise(Recipe):
 
 
 class Blockwise(Recipe):
-    name, suffix = "blockwise", "_blockwise"
+    name, suffix, block_scaled = "blockwise", "_blockwise", True
     scales_layout = "one per row and 128 columns: [ceil(d / 128) x M]"
     scale_names = ("A_scale", "B_scale")
     unstaged = ("y", "dz_qkv")  # y: too narrow to stage in FP8; RoPE's backward would compute the rotation twice

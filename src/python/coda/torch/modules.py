@@ -115,15 +115,21 @@ class LlamaDecoderLayer(nn.Module):
     (fp8_recipes.Rowwise; torchao's recipe, e4m3 throughout): h_scale is f32 [M]. Each FP8 operand costs a second pass
     (its rows' amax comes from the epilogue that writes it in bf16; a tile program then quantizes it). fp8_wgrad=True
     runs its weight gradients in FP8 too, each operand with a scale per channel over the tokens (tokens a multiple of
-    16)."""
+    16).
+
+    fp8_backward_accumulation: "fast" (default) sums the backward's per-tensor and row-wise FP8 GEMMs (dgrads, and
+    the weight gradients with fp8_wgrad) in Hopper's FP8 accumulator, as torch._scaled_mm's use_fast_accum=True;
+    "promoted" adds it into f32 every 128 k, as use_fast_accum=False and torchao's default for grad_input and
+    grad_weight (docs/TORCH.md, "FP8 accumulation"). Block-wise GEMMs always promote. The forward's GEMMs are fast,
+    as torchao's are."""
 
     def __init__(self, d: int, n_heads: int, ffn: int, eps: float = 1e-5, rope_base: float = 10000.0,
                  attention: str = "sdpa", fp32_grad_accumulation: bool = False, device=None,
                  dtype=torch.bfloat16, n_kv_heads: Optional[int] = None, head_dim: Optional[int] = None,
                  rope_scaling: Optional[dict] = None, fp8: Optional[str] = None, fp8_history: int = 16,
-                 fp8_wgrad: bool = False):
+                 fp8_wgrad: bool = False, fp8_backward_accumulation: str = "fast"):
         super().__init__()
-        check_recipe(fp8, fp8_wgrad)
+        check_recipe(fp8, fp8_wgrad, fp8_backward_accumulation)
         n_kv_heads = n_kv_heads or n_heads
         head_dim = head_dim or (d // n_heads if d % n_heads == 0 else 0)
         if head_dim <= 0 or head_dim % 2:
@@ -145,6 +151,7 @@ class LlamaDecoderLayer(nn.Module):
         self.register_buffer("theta", rope_theta(d, n_heads, rope_base, device, n_kv_heads, rope_scaling, head_dim),
                              persistent=False)
         self.fp8_recipe, self.fp8_wgrad = fp8, fp8_wgrad
+        self.fp8_promoted_backward = fp8_backward_accumulation == "promoted"
         self.fp8 = Fp8Scaling(ops_fp8_layer.SLOTS, fp8_history, device) if fp8 == "tensorwise" else None
         # Each tensorwise forward's scales by its input x, for checkpointing's recomputation (_step_scales); an entry
         # goes with its x.
@@ -214,7 +221,7 @@ class LlamaDecoderLayer(nn.Module):
             delayed = [scales, self.fp8.state] if scales is not None else []
             buffers = [_grad_buffer(w, acc, self) for w in (self.w_qkv, self.w_o, self.w_gate_up, self.w_down)]
             config = ops_fp8_layer.Config(self.fp8_recipe, self.eps, self.n_heads, seq_len, self.attention, fp8_out,
-                                          self.fp8_wgrad).text()
+                                          self.fp8_wgrad, self.fp8_promoted_backward).text()
             x2, h2, rstd2, h2_scale, amax, *_ = torch.ops.coda.decoder_layer_fp8(
                 x, [h, h_scale, rstd], [self.w_qkv, self.w_o, self.w_gate_up, self.w_down],
                 [self.attn_norm, self.mlp_norm, next_gamma], [pos, self.theta], delayed, buffers, config)
@@ -270,7 +277,8 @@ class LlamaModel(nn.Module):
     cross-entropy; tokens and labels [batch x seq]. Train it with any torch optimizer. store_logits=False: the
     LM head keeps no logits (LlamaLMHead).
 
-    n_kv_heads, head_dim, rope_scaling, fp8, fp8_history, fp8_wgrad: as LlamaDecoderLayer. tie_embeddings: the LM
+    n_kv_heads, head_dim, rope_scaling, fp8, fp8_history, fp8_wgrad, fp8_backward_accumulation: as
+    LlamaDecoderLayer. tie_embeddings: the LM
     head reads the embedding's weight; both gradients land in that one parameter (with fp32_grad_accumulation both add into its main_grad,
     the LM head's in its weight-gradient GEMM). ignore_index: labels to skip (LlamaLMHead). shift_labels: Hugging
     Face's convention, labels are the input ids: position t is scored against labels[t + 1] and the last position
@@ -281,9 +289,9 @@ class LlamaModel(nn.Module):
                  store_logits: bool = True, device=None, dtype=torch.bfloat16, n_kv_heads: Optional[int] = None,
                  head_dim: Optional[int] = None, rope_scaling: Optional[dict] = None, tie_embeddings: bool = False,
                  ignore_index: Optional[int] = None, shift_labels: bool = False, fp8: Optional[str] = None,
-                 fp8_history: int = 16, fp8_wgrad: bool = False):
+                 fp8_history: int = 16, fp8_wgrad: bool = False, fp8_backward_accumulation: str = "fast"):
         super().__init__()
-        check_recipe(fp8, fp8_wgrad)
+        check_recipe(fp8, fp8_wgrad, fp8_backward_accumulation)
         if shift_labels and ignore_index is None:
             raise ValueError("coda.torch: shift_labels needs an ignore_index for the last position of each sequence")
         self.eps, self.fp32_grad_accumulation, self.tie_embeddings = eps, fp32_grad_accumulation, tie_embeddings
@@ -291,7 +299,8 @@ class LlamaModel(nn.Module):
         self.embed = nn.Embedding(vocab, d, device=device, dtype=dtype)
         self.layers = nn.ModuleList(
             LlamaDecoderLayer(d, n_heads, ffn, eps, rope_base, attention, fp32_grad_accumulation, device, dtype,
-                              n_kv_heads, head_dim, rope_scaling, fp8, fp8_history, fp8_wgrad)
+                              n_kv_heads, head_dim, rope_scaling, fp8, fp8_history, fp8_wgrad,
+                              fp8_backward_accumulation)
             for _ in range(n_layers))
         # The embedding entry's h, the first layer's FP8 operand.
         self.fp8_recipe = fp8

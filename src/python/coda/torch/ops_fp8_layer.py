@@ -40,6 +40,7 @@ class Config(NamedTuple):
     attention: str
     fp8_out: bool
     fp8_wgrad: bool
+    promoted_backward: bool = False  # the backward's FP8 GEMMs promote their accumulator (fp8_recipes.Recipe)
 
     def text(self) -> str:
         return " ".join(f"{k}={v!r}" for k, v in self._asdict().items())
@@ -173,7 +174,8 @@ def decoder_layer_fp8_backward(dx2: Tensor, saved: list[Tensor], state: list[Ten
     goes), or none. Returns dx, d_attn_norm, d_mlp_norm and the four dW (empty where added into a buffer)."""
     cfg, sv = Config.parse(config), Saved(*saved)
     st = state[0] if state else None
-    r = RECIPES[cfg.recipe](cfg.fp8_wgrad, st, st[AMAX] if st is not None else None, sv.scales)
+    r = RECIPES[cfg.recipe](cfg.fp8_wgrad, st, st[AMAX] if st is not None else None, sv.scales,
+                            cfg.promoted_backward)
     w_qkv, w_o, w_gate_up, w_down = [Operand(getattr(sv, w), getattr(sv, f"{w}_scale")) for w in _WEIGHTS_T]
     x, m, d, f2 = sv.x, *sv.x.shape, sv.z.shape[1]
     # MLP: dy = dx2 W_d with SwiGLU's backward in the epilogue, then the norm backward with dx2 joined.
@@ -189,7 +191,7 @@ def decoder_layer_fp8_backward(dx2: Tensor, saved: list[Tensor], state: list[Ten
     # Attention: the out-projection's dgrad, attention's backward, RoPE's backward, the norm backward with dx1 joined.
     widths = _ops._Widths(w_qkv.data.t(), w_o.data.t(), cfg.n_heads)
     da = x.new_empty(m, widths.q)
-    run(r.graph("dgrad"), r.gemm(dx1.fp8, w_o), {"D": da}, m, widths.q, d)
+    r.launch("dgrad", r.gemm(dx1.fp8, w_o), {"D": da}, (m, widths.q, d), (), [], x)
     # Attention's output as the forward quantized it (its transposed copy) or, in bf16, read again.
     a = r.forward_operand(sv.a_t, "attn_out") if sv.a_t.numel() else _ops._attention_input(sv.qkv, sv.out, widths,
                                                                                          cfg.attention)
