@@ -367,7 +367,8 @@ def fp8_floor_fn(layer, attention, fast_accum):
 
 
 def fp8_layer_rows(d, f, heads, attention, rounds, per_round, skip_compile, kv_heads=None):
-    """coda's FP8 layers (fp8="tensorwise", "blockwise", "rowwise"; each also with FP8 weight gradients) against coda's
+    """coda's FP8 layers (fp8="tensorwise", "blockwise", "rowwise"; each also with FP8 weight gradients, and tensorwise
+    and rowwise with those and the backward's GEMMs promoted: "promoted wgrad", torchao's default) against coda's
     bf16 layer, torch.compile in bf16, torchao's float8 tensorwise and rowwise recipes under torch.compile and the FP8
     GEMM floor, each of the last two in both accumulations; x_floor is against the fast-accum floor, like-for-like with
     coda's per-tensor GEMMs, and a coda FP8 row's note gives its gain over torchao's same recipe fast-accum first."""
@@ -387,6 +388,13 @@ def fp8_layer_rows(d, f, heads, attention, rounds, per_round, skip_compile, kv_h
                                             n_kv_heads=kv_heads, fp8=recipe.split()[0],
                                             fp8_wgrad=recipe.endswith("wgrad"))
         fine[recipe].load_state_dict(bf16_layer.state_dict())
+    # FP8 weight gradients with the backward's GEMMs promoted: like for like with torchao's default configs.
+    promoted = {recipe: ct.LlamaDecoderLayer(d, heads, f, eps=EPS, attention=attention, device="cuda",
+                                             n_kv_heads=kv_heads, fp8=recipe, fp8_wgrad=True,
+                                             fp8_backward_accumulation="promoted")
+                for recipe in ("tensorwise", "rowwise")}
+    promoted["tensorwise"].load_state_dict(layer.state_dict())
+    promoted["rowwise"].load_state_dict(bf16_layer.state_dict())
     eager_layer = copy.deepcopy(bf16_layer)
     x = torch.randn(M, d, device="cuda", dtype=torch.bfloat16, requires_grad=True)
     dy = torch.randn(M, d, device="cuda", dtype=torch.bfloat16) / M  # of a mean loss's order: the e5m2 scales' prior
@@ -404,9 +412,10 @@ def fp8_layer_rows(d, f, heads, attention, rounds, per_round, skip_compile, kv_h
                   for recipe in fine}  # h in e4m3 with its own scales
     h_scale = entry.scale("h")
 
-    def fine_forward(recipe):
+    def fine_forward(recipe, module=None):
         h_fp8, _, scales = fine_h[recipe]
-        return lambda: fine[recipe](x, h_fp8, rstd, next_gamma, pos, SEQ, scales)[0]
+        module = module or fine[recipe]
+        return lambda: module(x, h_fp8, rstd, next_gamma, pos, SEQ, scales)[0]
 
     def step(module, fwd):
         return layer_step(module, x, dy, fwd)
@@ -416,6 +425,9 @@ def fp8_layer_rows(d, f, heads, attention, rounds, per_round, skip_compile, kv_h
 
     tensorwise_step = step(layer, tensorwise_forward(layer))
     wgrad_step = step(wgrad_layer, tensorwise_forward(wgrad_layer))
+    promoted_step = step(promoted["tensorwise"], tensorwise_forward(promoted["tensorwise"]))
+    promoted_forward = {"coda fp8 promoted wgrad": tensorwise_forward(promoted["tensorwise"]),
+                        "coda fp8 rowwise promoted wgrad": fine_forward("rowwise wgrad", promoted["rowwise"])}
     ao_names = {"tensorwise": [], "rowwise": []}  # torchao's systems of each recipe, the like-for-like one first
     systems = {"coda fp8": tensorwise_step,
                "coda fp8 wgrad": wgrad_step,
@@ -423,6 +435,9 @@ def fp8_layer_rows(d, f, heads, attention, rounds, per_round, skip_compile, kv_h
                "coda fp8 blockwise wgrad": step(fine["blockwise wgrad"], fine_forward("blockwise wgrad")),
                "coda fp8 rowwise": step(fine["rowwise"], fine_forward("rowwise")),
                "coda fp8 rowwise wgrad": step(fine["rowwise wgrad"], fine_forward("rowwise wgrad")),
+               "coda fp8 promoted wgrad": promoted_step,
+               "coda fp8 rowwise promoted wgrad": step(promoted["rowwise"],
+                                                       promoted_forward["coda fp8 rowwise promoted wgrad"]),
                "coda bf16": step(bf16_layer, lambda: bf16_layer(x, h, rstd, next_gamma, pos, SEQ)[0])}
     if not skip_compile:
         compiled = torch.compile(lambda x_: ref.decoder_layer(eager_layer, x_, pos, SEQ))
@@ -443,6 +458,7 @@ def fp8_layer_rows(d, f, heads, attention, rounds, per_round, skip_compile, kv_h
     for _ in range(3):
         tensorwise_step()
         wgrad_step()
+        promoted_step()
     with torch.no_grad():
         out32 = ref.decoder_layer(copy.deepcopy(bf16_layer).float(), x.float(), pos, SEQ)
         err = {}
@@ -451,7 +467,8 @@ def fp8_layer_rows(d, f, heads, attention, rounds, per_round, skip_compile, kv_h
                           ("coda fp8 blockwise", fine_forward("blockwise")()),
                           ("coda fp8 blockwise wgrad", fine_forward("blockwise wgrad")()),
                           ("coda fp8 rowwise", fine_forward("rowwise")()),
-                          ("coda fp8 rowwise wgrad", fine_forward("rowwise wgrad")())):
+                          ("coda fp8 rowwise wgrad", fine_forward("rowwise wgrad")()),
+                          *((name, fwd()) for name, fwd in promoted_forward.items())):
             err[name] = ((out.float() - out32).norm() / out32.norm()).item()
         del out, out32
 
@@ -468,8 +485,11 @@ def fp8_layer_rows(d, f, heads, attention, rounds, per_round, skip_compile, kv_h
         note = ""
         if name in err:
             recipe = "rowwise" if "rowwise" in name else "blockwise" if "blockwise" in name else "tensorwise"
+            baselines = ao_names.get(recipe, [])
+            if "promoted" in name:  # like for like: torchao's default config (precise backward GEMMs) first
+                baselines = baselines[::-1]
             note = "; ".join([f"rel. error vs fp32 {err[name]:.1e}",
-                              *fp8_baselines.speedups(ms, name, ao_names.get(recipe, [])),
+                              *fp8_baselines.speedups(ms, name, baselines),
                               f"{over('coda bf16', name)} coda bf16"])
         elif "floor" not in name:
             note = (f"coda fp8 is {over(name, 'coda fp8')} faster, with FP8 wgrad {over(name, 'coda fp8 wgrad')}, "

@@ -1,8 +1,10 @@
-"""Every coda op a training step calls has a fake kernel (what torch.compile traces with) whose outputs have the real
-outputs' shapes, dtypes and strides: each call of a CPU step (forward and backward, bf16 and each FP8 recipe, with and
-without FP8 weight gradients and fp32 gradient buffers) is recorded with its inputs and outputs, then run again on
-fake tensors. The FP8 ops' fakes are the ops themselves run with no launch (_register.custom_op); a schedule that made
-an output differently under fake tensors would show here, not first inside a compiled model."""
+"""coda's torch ops as torch.library sees them. Every op a training step calls has a fake kernel (what torch.compile
+traces with) whose outputs have the real outputs' shapes, dtypes and strides: each call of a CPU step (forward and
+backward, bf16 and each FP8 recipe, with and without FP8 weight gradients and fp32 gradient buffers) is recorded with
+its inputs and outputs, then run again on fake tensors. Most fakes are the ops themselves run with no launch
+(_register.custom_op); a schedule that made an output differently under fake tensors would show here, not first
+inside a compiled model. And no op takes more than 12 parameters: settings travel as one config text, tensors in
+lists by role."""
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -13,6 +15,7 @@ from torch.utils._pytree import tree_flatten, tree_map  # noqa: E402
 
 import coda.torch as ct  # noqa: E402
 from coda.torch import fp8_recipes  # noqa: E402
+from coda.torch._register import OPS  # noqa: E402
 
 
 class _CodaCalls(TorchDispatchMode):
@@ -62,3 +65,9 @@ def test_each_fake_kernel_gives_what_its_op_gives(recipe, fp8_wgrad, fp32_grad_a
                                               (args, kwargs))
             faked = func(*fake_args, **fake_kwargs)
         assert _meta(faked) == _meta(real), func.name()
+
+
+def test_no_op_takes_more_than_twelve_parameters():
+    counts = {name: len(getattr(torch.ops.coda, name).default._schema.arguments) for name in OPS}
+    assert len(counts) >= 19
+    assert max(counts.values()) <= 12, counts

@@ -1,5 +1,6 @@
 """What every coda.torch op shares at registration: its fake kernel (which first registers the ops with Inductor)
 and the autograd setup of outputs that carry no gradient."""
+import ast
 import functools
 
 import torch
@@ -44,9 +45,23 @@ def fake(op):
     return register
 
 
+def config_text(config) -> str:
+    """An op's settings (a NamedTuple of scalars) as the one text the op takes: torch.library takes no structures of
+    scalars, and a text keeps the op's parameters few."""
+    return " ".join(f"{k}={v!r}" for k, v in config._asdict().items())
+
+
+@functools.lru_cache(maxsize=None)
+def parse_config(cls, text: str):
+    """config_text's inverse (as a classmethod of the NamedTuple: Config.parse(text))."""
+    values = dict(item.split("=", 1) for item in text.split())
+    return cls(*(ast.literal_eval(values[k]) for k in cls._fields))
+
+
 def custom_op(name: str, mutates_args=()):
     """torch.library.custom_op whose fake kernel is the op's own function, run with no launch
-    (_kernels.shapes_only): its outputs' shapes, dtypes and strides come from the one schedule that makes them."""
+    (_kernels.shapes_only): its outputs' shapes, dtypes and strides come from the one schedule that makes them. For
+    ops whose PyTorch work has no data-dependent branch (the LM head's loss has one, and keeps a fake of its own)."""
     from coda.torch import _kernels
 
     def make(fn):

@@ -231,8 +231,9 @@ class LlamaDecoderLayer(nn.Module):
                 self.fp8.record(amax)
             return x2, h2, rstd2, scales[SCALE, self.fp8.slot("h_next")]
         x1, h1, rstd1, *_ = torch.ops.coda.attention_block(
-            x, h, rstd, self.attn_norm, self.w_qkv, self.w_o, self.mlp_norm, pos, self.theta, self.eps, self.n_heads,
-            seq_len, self.attention, _grad_buffer(self.w_qkv, acc, self), _grad_buffer(self.w_o, acc, self))
+            x, [h, rstd], [self.w_qkv, self.w_o], [self.attn_norm, self.mlp_norm], [pos, self.theta],
+            [_grad_buffer(self.w_qkv, acc, self), _grad_buffer(self.w_o, acc, self)],
+            ops.AttentionConfig(self.eps, self.n_heads, seq_len, self.attention).text())
         x2, h2, rstd2, _ = torch.ops.coda.mlp(x1, h1, rstd1, self.mlp_norm, self.w_gate_up, self.w_down,
                                               next_gamma, self.eps, _grad_buffer(self.w_gate_up, acc, self),
                                               _grad_buffer(self.w_down, acc, self))

@@ -13,14 +13,14 @@ profiles a layer step and fails on any other kernel than coda's and attention's)
 Weights are [N x K] (nn.Linear) and enter GEMMs as B = w.t(). A weight-gradient buffer (f32, `*_grad`
 arguments) makes the wgrad GEMM accumulate into it, and the op then returns no gradient for that weight.
 """
-from typing import Optional
+from typing import NamedTuple, Optional
 
 import torch
 from torch import Tensor
 
 from coda.torch import _attention, _steps
 from coda.torch._kernels import run
-from coda.torch._register import fake, no_gradient
+from coda.torch._register import config_text, custom_op, no_gradient, parse_config
 
 acc_dtype = _steps.acc_dtype
 
@@ -28,17 +28,12 @@ acc_dtype = _steps.acc_dtype
 # ---------------------------------------------------------------------------------------------------------
 # rms_stats: the embedding entry (h = x * gamma and rstd for the first layer), a tile program + finalize.
 
-@torch.library.custom_op("coda::rms_stats", mutates_args=())
+@custom_op("coda::rms_stats")
 def rms_stats(x: Tensor, gamma: Tensor, eps: float) -> tuple[Tensor, Tensor]:
     m, d = x.shape
     h = torch.empty_like(x)
     parts = run("rms_entry", {"x": x.contiguous(), "gamma": gamma}, {"h": h}, m, d, partials=("x1_sumsq",))
     return h, _steps.rstd(parts["x1_sumsq"], m, d, eps, x)
-
-
-@fake(rms_stats)
-def _(x, gamma, eps):
-    return torch.empty_like(x), x.new_empty(x.shape[0], dtype=acc_dtype(x))
 
 
 def _rms_stats_setup(ctx, inputs, output):
@@ -112,83 +107,82 @@ def _attention_forward(qkv: Tensor, widths: _Widths, seq_len: int, attention: st
     return _attention.forward(*_qkv_heads(qkv, widths, seq_len))
 
 
-@torch.library.custom_op("coda::attention_block", mutates_args=())
-def attention_block(x: Tensor, h: Tensor, rstd: Tensor, attn_norm: Tensor, w_qkv: Tensor, w_o: Tensor,
-                    mlp_norm: Tensor, pos: Tensor, theta: Tensor, eps: float, n_heads: int, seq_len: int,
-                    attention: str = "sdpa", w_qkv_grad: Optional[Tensor] = None,
-                    w_o_grad: Optional[Tensor] = None) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor,
-                                                                Tensor, Tensor]:
+class AttentionConfig(NamedTuple):
+    """attention_block's settings, passed to its ops as one text (_register.config_text)."""
+    eps: float
+    n_heads: int
+    seq_len: int
+    attention: str = "sdpa"
+    text = config_text
+    parse = classmethod(parse_config)
+
+
+# What attention_block's backward reads: its inputs and SDPA's output, logsumexp and RNG state.
+_AttentionSaved = NamedTuple("_AttentionSaved", [(name, Tensor) for name in
+                                                 "x rstd attn_norm w_qkv w_o pos theta qkv out lse seed offset".split()])
+_ATTENTION_OUTPUTS = 3  # attention_block's outputs before the saved ones: x1, h1, rstd1
+
+
+@custom_op("coda::attention_block")
+def attention_block(x: Tensor, entry: list[Tensor], weights: list[Tensor], norms: list[Tensor], rope: list[Tensor],
+                    buffers: list[Optional[Tensor]], config: str) -> tuple[(Tensor,) * 8]:
+    """entry: the previous op's (h, rstd); weights: (w_qkv, w_o); norms: (attn_norm, mlp_norm); rope: (pos, theta);
+    buffers: the weights' f32 gradient buffers (None each where the gradient is returned); config: AttentionConfig's
+    text. Returns x1, h1, rstd1, then qkv and SDPA's output, logsumexp and RNG state."""
+    cfg = AttentionConfig.parse(config)
+    (h, rstd), (w_qkv, w_o), (pos, theta) = entry, weights, rope
     m, d = x.shape
     n = w_qkv.shape[0]
-    widths = _Widths(w_qkv, w_o, n_heads)
+    widths = _Widths(w_qkv, w_o, cfg.n_heads)
     qkv = h.new_empty(m, n)
     run("qkv_rope", {"A": h, "B": w_qkv.t(), "rstd": rstd, "pos": pos, "theta": theta}, {"qkv": qkv}, m, n, d)
-    out, lse, seed, offset = _attention_forward(qkv, widths, seq_len, attention)
+    out, lse, seed, offset = _attention_forward(qkv, widths, cfg.seq_len, cfg.attention)
     x1 = x.new_empty(m, d)
     h1 = x.new_empty(m, d)
-    parts = run("out_proj", {"A": _attention_input(qkv, out, widths, attention), "B": w_o.t(),
-                             "residual": x.contiguous(), "gamma": mlp_norm}, {"x1": x1, "h": h1}, m, d, widths.q,
+    parts = run("out_proj", {"A": _attention_input(qkv, out, widths, cfg.attention), "B": w_o.t(),
+                             "residual": x.contiguous(), "gamma": norms[1]}, {"x1": x1, "h": h1}, m, d, widths.q,
                 partials=("x1_sumsq",))
-    return x1, h1, _steps.rstd(parts["x1_sumsq"], m, d, eps, x), qkv, out, lse, seed, offset
+    return x1, h1, _steps.rstd(parts["x1_sumsq"], m, d, cfg.eps, x), qkv, out, lse, seed, offset
 
 
-@fake(attention_block)
-def _(x, h, rstd, attn_norm, w_qkv, w_o, mlp_norm, pos, theta, eps, n_heads, seq_len, attention="sdpa",
-      w_qkv_grad=None, w_o_grad=None):
-    m, d = x.shape
-    qkv = h.new_empty(m, w_qkv.shape[0])
-    # The attention's own meta kernels give its outputs' exact shapes and strides.
-    out, lse, seed, offset = _attention_forward(qkv, _Widths(w_qkv, w_o, n_heads), seq_len, attention)
-    return (x.new_empty(m, d), x.new_empty(m, d), x.new_empty(m, dtype=acc_dtype(x)), qkv, out, lse, seed, offset)
-
-
-@torch.library.custom_op("coda::attention_block_backward", mutates_args=("w_qkv_grad", "w_o_grad"))
-def attention_block_backward(dx1: Tensor, x: Tensor, rstd: Tensor, attn_norm: Tensor, w_qkv: Tensor, w_o: Tensor,
-                             pos: Tensor, theta: Tensor, qkv: Tensor, out: Tensor, lse: Tensor, seed: Tensor,
-                             offset: Tensor, n_heads: int, seq_len: int, attention: str,
-                             w_qkv_grad: Optional[Tensor],
-                             w_o_grad: Optional[Tensor]) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    m, d = x.shape
-    widths = _Widths(w_qkv, w_o, n_heads)
+@custom_op("coda::attention_block_backward", mutates_args=("w_qkv_grad", "w_o_grad"))
+def attention_block_backward(dx1: Tensor, saved: list[Tensor], w_qkv_grad: Optional[Tensor],
+                             w_o_grad: Optional[Tensor], config: str) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """saved: _AttentionSaved's fields. Returns dx, d_attn_norm, dW_qkv and dW_o (empty where added into a
+    buffer)."""
+    cfg, sv = AttentionConfig.parse(config), _AttentionSaved(*saved)
+    m, d = sv.x.shape
+    widths = _Widths(sv.w_qkv, sv.w_o, cfg.n_heads)
     dx1 = dx1.contiguous()
-    da = _steps.dgrad(dx1, w_o)
-    dw_o = _steps.wgrad(dx1, _attention_input(qkv, out, widths, attention), w_o_grad)
-    blocks = _attention_gradient_blocks(da, qkv, out, lse, seed, offset, widths, seq_len, n_heads, attention)
-    dz, parts = _steps.rope_backward(blocks, qkv, pos, theta)
-    s = _steps.s_factor(parts, m, d, x)
+    da = _steps.dgrad(dx1, sv.w_o)
+    dw_o = _steps.wgrad(dx1, _attention_input(sv.qkv, sv.out, widths, cfg.attention), w_o_grad)
+    blocks = _attention_gradient_blocks(da, sv.qkv, sv.out, sv.lse, sv.seed, sv.offset, widths, cfg.seq_len,
+                                        cfg.n_heads, cfg.attention)
+    dz, parts = _steps.rope_backward(blocks, sv.qkv, sv.pos, sv.theta)
+    s = _steps.s_factor(parts, m, d, sv.x)
     # x feeds the norm (through h, rstd) and the residual add: dx1 joins the norm's gradient in the epilogue.
-    dx, o, dgamma = _steps.norm_backward(dz, w_qkv, x, rstd, s, attn_norm, dx_in=dx1)
+    dx, o, dgamma = _steps.norm_backward(dz, sv.w_qkv, sv.x, sv.rstd, s, sv.attn_norm, dx_in=dx1)
     return dx, dgamma, _steps.wgrad(dz, o, w_qkv_grad), dw_o
 
 
-def _weight_grad_like(w: Tensor, buffer: Optional[Tensor]) -> Tensor:
-    return w.new_empty(0) if buffer is not None else torch.empty_like(w)
-
-
-@fake(attention_block_backward)
-def _(dx1, x, rstd, attn_norm, w_qkv, w_o, pos, theta, qkv, out, lse, seed, offset, n_heads, seq_len, attention,
-      w_qkv_grad, w_o_grad):
-    return (torch.empty_like(x), torch.empty_like(attn_norm), _weight_grad_like(w_qkv, w_qkv_grad),
-            _weight_grad_like(w_o, w_o_grad))
-
-
 def _attention_block_setup(ctx, inputs, output):
-    (x, h, rstd, attn_norm, w_qkv, w_o, mlp_norm, pos, theta, eps, n_heads, seq_len, attention, w_qkv_grad,
-     w_o_grad) = inputs
-    ctx.n_heads, ctx.seq_len, ctx.attention = n_heads, seq_len, attention
-    ctx.save_for_backward(x, rstd, attn_norm, w_qkv, w_o, pos, theta, *output[3:], w_qkv_grad, w_o_grad)
+    x, (h, rstd), (w_qkv, w_o), (attn_norm, _), (pos, theta), buffers, config = inputs
+    ctx.config, ctx.no_buffers = config, all(b is None for b in buffers)
+    ctx.save_for_backward(x, rstd, attn_norm, w_qkv, w_o, pos, theta, *output[_ATTENTION_OUTPUTS:], *buffers)
     no_gradient(ctx, *output[1:])
 
 
 def _attention_block_grad(ctx, dx1, *no_grads):
+    # A list of gradients for each list of tensors; torch.library takes a list of Nones alone as one.
+    buffers = None if ctx.no_buffers else [None, None]
     if dx1 is None:  # x1 reached no loss
-        return (None,) * 15
-    x, rstd, attn_norm, w_qkv, w_o, pos, theta, qkv, out, lse, seed, offset, w_qkv_grad, w_o_grad = ctx.saved_tensors
+        return None, [None, None], [None, None], [None, None], [None, None], buffers, None
+    saved = ctx.saved_tensors
+    w_qkv_grad, w_o_grad = saved[len(_AttentionSaved._fields):]
     dx, dgamma, dw_qkv, dw_o = torch.ops.coda.attention_block_backward(
-        dx1, x, rstd, attn_norm, w_qkv, w_o, pos, theta, qkv, out, lse, seed, offset, ctx.n_heads, ctx.seq_len,
-        ctx.attention, w_qkv_grad, w_o_grad)
-    return (dx, None, None, dgamma, None if w_qkv_grad is not None else dw_qkv,
-            None if w_o_grad is not None else dw_o) + (None,) * 9
+        dx1, list(saved[:len(_AttentionSaved._fields)]), w_qkv_grad, w_o_grad, ctx.config)
+    weights = [None if w_qkv_grad is not None else dw_qkv, None if w_o_grad is not None else dw_o]
+    return dx, [None, None], weights, [dgamma, None], [None, None], buffers, None
 
 
 attention_block.register_autograd(_attention_block_grad, setup_context=_attention_block_setup)
@@ -197,7 +191,7 @@ attention_block.register_autograd(_attention_block_grad, setup_context=_attentio
 # ---------------------------------------------------------------------------------------------------------
 # qkv_rope: qkv = rope(rstd * (h W^T)), for attention outside coda (attention_block fuses its own).
 
-@torch.library.custom_op("coda::qkv_rope", mutates_args=())
+@custom_op("coda::qkv_rope")
 def qkv_rope(x: Tensor, h: Tensor, rstd: Tensor, gamma: Tensor, w: Tensor, pos: Tensor, theta: Tensor,
              w_grad: Optional[Tensor] = None) -> Tensor:
     m, d = h.shape
@@ -207,12 +201,7 @@ def qkv_rope(x: Tensor, h: Tensor, rstd: Tensor, gamma: Tensor, w: Tensor, pos: 
     return qkv
 
 
-@fake(qkv_rope)
-def _(x, h, rstd, gamma, w, pos, theta, w_grad=None):
-    return h.new_empty(h.shape[0], w.shape[0])
-
-
-@torch.library.custom_op("coda::qkv_rope_backward", mutates_args=("w_grad",))
+@custom_op("coda::qkv_rope_backward", mutates_args=("w_grad",))
 def qkv_rope_backward(dqkv: Tensor, qkv: Tensor, x: Tensor, rstd: Tensor, gamma: Tensor, w: Tensor,
                       pos: Tensor, theta: Tensor, w_grad: Optional[Tensor]) -> tuple[Tensor, Tensor, Tensor]:
     m, d = x.shape
@@ -220,11 +209,6 @@ def qkv_rope_backward(dqkv: Tensor, qkv: Tensor, x: Tensor, rstd: Tensor, gamma:
     s = _steps.s_factor(parts, m, d, x)
     dx, o, dgamma = _steps.norm_backward(dz, w, x, rstd, s, gamma)
     return dx, dgamma, _steps.wgrad(dz, o, w_grad)
-
-
-@fake(qkv_rope_backward)
-def _(dqkv, qkv, x, rstd, gamma, w, pos, theta, w_grad):
-    return torch.empty_like(x), torch.empty_like(gamma), _weight_grad_like(w, w_grad)
 
 
 def _qkv_rope_setup(ctx, inputs, output):
@@ -246,7 +230,7 @@ qkv_rope.register_autograd(_qkv_rope_grad, setup_context=_qkv_rope_setup)
 # ---------------------------------------------------------------------------------------------------------
 # out_proj: x1 = a W^T + residual; h1 = x1 * gamma; rstd1 (gamma: the next RMSNorm's weight).
 
-@torch.library.custom_op("coda::out_proj", mutates_args=())
+@custom_op("coda::out_proj")
 def out_proj(a: Tensor, w: Tensor, residual: Tensor, gamma: Tensor, eps: float,
              w_grad: Optional[Tensor] = None) -> tuple[Tensor, Tensor, Tensor]:
     m, k = a.shape
@@ -258,21 +242,10 @@ def out_proj(a: Tensor, w: Tensor, residual: Tensor, gamma: Tensor, eps: float,
     return x1, h1, _steps.rstd(parts["x1_sumsq"], m, d, eps, residual)
 
 
-@fake(out_proj)
-def _(a, w, residual, gamma, eps, w_grad=None):
-    m, d = a.shape[0], w.shape[0]
-    return residual.new_empty(m, d), residual.new_empty(m, d), residual.new_empty(m, dtype=acc_dtype(residual))
-
-
-@torch.library.custom_op("coda::out_proj_backward", mutates_args=("w_grad",))
+@custom_op("coda::out_proj_backward", mutates_args=("w_grad",))
 def out_proj_backward(dx1: Tensor, a: Tensor, w: Tensor, w_grad: Optional[Tensor]) -> tuple[Tensor, Tensor]:
     dx1 = dx1.contiguous()
     return _steps.dgrad(dx1, w), _steps.wgrad(dx1, a, w_grad)
-
-
-@fake(out_proj_backward)
-def _(dx1, a, w, w_grad):
-    return torch.empty_like(a), _weight_grad_like(w, w_grad)
 
 
 def _out_proj_setup(ctx, inputs, output):
@@ -313,7 +286,7 @@ def set_swiglu_backward(mode: str) -> None:
 # mlp: z = rstd1 * (h1 W_gu^T) (interleaved gate/up), y = silu(gate) * up, x2 = y W_d^T + x1, h2 = x2 * gamma_next,
 # rstd2. Returns z for the backward (SwiGLU backward lives in the epilogue of the down-projection's dgrad).
 
-@torch.library.custom_op("coda::mlp", mutates_args=())
+@custom_op("coda::mlp")
 def mlp(x1: Tensor, h1: Tensor, rstd1: Tensor, gamma: Tensor, w_gate_up: Tensor, w_down: Tensor,
         gamma_next: Tensor, eps: float, w_gate_up_grad: Optional[Tensor] = None,
         w_down_grad: Optional[Tensor] = None) -> tuple[Tensor, Tensor, Tensor, Tensor]:
@@ -329,14 +302,7 @@ def mlp(x1: Tensor, h1: Tensor, rstd1: Tensor, gamma: Tensor, w_gate_up: Tensor,
     return x2, h2, _steps.rstd(parts["x1_sumsq"], m, d, eps, x1), z
 
 
-@fake(mlp)
-def _(x1, h1, rstd1, gamma, w_gate_up, w_down, gamma_next, eps, w_gate_up_grad=None, w_down_grad=None):
-    m, d = h1.shape
-    return (x1.new_empty(m, d), x1.new_empty(m, d), x1.new_empty(m, dtype=acc_dtype(x1)),
-            h1.new_empty(m, w_gate_up.shape[0]))
-
-
-@torch.library.custom_op("coda::mlp_backward", mutates_args=("w_gate_up_grad", "w_down_grad"))
+@custom_op("coda::mlp_backward", mutates_args=("w_gate_up_grad", "w_down_grad"))
 def mlp_backward(dx2: Tensor, x1: Tensor, rstd1: Tensor, gamma: Tensor, w_gate_up: Tensor, w_down: Tensor,
                  z: Tensor, w_gate_up_grad: Optional[Tensor],
                  w_down_grad: Optional[Tensor]) -> tuple[Tensor, Tensor, Tensor, Tensor]:
@@ -357,12 +323,6 @@ def mlp_backward(dx2: Tensor, x1: Tensor, rstd1: Tensor, gamma: Tensor, w_gate_u
     dw_down = _steps.wgrad(dx2, y, w_down_grad)
     dw_gate_up = _steps.wgrad(dz, o, w_gate_up_grad)
     return dx1, dgamma, dw_gate_up, dw_down
-
-
-@fake(mlp_backward)
-def _(dx2, x1, rstd1, gamma, w_gate_up, w_down, z, w_gate_up_grad, w_down_grad):
-    return (torch.empty_like(x1), torch.empty_like(gamma), _weight_grad_like(w_gate_up, w_gate_up_grad),
-            _weight_grad_like(w_down, w_down_grad))
 
 
 def _mlp_setup(ctx, inputs, output):
@@ -388,28 +348,18 @@ mlp.register_autograd(_mlp_grad, setup_context=_mlp_setup)
 # embedding with its weight gradient added into an f32 buffer (fp32_grad_accumulation; with tied embeddings the
 # LM head's weight-gradient GEMM accumulates into the same buffer). Without a buffer, nn.Embedding serves.
 
-@torch.library.custom_op("coda::embedding", mutates_args=())
+@custom_op("coda::embedding")
 def embedding(weight: Tensor, tokens: Tensor, w_grad: Optional[Tensor] = None) -> Tensor:
     return torch.nn.functional.embedding(tokens, weight)
 
 
-@fake(embedding)
-def _(weight, tokens, w_grad=None):
-    return weight.new_empty(tokens.shape[0], weight.shape[1])
-
-
-@torch.library.custom_op("coda::embedding_backward", mutates_args=("w_grad",))
+@custom_op("coda::embedding_backward", mutates_args=("w_grad",))
 def embedding_backward(dx: Tensor, tokens: Tensor, weight: Tensor, w_grad: Optional[Tensor]) -> Tensor:
     if w_grad is None:
         return torch.ops.aten.embedding_dense_backward(dx, tokens, weight.shape[0], -1, False)
     # index_put_ with accumulate sorts the indices on CUDA: the same sum in the same order every run.
     w_grad.index_put_((tokens.long(),), dx.to(w_grad.dtype), accumulate=True)
     return weight.new_empty(0)
-
-
-@fake(embedding_backward)
-def _(dx, tokens, weight, w_grad):
-    return weight.new_empty(0) if w_grad is not None else torch.empty_like(weight)
 
 
 def _embedding_setup(ctx, inputs, output):

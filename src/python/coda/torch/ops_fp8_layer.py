@@ -14,8 +14,6 @@ Under delayed scales (tensorwise) the forward quantizes with `scales`, the copy 
 and saves it: the backward dequantizes the forward's tensors with it whatever updates ran in between. The forward
 returns the amax it saw (an op with autograd may not write its inputs; the module records them); the backward
 quantizes the gradients under the state's scales when it runs and writes their amax into the state."""
-import ast
-import functools
 from typing import NamedTuple, Optional
 
 import torch
@@ -24,7 +22,7 @@ from torch import Tensor
 from coda.torch import _steps
 from coda.torch import ops as _ops
 from coda.torch._kernels import partials_rows, run
-from coda.torch._register import custom_op, no_gradient
+from coda.torch._register import config_text, custom_op, no_gradient, parse_config
 from coda.torch.fp8 import AMAX, FORMATS
 from coda.torch.fp8_recipes import RECIPES, SLOTS, Made, Operand, Out  # noqa: F401  (SLOTS: Fp8Scaling's slots)
 
@@ -41,15 +39,8 @@ class Config(NamedTuple):
     fp8_out: bool
     fp8_wgrad: bool
     promoted_backward: bool = False  # the backward's FP8 GEMMs promote their accumulator (fp8_recipes.Recipe)
-
-    def text(self) -> str:
-        return " ".join(f"{k}={v!r}" for k, v in self._asdict().items())
-
-    @staticmethod
-    @functools.lru_cache(maxsize=None)
-    def parse(text: str) -> "Config":
-        values = dict(item.split("=", 1) for item in text.split())
-        return Config(*(ast.literal_eval(values[k]) for k in Config._fields))
+    text = config_text
+    parse = classmethod(parse_config)
 
 
 _WEIGHTS_T = ("w_qkv_t", "w_o_t", "w_gate_up_t", "w_down_t")
