@@ -9,8 +9,9 @@ variant each GEMM and epilogue uses, and how an epilogue makes the FP8 copy that
               program quantizes after it (the second pass this recipe costs).
   blockwise   DeepSeek-V3's: one scale per row and 128 columns (128 x 128 for weights), applied in the mainloop, all
               e4m3; the epilogues write FP8 copies with their scales.
-rowwise and blockwise keep no state; their weight gradients in FP8 (fp8_wgrad) quantize the bf16 operands along the
-tokens when the gradient runs."""
+Only tensorwise keeps state. With fp8_wgrad its weight gradients read transposed FP8 copies of e5m2 gradients and
+e4m3 activations; the others' quantize the bf16 operands along the tokens when the gradient runs (row-wise: a scale
+per channel; block-wise: per channel and 128 tokens, each operand read transposed and quantized in one pass)."""
 from typing import NamedTuple, Optional
 
 import torch
@@ -224,9 +225,13 @@ class Rowwise(Recipe):
         q, s, t, ts = quantize_weight_rowwise(w)
         return Operand(q, s), Operand(t, ts)
 
+    def _scales(self, amax) -> tuple[Tensor, Tensor]:
+        """The scales (and their reciprocals) of the rows whose amax row partials are `amax`: each row's own."""
+        return row_scales(amax)
+
     def quantize(self, t, slot, w=False, amax=None, gamma=None):
-        # Each row's scale from the epilogue's amax row partials, or from the rows themselves (a PyTorch read).
-        scale, inv = row_scales(t.abs().amax(1)[None, :] if amax is None else amax)
+        # The scales from the epilogue's amax row partials, or from the rows themselves (a PyTorch read).
+        scale, inv = self._scales(t.abs().amax(1)[None, :] if amax is None else amax)
         return Made(Operand(quantize_rowwise(t, inv, gamma), scale), t, t)
 
     def _bind(self, out, ins, outputs, partials, m, device):
@@ -236,7 +241,7 @@ class Rowwise(Recipe):
     def wgrad_operand(self, t):
         """t [M x N] transposed, in e4m3 with each column's scale (over all tokens): [N x M] and the scales f32 [N]."""
         m, n = t.shape
-        scale, inv = row_scales(torch.linalg.vector_norm(t, float("inf"), dim=0)[None, :])
+        scale, inv = self._scales(torch.linalg.vector_norm(t, float("inf"), dim=0)[None, :])
         out = torch.empty(n, m, dtype=_E4M3, device=t.device)
         run("quantize_e4m3_colwise_t", {"x": t.contiguous(), "x_fp8_inv_scale": inv}, {"x_fp8_t": out}, m, n)
         return Operand(out, scale)

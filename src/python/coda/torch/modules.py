@@ -94,28 +94,18 @@ class LlamaDecoderLayer(nn.Module):
 
     fp32_grad_accumulation: the weight-gradient GEMMs add into p.main_grad (f32) instead of returning p.grad.
 
-    fp8="tensorwise": the layer's forward and dgrad GEMMs run on FP8 operands (coda.torch.fp8; the weight gradients
-    stay bf16), as one op (ops_fp8_layer); h arrives in e4m3 with its scale, and forward takes and returns the scale:
-    forward((x, h, rstd), next_gamma, pos, seq_len, h_scale, fp8_out) -> (x, h, rstd, h_scale), h in e4m3 where
-    fp8_out (else bf16, for a bf16 LM head). The delayed scales (self.fp8, an Fp8Scaling) move on at each forward;
-    each forward quantizes with a copy of them, which its backward dequantizes with (however many forwards ran in
-    between), and a forward that activation checkpointing recomputes takes its first run's copy (_step_scales).
-    fp8_history: the steps of amax they look back on; coda.torch.fp8.stats(model) reports their saturations.
-    fp8_wgrad=True: the weight gradients too run in FP8 (e5m2 gradients x e4m3 activations, from transposed copies
-    the epilogues write; tokens a multiple of 16), as torchao's tensorwise recipe has them; by default they stay bf16.
-    Also for fp8="rowwise" (below).
-
-    fp8="blockwise": the same on block-scaled GEMMs (fp8_recipes.Blockwise; DeepSeek-V3's scales, e4m3 throughout): h_scale
-    is then h's scales, f32 [ceil(d / 128) x M], one per row and 128 columns. Every scale comes from its own block's
-    amax, so there is no state to keep (self.fp8 is None) and checkpointing is free to run a forward again.
-    fp8_wgrad=True runs its weight gradients in FP8 too, both operands with a scale per channel and 128 tokens (each
-    read transposed and quantized in one pass by a tile program; tokens a multiple of 16).
-
-    fp8="rowwise": the same with a scale per row of each activation and gradient and per channel of each weight
-    (fp8_recipes.Rowwise; torchao's recipe, e4m3 throughout): h_scale is f32 [M]. Each FP8 operand costs a second pass
-    (its rows' amax comes from the epilogue that writes it in bf16; a tile program then quantizes it). fp8_wgrad=True
-    runs its weight gradients in FP8 too, each operand with a scale per channel over the tokens (tokens a multiple of
-    16).
+    fp8: one of fp8_recipes.RECIPES ("tensorwise", "rowwise", ...; fp8_recipes' docstring says how each scales): the
+    layer's forward and dgrad GEMMs run on FP8 operands, as one op (ops_fp8_layer); h arrives in e4m3 with its scales,
+    and forward takes and returns them: forward((x, h, rstd), next_gamma, pos, seq_len, h_scale, fp8_out) -> (x, h,
+    rstd, h_scale), h in e4m3 where fp8_out (else bf16, for a bf16 LM head). h_scale is the recipe's
+    (Recipe.scales_shape): a delayed scale (0-dim), one per row (f32 [M]) or per row and 128 columns (f32 [ceil(d /
+    128) x M]). Under delayed scales (tensorwise: self.fp8, an Fp8Scaling) the scales move on at each forward; each
+    forward quantizes with a copy of them, which its backward dequantizes with (however many forwards ran in between),
+    and a forward that activation checkpointing recomputes takes its first run's copy (_step_scales). fp8_history:
+    the steps of amax they look back on; coda.torch.fp8.stats(model) reports their saturations. The other recipes keep
+    no state (self.fp8 is None): every scale comes from its own tensor, block or row, so checkpointing is free to run
+    a forward again. fp8_wgrad=True: the weight gradients too run in FP8 (the recipe's operands over the tokens, which
+    must be a multiple of 16); by default they stay bf16.
 
     fp8_backward_accumulation: "fast" (default) sums the backward's per-tensor and row-wise FP8 GEMMs (dgrads, and
     the weight gradients with fp8_wgrad) in Hopper's FP8 accumulator, as torch._scaled_mm's use_fast_accum=True;
