@@ -1,15 +1,15 @@
-"""coda.torch's block-wise and row-wise FP8 layers (fp8="blockwise", "rowwise", the latter also with FP8 weight
-gradients: fp8_wgrad) and their quantization on the CPU,
-where their graphs run through coda.reference: against eager emulations of the same recipes
-(reference.fp8_blockwise_decoder_layer, fp8_rowwise_decoder_layer: every GEMM operand rounded to e4m3 under its own
-blocks' or rows' scales), against the bf16 layer, and the scales' layouts.
+"""coda.torch's FP8 layers without state (fp8="blockwise", "rowwise", "tensorwise_current", each also with FP8 weight
+gradients: fp8_wgrad) and their quantization on the CPU, where their graphs run through coda.reference: against eager
+emulations of the same recipes (reference.fp8_blockwise_decoder_layer, fp8_rowwise_decoder_layer,
+fp8_tensorwise_current_decoder_layer: every GEMM operand rounded to e4m3 under its own blocks', rows' or whole
+tensor's scale), against the bf16 layer, and the scales' layouts.
 
 The sizes make several groups everywhere: d = 256 (two 128-column groups), QKV 768 wide, SwiGLU's y 160 (a group of
 128 and one cut at 32) and dz 320 (groups of 256: one whole, one cut at 64). The tolerances come from the same
 effect as the tensorwise layer's (test_torch_fp8_layer.py: bf16 roundings that cross an FP8 rounding boundary grow).
 Measured (2026-12-07): the forward within 0.9% of the emulation (h2 2.1%), the gradients within 9.4% (bf16 layer:
-12.7%), each tolerance at most twice that; given the same inputs, a block-scaled GEMM matches the emulation to 1e-7. The bugs they are for (a scale of the wrong row or block, a
-transposed scale matrix, a lost group) are off by the ratio of two blocks' amax, up to 5x for the weights' and 100x
+12.7%), each tolerance at most twice that; given the same inputs, a block-scaled GEMM matches the emulation to
+1e-7. The bugs they are for (a scale of the wrong row or block, a transposed scale matrix, a lost group) are off by the ratio of two blocks' amax, up to 5x for the weights' and 100x
 for the activations' here."""
 import copy
 
@@ -25,7 +25,8 @@ from fp8_support import grid, rel, train_side_by_side  # noqa: E402
 D, HEADS, FFN, SEQ, BATCH, EPS = 256, 2, 160, 8, 2, 1e-5
 M = SEQ * BATCH
 NAMES = ("dx", "dw_qkv", "dw_o", "dw_gate_up", "dw_down", "d_attn_norm", "d_mlp_norm")
-FINE = ("blockwise", "rowwise")  # the recipes whose scales come from each tensor's own blocks or rows: no state
+# The recipes whose scales come from each tensor's own blocks, rows or whole: no state.
+FINE = ("blockwise", "rowwise", "tensorwise_current")
 
 
 def spread(t, seed, rows=4.6, cols=2.0, row_block=1):
@@ -68,6 +69,8 @@ def emulated(recipe):
     """(the layer's emulation, how it rounds an A operand) of a recipe."""
     if recipe == "blockwise":
         return ref.fp8_blockwise_decoder_layer, ref.fp8_group_round
+    if recipe == "tensorwise_current":
+        return ref.fp8_tensorwise_current_decoder_layer, ref.fp8_tensor_round
     return ref.fp8_rowwise_decoder_layer, ref.fp8_row_round
 
 
@@ -164,8 +167,33 @@ def test_rowwise_weights_have_a_scale_per_row_and_one_per_column_and_activations
     assert rel(out, ref.fp8_row_round(x) @ ref.fp8_row_round(w).t()) < 0.01  # out is bf16
 
 
+def test_tensorwise_current_scales_each_tensor_by_its_own_amax():
+    # One scale per tensor, its largest row's: the row-wise recipe's largest, in every row of h_scale; the same for a
+    # weight's scales both ways and for a weight gradient's operand; and the values as the emulation rounds them (of
+    # the inputs as the graphs read them, in bf16).
+    x0, _, gamma, dy = inputs()
+    h, _, h_scale = rms_stats("tensorwise_current", x0, gamma)
+    assert torch.all(h_scale == rms_stats("rowwise", x0, gamma)[2].max())
+    assert rel(dequantize(h, h_scale), ref.fp8_tensor_round(bf16(x0) * gamma)) < 1e-6
+    recipe = fp8_recipes.TensorwiseCurrent(True)
+    w = bf16(spread(grid(300, 260, seed=30), 31))
+    (q, scale), (q_t, scale_t) = recipe.weight(w)
+    largest = w.abs().max() / 448
+    assert torch.allclose(scale.double(), largest.expand(300), rtol=1e-6)
+    assert torch.allclose(scale_t.double(), largest.expand(260), rtol=1e-6)
+    assert rel(dequantize(q, scale), ref.fp8_tensor_round(w)) < 1e-6
+    assert rel(dequantize(q_t, scale_t), ref.fp8_tensor_round(w).t()) < 1e-6
+    q_dy, scale_dy = recipe.wgrad_operand(dy)
+    assert torch.all(scale_dy == scale_dy[0])
+    assert rel(dequantize(q_dy, scale_dy), ref.fp8_tensor_round(bf16(dy)).t()) < 1e-6
+
+
+def bf16(t):
+    return t.bfloat16().double()
+
+
 # (recipe, fp8_wgrad): the fine recipes, each also with FP8 weight gradients.
-VARIANTS = [("blockwise", False), ("blockwise", True), ("rowwise", False), ("rowwise", True)]
+VARIANTS = [(recipe, fp8_wgrad) for recipe in FINE for fp8_wgrad in (False, True)]
 
 
 @pytest.mark.parametrize("recipe, fp8_wgrad", VARIANTS)
@@ -287,7 +315,8 @@ def test_model_in_fp8_tracks_bf16_and_trains(recipe, fp8_wgrad):
         assert abs(a - b) < 0.05 * b
 
 
-@pytest.mark.parametrize("recipe, shape, text", [("blockwise", (2, M), r"\[2 x 16\]"), ("rowwise", (M,), r"\[16\]")])
+@pytest.mark.parametrize("recipe, shape, text", [("blockwise", (2, M), r"\[2 x 16\]"), ("rowwise", (M,), r"\[16\]"),
+                                                  ("tensorwise_current", (M,), r"\[16\]")])
 def test_layer_checks_h_and_its_scales(recipe, shape, text):
     layer = make_layer(recipe=recipe)
     x0, pos, next_gamma, _ = inputs()

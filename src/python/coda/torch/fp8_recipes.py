@@ -9,6 +9,9 @@ variant each GEMM and epilogue uses, and how an epilogue makes the FP8 copy that
               program quantizes after it (the second pass this recipe costs).
   blockwise   DeepSeek-V3's: one scale per row and 128 columns (128 x 128 for weights), applied in the mainloop, all
               e4m3; the epilogues write FP8 copies with their scales.
+  tensorwise_current
+              torchao's tensorwise recipe (Transformer Engine's current scaling): one scale per tensor from its own
+              amax as it is made, all e4m3; the row-wise graphs run it, every row under the tensor's scale.
 Only tensorwise keeps state. With fp8_wgrad its weight gradients read transposed FP8 copies of e5m2 gradients and
 e4m3 activations; the others' quantize the bf16 operands along the tokens when the gradient runs (row-wise: a scale
 per channel; block-wise: per channel and 128 tokens, each operand read transposed and quantized in one pass)."""
@@ -286,4 +289,18 @@ class Blockwise(Recipe):
         return Operand(*quantize_blockwise_t(t))
 
 
-RECIPES = {"tensorwise": Tensorwise, "rowwise": Rowwise, "blockwise": Blockwise}
+class TensorwiseCurrent(Rowwise):
+    name, scales_layout = "tensorwise_current", "the tensor's scale in every row"
+
+    def weight(self, w):
+        q, t, scale = quantize_weight(w)
+        return Operand(q, scale.expand(w.shape[0]).contiguous()), Operand(t, scale.expand(w.shape[1]).contiguous())
+
+    def _scales(self, amax):
+        scale = row_scales(amax)[0]
+        scale = scale.amax().expand(scale.shape[0]).contiguous()
+        return scale, 1.0 / scale
+
+
+RECIPES = {"tensorwise": Tensorwise, "rowwise": Rowwise, "blockwise": Blockwise,
+           "tensorwise_current": TensorwiseCurrent}

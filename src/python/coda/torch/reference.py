@@ -276,3 +276,31 @@ class _Rowwise(_Blockwise):
 def fp8_rowwise_decoder_layer(layer, x: Tensor, pos: Tensor, seq_len: int, fp8_wgrad: bool = False) -> Tensor:
     """A row-wise FP8 layer emulated; fp8_wgrad: its weight gradients in FP8 too."""
     return _emulated_layer(layer, x, pos, seq_len, _Rowwise(fp8_wgrad))
+
+
+def fp8_tensor_round(t: Tensor) -> Tensor:
+    """t as a current-scaled FP8 GEMM sees it (the "tensorwise_current" recipe): all of it under one scale, its own."""
+    return _block_round(t, (0, 1))
+
+
+class _TensorwiseCurrent(_Blockwise):
+    """Current scaling: every operand under the scale of its own amax, e4m3 throughout."""
+
+    def weight(self, w):
+        w_q = fp8_tensor_round(w)
+        return w_q, w_q
+
+    def activation(self, t, gemm):
+        return fp8_tensor_round(t)
+
+    def gradient(self, dy, gemm):
+        return fp8_tensor_round(dy)
+
+    def weight_gradient(self, dy, dy_q, a, gemm):
+        return dy_q.t() @ fp8_tensor_round(a)
+
+
+def fp8_tensorwise_current_decoder_layer(layer, x: Tensor, pos: Tensor, seq_len: int,
+                                         fp8_wgrad: bool = False) -> Tensor:
+    """A current-scaled FP8 layer emulated; fp8_wgrad: its weight gradients in FP8 too."""
+    return _emulated_layer(layer, x, pos, seq_len, _TensorwiseCurrent(fp8_wgrad))
