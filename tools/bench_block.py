@@ -367,7 +367,8 @@ def fp8_floor_fn(layer, attention, fast_accum):
 
 
 def fp8_layer_rows(d, f, heads, attention, rounds, per_round, skip_compile, kv_heads=None):
-    """coda's FP8 layers (fp8="tensorwise", "blockwise", "rowwise"; each also with FP8 weight gradients, and tensorwise
+    """coda's FP8 layers (fp8="tensorwise", "blockwise", "rowwise"; each also with FP8 weight gradients; also
+    "tensorwise_current" with them, torchao's tensorwise scaling; and tensorwise
     and rowwise with those and the backward's GEMMs promoted: "promoted wgrad", torchao's default) against coda's
     bf16 layer, torch.compile in bf16, torchao's float8 tensorwise and rowwise recipes under torch.compile and the FP8
     GEMM floor, each of the last two in both accumulations; x_floor is against the fast-accum floor, like-for-like with
@@ -383,7 +384,7 @@ def fp8_layer_rows(d, f, heads, attention, rounds, per_round, skip_compile, kv_h
                                        fp8="tensorwise", fp8_wgrad=True)
     wgrad_layer.load_state_dict(layer.state_dict())
     fine = {}  # the recipes whose scales come from each tensor's own blocks or rows ("... wgrad": FP8 dW too)
-    for recipe in ("blockwise", "blockwise wgrad", "rowwise", "rowwise wgrad"):
+    for recipe in ("blockwise", "blockwise wgrad", "rowwise", "rowwise wgrad", "tensorwise_current wgrad"):
         fine[recipe] = ct.LlamaDecoderLayer(d, heads, f, eps=EPS, attention=attention, device="cuda",
                                             n_kv_heads=kv_heads, fp8=recipe.split()[0],
                                             fp8_wgrad=recipe.endswith("wgrad"))
@@ -435,6 +436,9 @@ def fp8_layer_rows(d, f, heads, attention, rounds, per_round, skip_compile, kv_h
                "coda fp8 blockwise wgrad": step(fine["blockwise wgrad"], fine_forward("blockwise wgrad")),
                "coda fp8 rowwise": step(fine["rowwise"], fine_forward("rowwise")),
                "coda fp8 rowwise wgrad": step(fine["rowwise wgrad"], fine_forward("rowwise wgrad")),
+               # torchao's tensorwise recipe's scaling (current, all e4m3), like for like with it in numerics too
+               "coda fp8 tensorwise_current wgrad": step(fine["tensorwise_current wgrad"],
+                                                         fine_forward("tensorwise_current wgrad")),
                "coda fp8 promoted wgrad": promoted_step,
                "coda fp8 rowwise promoted wgrad": step(promoted["rowwise"],
                                                        promoted_forward["coda fp8 rowwise promoted wgrad"]),
@@ -468,6 +472,7 @@ def fp8_layer_rows(d, f, heads, attention, rounds, per_round, skip_compile, kv_h
                           ("coda fp8 blockwise wgrad", fine_forward("blockwise wgrad")()),
                           ("coda fp8 rowwise", fine_forward("rowwise")()),
                           ("coda fp8 rowwise wgrad", fine_forward("rowwise wgrad")()),
+                          ("coda fp8 tensorwise_current wgrad", fine_forward("tensorwise_current wgrad")()),
                           *((name, fwd()) for name, fwd in promoted_forward.items())):
             err[name] = ((out.float() - out32).norm() / out32.norm()).item()
         del out, out32
