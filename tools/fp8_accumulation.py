@@ -23,7 +23,8 @@ import os
 
 import torch
 
-from coda.torch._kernels import run
+import coda
+from coda.torch._kernels import graph, run
 
 E4M3, E5M2 = torch.float8_e4m3fn, torch.float8_e5m2
 LARGEST = {E4M3: 448.0, E5M2: 57344.0}
@@ -97,7 +98,8 @@ def coda_product(recipe, a_q, a_s, b_q, b_s) -> torch.Tensor:
     elif recipe == "rowwise":
         scales = {"a_scale": a_s.reshape(m), "b_scale": b_s.reshape(n)}
     else:  # the mainloop reads the scales k-block by k-block: A's [K/GROUP x M], B's per row of B^T, [K/GROUP x N]
-        scales = {"A_scale": a_s.t().contiguous(), "B_scale": b_s.contiguous()}
+        a_name, b_name = coda.block_scale_names(graph(_CODA_GRAPHS[recipe]).spec)
+        scales = {a_name: a_s.t().contiguous(), b_name: b_s.contiguous()}
     out = torch.zeros(m, n, dtype=torch.float32, device=a_q.device)
     run(_CODA_GRAPHS[recipe], {"A": a_q, "B": b_k, **scales}, {"D": out}, m, n, k)
     return out

@@ -111,12 +111,12 @@ Graph quantize_e4m3();
 Graph quantize_e5m2();
 // The same block-wise, with each row's 128-column group's own scale (reduce_group): x_fp8 = x * (1 / x_scale) in e4m3,
 // x_scale = max(amax of the group / 448, 2^-126), and the scales' row partials x_scale_partials: f32
-// [ceil(N / 128) x M], the A_scale of a block-scaled GEMM (GemmSpec::scales) that reads x_fp8. Bindings: x,
-// x_fp8, x_scale_partials. (Listed in llama_block_fp8_blockwise, below.)
+// [ceil(N / 128) x M], the block scales of A (coda::block_scale_operands) of a block-scaled GEMM that reads x_fp8.
+// Bindings: x, x_fp8, x_scale_partials. (Listed in llama_block_fp8_blockwise, below.)
 Graph quantize_e4m3_blockwise();
 // quantize_e4m3_blockwise of x read transposed (tile_input_transposed): x [T x F] (e.g. an activation or gradient,
 // tokens by features) to x_fp8 [F x T] in e4m3 with one scale per feature and 128 tokens, x_scale_partials f32
-// [ceil(T / 128) x F]: the K-major operand and B_scale (or A_scale) of the weight gradient dW = dY^T X on a
+// [ceil(T / 128) x F]: the K-major operand and B's (or A's) block scales of the weight gradient dW = dY^T X on a
 // block-scaled GEMM with B's scales per row (ScaleMode::Block1x128), in one pass over x. The program's M is F,
 // its N is T. Bindings: x, x_fp8, x_scale_partials. (Listed in llama_block_fp8_blockwise, below.)
 Graph quantize_e4m3_blockwise_t();
@@ -191,47 +191,49 @@ std::vector<Graph> llama_block_fp8();
 // coda.torch's LlamaDecoderLayer(fp8="blockwise") runs them.
 //
 // Conventions of every graph here:
-//   - The mainloop applies the scales (A_scale: one per row of A and 128 k, B_scale: one per 128 x 128 block of B;
-//     bound beside A and B), so the accumulator is already in the operands' units: no scalar scales.
+//   - The mainloop applies the block scales (coda::block_scale_operands: A's one per row of A and 128 k, B's one per
+//     128 x 128 block of B; bound beside A and B), so the accumulator is already in the operands' units: no scalar
+//     scales. "Bindings" below calls them "the block scales".
 //   - A tensor `t` that the next GEMM reads in FP8 is stored as t_fp8 = t / t_scale in e4m3, t_scale from the amax
 //     of t's own row group of 128 columns (reduce_group: no delayed scaling, no amax history), beside the row
-//     partials t_scale_partials, f32 [ceil(N / 128) x M]: the next GEMM's A_scale. A double-width t (SwiGLU's dz)
-//     has groups of 256 of its columns (128 of the GEMM's): each scale stands for two of the next GEMM's k-blocks.
+//     partials t_scale_partials, f32 [ceil(N / 128) x M]: the next GEMM's block scales of A. A double-width t
+//     (SwiGLU's dz) has groups of 256 of its columns (128 of the GEMM's): each scale stands for two of the next GEMM's
+//     k-blocks.
 // The default spec: e4m3 x e4m3, both K-major, block-scaled.
 
 // The embedding entry: h = x * gamma as h_fp8 with h_scale_partials, x1_sumsq. Bindings: x, gamma, h_fp8,
 // h_scale_partials, x1_sumsq.
 Graph rms_entry_fp8_blockwise();
-// qkv_rope on a block-scaled GEMM: z = rstd * acc, rotated. Bindings: A, B, A_scale, B_scale, rstd, pos, theta, qkv.
+// qkv_rope on a block-scaled GEMM: z = rstd * acc, rotated. Bindings: A, B, the block scales, rstd, pos, theta, qkv.
 Graph qkv_rope_fp8_blockwise(GemmSpec spec = {DType::E4M3, Major::K, Major::K, std::nullopt, ScaleMode::Block128x128});
 // out_proj on a block-scaled GEMM: x1 = acc + residual (bf16), h = x1 * gamma as h_fp8 with h_scale_partials, row
-// partials of x1^2. Bindings: A, B, A_scale, B_scale, residual, gamma, x1, h_fp8, h_scale_partials, x1_sumsq.
+// partials of x1^2. Bindings: A, B, the block scales, residual, gamma, x1, h_fp8, h_scale_partials, x1_sumsq.
 Graph out_proj_fp8_blockwise(GemmSpec spec = {DType::E4M3, Major::K, Major::K, std::nullopt, ScaleMode::Block128x128});
-// The same with h stored in bf16: the last layer's. Bindings: A, B, A_scale, B_scale, residual, gamma, x1, h,
+// The same with h stored in bf16: the last layer's. Bindings: A, B, the block scales, residual, gamma, x1, h,
 // x1_sumsq.
 Graph out_proj_fp8_blockwise_bf16_h(
     GemmSpec spec = {DType::E4M3, Major::K, Major::K, std::nullopt, ScaleMode::Block128x128});
 // gate_up_swiglu on a block-scaled GEMM: z = rstd * acc, y (bf16; quantize_e4m3_blockwise makes the down
-// projection's operand). Bindings: A, B, A_scale, B_scale, rstd, z, y.
+// projection's operand). Bindings: A, B, the block scales, rstd, z, y.
 Graph gate_up_swiglu_fp8_blockwise(
     GemmSpec spec = {DType::E4M3, Major::K, Major::K, std::nullopt, ScaleMode::Block128x128});
-// A plain dgrad on a block-scaled GEMM: D = acc (bf16). Bindings: A, B, A_scale, B_scale, D.
+// A plain dgrad on a block-scaled GEMM: D = acc (bf16). Bindings: A, B, the block scales, D.
 Graph dgrad_fp8_blockwise(GemmSpec spec = {DType::E4M3, Major::K, Major::K, std::nullopt, ScaleMode::Block128x128});
 // A weight gradient dW = dY^T X added into an f32 buffer, D += acc, on operands whose K is the tokens: both
-// activations or gradients, so both with one scale per row and 128 k (ScaleMode::Block1x128; A_scale
-// [ceil(M_tokens / 128) x N_out], B_scale [ceil(M_tokens / 128) x K_in]). Bindings: A, B, A_scale, B_scale, D.
+// activations or gradients, so both with one scale per row and 128 k (ScaleMode::Block1x128; A's
+// scales [ceil(M_tokens / 128) x N_out], B's [ceil(M_tokens / 128) x K_in]). Bindings: A, B, the block scales, D.
 Graph wgrad_fp8_blockwise_accumulate(
     GemmSpec spec = {DType::E4M3, Major::K, Major::K, std::nullopt, ScaleMode::Block1x128});
 // swiglu_backward on a block-scaled GEMM: dz (bf16) and dz_fp8 with dz_scale_partials (groups of 256 dz columns),
-// y, zdz_partials. Bindings: A, B, A_scale, B_scale, z, dz, y, zdz_partials, dz_fp8, dz_scale_partials.
+// y, zdz_partials. Bindings: A, B, the block scales, z, dz, y, zdz_partials, dz_fp8, dz_scale_partials.
 Graph swiglu_backward_fp8_blockwise(
     GemmSpec spec = {DType::E4M3, Major::K, Major::K, std::nullopt, ScaleMode::Block128x128});
 // rmsnorm_backward_residual on a block-scaled GEMM: dx in bf16 and as dx_fp8 with dx_scale_partials, o,
-// dgamma_partials. Bindings: A, B, A_scale, B_scale, rstd, x, gamma, s, dx_in, dx, dx_fp8, dx_scale_partials, o,
+// dgamma_partials. Bindings: A, B, the block scales, rstd, x, gamma, s, dx_in, dx, dx_fp8, dx_scale_partials, o,
 // dgamma_partials.
 Graph rmsnorm_backward_residual_fp8_blockwise(
     GemmSpec spec = {DType::E4M3, Major::K, Major::K, std::nullopt, ScaleMode::Block128x128});
-// The same with dx in bf16 alone. Bindings: A, B, A_scale, B_scale, rstd, x, gamma, s, dx_in, dx, o,
+// The same with dx in bf16 alone. Bindings: A, B, the block scales, rstd, x, gamma, s, dx_in, dx, o,
 // dgamma_partials.
 Graph rmsnorm_backward_residual_fp8_blockwise_bf16_dx(
     GemmSpec spec = {DType::E4M3, Major::K, Major::K, std::nullopt, ScaleMode::Block128x128});

@@ -5,6 +5,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "coda/types.hpp"
@@ -36,13 +37,14 @@ std::optional<Op> parse_op(std::string_view text);
 //
 // scales (FP8 only; ScaleMode::Off, the default, for none): the mainloop applies block scales, DeepSeek-V3's recipe.
 //   Block128x128 ("scales=block" in text): the accumulator is, over k-blocks kb (128 k each),
-//     acc[m][n] = sum over kb of A_scale[kb][m] * B_scale[n / 128][kb] * sum_{k in kb} A[m][k] B[k][n]
-//   promoted to fp32 at every block. They are bound beside A and B: "A_scale", f32 [ceil(K / 128) x M] (one scale per
-//   row of A and 128 k; row-major, leading dimension >= M), and "B_scale", f32 [ceil(N / 128) x ceil(K / 128)] (one
-//   per 128 x 128 block of B as an N x K weight; row-major, leading dimension >= ceil(K / 128)).
+//     acc[m][n] = sum over kb of SA[kb][m] * SB[n / 128][kb] * sum_{k in kb} A[m][k] B[k][n]
+//   promoted to fp32 at every block. The block scales (coda::block_scale_operands, which names them) are bound beside
+//   A and B: A's SA, f32 [ceil(K / 128) x M] (one scale per row of A and 128 k; row-major, leading dimension >= M),
+//   and B's SB, f32 [ceil(N / 128) x ceil(K / 128)] (one per 128 x 128 block of B as an N x K weight; row-major,
+//   leading dimension >= ceil(K / 128)).
 //   Block1x128 ("scales=block_1x128"): B's scales are A's kind instead, one per row of B (as N x K) and 128 k,
-//     acc[m][n] = sum over kb of A_scale[kb][m] * B_scale[kb][n] * (the block's part of A B)[m][n]
-//   with "B_scale" f32 [ceil(K / 128) x N] (leading dimension >= N): both operands activations or gradients, as in
+//     acc[m][n] = sum over kb of SA[kb][m] * SB[kb][n] * (the block's part of A B)[m][n]
+//   with SB f32 [ceil(K / 128) x N] (leading dimension >= N): both operands activations or gradients, as in
 //   DeepSeek-V3's weight gradient dW = dY^T X, whose K is the tokens.
 //
 // accumulation (FP8 operands without block scales): Fast sums every product in Hopper's FP8 wgmma accumulator,
@@ -56,10 +58,10 @@ struct GemmSpec {
     Major a = Major::K;  // K: A stored M x K row-major; MN: A stored K x M row-major
     Major b = Major::K;  // K: B stored N x K row-major (Y = X W^T); MN: B stored K x N row-major
     std::optional<DType> input_b = std::nullopt;  // B's type when it is not A's
-    ScaleMode scales = ScaleMode::Off;  // FP8 block scales A_scale and B_scale, promoted every 128 k (above)
+    ScaleMode scales = ScaleMode::Off;  // FP8 block scales of A and B, promoted every 128 k (above)
     Accumulation accumulation = Accumulation::Fast;  // FP8 only: Promoted adds each 128-k block's sum in f32 (above)
     DType b_input() const { return input_b.value_or(input); }
-    // Whether the mainloop applies block scales (bound as A_scale and B_scale).
+    // Whether the mainloop applies block scales (bound as coda::block_scale_operands names them).
     bool block_scaled() const { return scales != ScaleMode::Off; }
     // Whether the mainloop adds each 128-k block's sum into the f32 accumulator: block-scaled or Promoted.
     bool promotes() const { return block_scaled() || accumulation == Accumulation::Promoted; }
@@ -72,15 +74,29 @@ struct GemmSpec {
 // The k-block of block scales (GemmSpec::scales): 128 elements of K (one FP8 k-tile of the Hopper mainloop).
 constexpr int kScaleBlock = 128;
 
-// A block-scaled GEMM's scale tensors for an M x N x K problem: their shapes (rows, columns; row-major f32) and what
-// each holds, in the words errors use. One place for what GemmSpec's comment says, for every caller that sizes,
-// checks or fills them.
+// A block-scale tensor's shape for one problem: rows and columns of a row-major f32 matrix.
 struct BlockScaleShape {
     long long rows, cols;
-    const char* text;  // e.g. "f32 [ceil(K / 128) x M]: one per row of A and 128 k"
 };
-BlockScaleShape a_scale_shape(long long m, long long k);
-BlockScaleShape b_scale_shape(const GemmSpec& spec, long long n, long long k);
+
+// One tensor a block-scaled GEMM's mainloop reads beside A and B (GemmSpec::scales). The mainloop declares them
+// (block_scale_operands) and the rest of coda (launch checks, the CPU reference, the tools, the Python binding)
+// iterates over that declaration, so a name or shape is spelt once. Each is bound by name, like the epilogue's
+// tensors, as a row-major matrix whose leading dimension is at least its columns.
+struct BlockScaleOperand {
+    std::string_view name;     // the binding name Args::bind takes, which a node of the graph may not have
+    std::string_view operand;  // the GEMM operand whose blocks it scales: "A"
+    std::string_view what;     // for messages: "block scales of A"
+    std::string_view layout;   // its shape in words: "f32 [ceil(K / 128) x M]: one per row of A and 128 k"
+    DType dtype = DType::F32;
+    BlockScaleShape (*shape)(long long m, long long n, long long k) = nullptr;  // for an M x N x K problem
+    // The kernel parameter words each takes after the bindings' (coda::EpilogueArgs): pointer, leading dimension.
+    static constexpr int kSlots = 2;
+};
+
+// The block scales a GEMM of `spec` binds, in the order of their parameter slots (A's, then B's); none unless
+// spec.block_scaled().
+const std::vector<BlockScaleOperand>& block_scale_operands(const GemmSpec& spec);
 
 // One node of the graph. Attributes that an op does not use keep their defaults and are not printed.
 struct Node {

@@ -43,8 +43,8 @@ enum class Accumulation {
 // epilogue inputs.
 enum class ScaleMode {
     Off,           // no mainloop scales
-    Block128x128,  // FP8: A_scale per row of A and 128 k, B_scale per 128 x 128 block of B (DeepSeek-V3's recipe)
-    Block1x128,    // FP8: B_scale per row of B and 128 k, as A_scale (a weight gradient's operands, both activations)
+    Block128x128,  // FP8: A's scales per row of A and 128 k, B's per 128 x 128 block of B (DeepSeek-V3's recipe)
+    Block1x128,    // FP8: B's scales per row of B and 128 k, as A's (a weight gradient's operands, both activations)
 };
 
 std::string_view to_string(DType d);

@@ -70,7 +70,7 @@ Value swiglu_gradient(Graph& g, Value dy);
 // t for a block-scaled GEMM that reads it in e4m3 (blocks.hpp, "block-wise"): {name}_fp8 = t / {name}_scale, where
 // {name}_scale = max(amax of t's row group of 128 columns / 448, 2^-126) (reduce_group; the floor keeps an all-zero
 // group finite), and the scales' row partials (Max) {name}_scale_partials: on 128-column tiles one per group, the
-// next GEMM's A_scale [ceil(N / 128) x M].
+// next GEMM's block scales of A [ceil(N / 128) x M].
 void store_fp8_grouped(Graph& g, Value t, const std::string& name);
 
 }  // namespace coda::blocks::parts

@@ -12,6 +12,7 @@
 #include "codegen/node_lowering.hpp"
 #include "coda/error.hpp"
 #include "ir/text.hpp"
+#include "mainloop/block_scales.hpp"
 
 namespace coda {
 namespace {
@@ -51,10 +52,15 @@ std::string slot_comment(const CheckedGraph& g) {
             count == 2 ? fmt::format("slots {}-{}", first, first + 1) : fmt::format("slot {}", first);
         out += fmt::format("//   {:<10} {}: {} ({})\n", slots, b.name, what, words);
     }
-    if (block_scale_slots(g.graph) > 0)
-        out += fmt::format("//   slots {}-{}  A_scale's pointer and leading dimension, B_scale's (block scales, read by the "
-                           "mainloop)\n",
-                           total_slots(g), total_slots(g) + kBlockScaleSlots - 1);
+    if (block_scale_slots(g.graph) > 0) {
+        // One phrase over the declared scales: "<first>'s pointer and leading dimension, <second>'s".
+        std::string words;
+        for (const BlockScaleOperand& s : block_scale_operands(g.graph))
+            words += words.empty() ? fmt::format("{}'s pointer and leading dimension", s.name)
+                                   : fmt::format(", {}'s", s.name);
+        out += fmt::format("//   slots {}-{}  {} (block scales, read by the mainloop)\n", total_slots(g),
+                           total_slots(g) + block_scale_slots(g.graph) - 1, words);
+    }
     return out;
 }
 

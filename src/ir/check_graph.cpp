@@ -13,6 +13,7 @@
 #include "ir/graph_limits.hpp"
 #include "ir/pass_counts.hpp"
 #include "ir/text.hpp"
+#include "mainloop/block_scales.hpp"
 #include "util/quoted.hpp"
 
 namespace coda {
@@ -192,10 +193,10 @@ private:
             note(id, fmt::format("the name '{}' is reserved for the GEMM operand {} in gemm graphs; choose another "
                                  "name",
                                  n.name, n.name));
-        if (g_.domain() == Domain::Gemm && g_.spec().block_scaled() && (n.name == "A_scale" || n.name == "B_scale"))
+        if (const BlockScaleOperand* scales = find_block_scale(g_, n.name))
             note(id, fmt::format("the name '{}' is reserved for {}'s block scales in block-scaled gemm graphs; "
                                  "choose another name",
-                                 n.name, n.name.substr(0, 1)));
+                                 n.name, scales->operand));
         const auto [it, inserted] = first_of_name_.emplace(n.name, id);
         if (!inserted)
             note(id, fmt::format("the name {} is already taken by an earlier node ({}); names must be unique "

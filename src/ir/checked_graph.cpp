@@ -1,6 +1,8 @@
 // Names of kinds and binding roles, which ops bind, and the parameter-slot rule shared by codegen and the runtime.
 #include "ir/checked_graph.hpp"
 
+#include "mainloop/block_scales.hpp"
+
 namespace coda {
 
 std::string_view to_string(Kind k) {
@@ -63,7 +65,7 @@ int first_slot(const CheckedGraph& g, std::size_t binding_index) {
 int total_slots(const CheckedGraph& g) { return first_slot(g, g.bindings.size()); }
 
 int block_scale_slots(const Graph& g) {
-    return g.domain() == Domain::Gemm && g.spec().block_scaled() ? kBlockScaleSlots : 0;
+    return static_cast<int>(block_scale_operands(g).size()) * BlockScaleOperand::kSlots;
 }
 
 int args_slots(const CheckedGraph& g) { return total_slots(g) + block_scale_slots(g.graph); }

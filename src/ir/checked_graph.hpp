@@ -66,9 +66,8 @@ bool is_tile_tensor(const Binding& b);  // an M x columns(width, N) input, outpu
 int slot_count(const Binding& b);
 int first_slot(const CheckedGraph& g, std::size_t binding_index);
 int total_slots(const CheckedGraph& g);  // the bindings' slots, at least 0
-// A block-scaled GEMM's scales take 4 slots after the bindings' (A_scale's pointer and leading dimension, then
-// B_scale's; GemmSpec::scales); other graphs none.
-constexpr int kBlockScaleSlots = 4;
+// A block-scaled GEMM's scales take their slots after the bindings' (BlockScaleOperand::kSlots each, in the order of
+// coda::block_scale_operands); other graphs none.
 int block_scale_slots(const Graph& g);
 int args_slots(const CheckedGraph& g);  // total_slots + block_scale_slots: the kernel declares max(1, this)
 

@@ -53,18 +53,6 @@ bool Node::operator==(const Node& o) const {
            reduce == o.reduce && std::memcmp(&value, &o.value, sizeof value) == 0;
 }
 
-BlockScaleShape a_scale_shape(long long m, long long k) {
-    return {(k + kScaleBlock - 1) / kScaleBlock, m, "f32 [ceil(K / 128) x M]: one per row of A and 128 k"};
-}
-
-BlockScaleShape b_scale_shape(const GemmSpec& spec, long long n, long long k) {
-    const long long kb = (k + kScaleBlock - 1) / kScaleBlock;
-    if (spec.scales == ScaleMode::Block1x128)
-        return {kb, n, "f32 [ceil(K / 128) x N]: one per row of B (as N x K) and 128 k"};
-    return {(n + kScaleBlock - 1) / kScaleBlock, kb,
-            "f32 [ceil(N / 128) x ceil(K / 128)]: one per 128 x 128 block of B"};
-}
-
 Graph::Graph(std::shared_ptr<detail::GraphData> data) : data_(std::move(data)) {}
 
 Graph Graph::gemm(std::string name, GemmSpec spec) {

@@ -190,7 +190,7 @@ private:
             } else {
                 fail(line, fmt::format("graph {}: expected in=<bf16|f16|e4m3|e5m2>, in_b=<e4m3|e5m2> (B's type "
                                        "where it is not A's), a=<k|mn>, b=<k|mn>, scales=<block|block_1x128|none> "
-                                       "(FP8 block scales A_scale and B_scale: B's per 128 x 128 block, or per row "
+                                       "(FP8 block scales of A and B: B's per 128 x 128 block, or per row "
                                        "and 128 k as A's) or acc=<fast|promoted> (FP8: each 128-k block's sum "
                                        "added in f32), got {}",
                                        quoted(tokens[1]), quoted(tokens[i])));

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "coda/error.hpp"
+#include "mainloop/block_scales.hpp"
 #include "reference/host_numeric.hpp"
 #include "reference/reference_math.hpp"
 
@@ -157,17 +158,20 @@ private:
         return d;
     }
 
-    // GemmSpec::scales: acc[i][j] = sum over k-blocks kb of A_scale[kb][i] * B_scale[j / 128][kb] (with
-    // Block1x128, B_scale[kb][j]) * (the block's part of A B)[i][j], with the scales read as f32 from the inputs
-    // "A_scale" and "B_scale".
+    // GemmSpec::scales: acc[i][j] = sum over k-blocks kb of SA[kb][i] * SB[j / 128][kb] (with Block1x128,
+    // SB[kb][j]) * (the block's part of A B)[i][j], with SA and SB read as f32 from the inputs that
+    // coda::block_scale_operands names (A's, then B's).
     void block_scaled_product(const std::vector<double>& a, const std::vector<double>& b, Dense& d) const {
         const GemmSpec& spec = g_.graph.spec();
-        const BlockScaleShape a_shape = a_scale_shape(p_.m, p_.k), b_shape = b_scale_shape(spec, p_.n, p_.k);
-        const long long kbs = a_shape.rows;
-        const HostTensor& a_scale =
-            tensor("A_scale", {a_shape.rows, a_shape.cols}, fmt::format("block scales of A, {}", a_shape.text).c_str());
-        const HostTensor& b_scale =
-            tensor("B_scale", {b_shape.rows, b_shape.cols}, fmt::format("block scales of B, {}", b_shape.text).c_str());
+        std::vector<const HostTensor*> scales;
+        for (const BlockScaleOperand& s : block_scale_operands(spec)) {
+            const BlockScaleShape shape = s.shape(p_.m, p_.n, p_.k);
+            scales.push_back(&tensor(std::string(s.name), {shape.rows, shape.cols},
+                                     fmt::format("{}, {}", s.what, s.layout).c_str()));
+        }
+        const HostTensor& a_scale = *scales.at(0);
+        const HostTensor& b_scale = *scales.at(1);
+        const long long kbs = (p_.k + kScaleBlock - 1) / kScaleBlock;
         const auto b_at = [&](long long kb, long long j) {
             return spec.scales == ScaleMode::Block1x128 ? kb * p_.n + j : (j / kScaleBlock) * kbs + kb;
         };
@@ -180,9 +184,12 @@ private:
                     for (long long j = 0; j < p_.n; ++j)
                         block[static_cast<std::size_t>(j)] += x * b[static_cast<std::size_t>(kk * p_.n + j)];
                 }
-                const double sa = round_to_dtype(a_scale.values[static_cast<std::size_t>(kb * p_.m + i)], DType::F32);
+                // at(): a declared shape that no longer fits these layouts fails here, not out of bounds.
+                const double sa =
+                    round_to_dtype(a_scale.values.at(static_cast<std::size_t>(kb * p_.m + i)), DType::F32);
                 for (long long j = 0; j < p_.n; ++j) {
-                    const double sb = round_to_dtype(b_scale.values[static_cast<std::size_t>(b_at(kb, j))], DType::F32);
+                    const double sb =
+                        round_to_dtype(b_scale.values.at(static_cast<std::size_t>(b_at(kb, j))), DType::F32);
                     d.v[static_cast<std::size_t>(i * p_.n + j)] += sa * sb * block[static_cast<std::size_t>(j)];
                 }
             }

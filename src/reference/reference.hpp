@@ -23,7 +23,7 @@ struct ReferenceProblem {
     const HostTensor* a = nullptr;             // logical A [M x K] (gemm only)
     const HostTensor* b = nullptr;             // logical B [K x N]
     std::map<std::string, HostTensor> inputs;  // every input binding, partials, accumulate's initial value, and a
-                                               // block-scaled GEMM's A_scale and B_scale (GemmSpec::scales)
+                                               // block-scaled GEMM's scales (coda::block_scale_operands)
     std::map<std::string, double> scalars;
     int bm = 128, bn = 128;                    // the tile that cuts reduction partials
 };

@@ -10,8 +10,10 @@
 #include <cstring>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "coda/error.hpp"
+#include "mainloop/block_scales.hpp"
 
 namespace coda {
 namespace {
@@ -72,20 +74,18 @@ std::uint64_t device_scalar_bits(const DeviceScalar& s, Fail&& fail) {
 // Operands A and B can be moved in 16-byte vectors (GemmProblem::flags).
 bool vectorizable(const void* data, long long ld) { return reinterpret_cast<std::uintptr_t>(data) % 16 == 0 && ld % 8 == 0; }
 
-// A block-scaled GEMM (GemmSpec::scales), which takes A_scale and B_scale beside A and B.
-bool block_scaled(const CheckedGraph& g) { return g.graph.domain() == Domain::Gemm && g.graph.spec().block_scaled(); }
-
 // The names bound beside the epilogue's bindings: A and B, and a block-scaled GEMM's scales.
 bool is_gemm_operand(const CheckedGraph& g, const std::string& name) {
     if (g.graph.domain() != Domain::Gemm) return false;
-    return name == "A" || name == "B" || (block_scaled(g) && (name == "A_scale" || name == "B_scale"));
+    return name == "A" || name == "B" || find_block_scale(g.graph, name) != nullptr;
 }
 
 std::string list_bindings(const CheckedGraph& g) {
-    std::string out;
-    if (g.graph.domain() == Domain::Gemm) out = block_scaled(g) ? "A, B, A_scale, B_scale" : "A, B";
-    for (const Binding& b : g.bindings) out += (out.empty() ? "" : ", ") + b.name;
-    return out;
+    std::vector<std::string_view> names;
+    if (g.graph.domain() == Domain::Gemm) names = {"A", "B"};
+    for (const BlockScaleOperand& s : block_scale_operands(g.graph)) names.push_back(s.name);
+    for (const Binding& b : g.bindings) names.push_back(b.name);
+    return fmt::format("{}", fmt::join(names, ", "));
 }
 
 // Collects the context of one kernel's launch so each check can phrase its error the same way.
@@ -258,28 +258,21 @@ void plan_gemm_operands(const Checker& c, const GemmSpec& spec, LaunchPlan& plan
     plan.operand_bytes = static_cast<int>(size_of(spec.input));  // B's too: two types are both FP8
 }
 
-// A block-scaled GEMM's scales (GemmSpec::scales): A_scale and B_scale, f32 and row-major in the shapes
-// a_scale_shape and b_scale_shape give; the mainloop reads them one f32 at a time, from the 4 slots after the
-// bindings' (pointer and leading dimension of each: checked_graph.hpp, kBlockScaleSlots).
+// A block-scaled GEMM's scales (coda::block_scale_operands), row-major; the mainloop reads them one element at a
+// time, from the slots after the bindings' (pointer and leading dimension of each).
 void plan_block_scales(const Checker& c, LaunchPlan& plan, std::size_t first) {
-    const BlockScaleShape a_shape = a_scale_shape(plan.gemm.m, plan.gemm.k);
-    const BlockScaleShape b_shape = b_scale_shape(c.graph().graph.spec(), plan.gemm.n, plan.gemm.k);
-    const auto expect = [&c](const std::string& name, const char* what,
-                             const BlockScaleShape& shape) -> const TensorRef& {
-        const TensorRef& t = c.tensor(name, what);
-        c.expect_dtype(name, t, DType::F32);
-        c.expect_shape(name, t, {shape.rows, shape.cols}, [&shape] { return std::string(shape.text); });
-        c.expect_alignment(name, t, sizeof(float));
-        return t;
-    };
-    const TensorRef& a = expect("A_scale", "block scales of A", a_shape);
-    const TensorRef& b = expect("B_scale", "block scales of B", b_shape);
-    const long long lda = c.row_major_ld("A_scale", a, 1);
-    const long long ldb = c.row_major_ld("B_scale", b, 1);
-    plan.slots.at(first) = reinterpret_cast<std::uintptr_t>(a.data);
-    plan.slots.at(first + 1) = static_cast<std::uint64_t>(lda);
-    plan.slots.at(first + 2) = reinterpret_cast<std::uintptr_t>(b.data);
-    plan.slots.at(first + 3) = static_cast<std::uint64_t>(ldb);
+    std::size_t slot = first;
+    for (const BlockScaleOperand& s : block_scale_operands(c.graph().graph)) {
+        const std::string name(s.name);
+        const TensorRef& t = c.tensor(name, s.what);
+        const BlockScaleShape shape = s.shape(plan.gemm.m, plan.gemm.n, plan.gemm.k);
+        c.expect_dtype(name, t, s.dtype);
+        c.expect_shape(name, t, {shape.rows, shape.cols}, [&s] { return std::string(s.layout); });
+        c.expect_alignment(name, t, size_of(s.dtype));
+        plan.slots.at(slot) = reinterpret_cast<std::uintptr_t>(t.data);
+        plan.slots.at(slot + 1) = static_cast<std::uint64_t>(c.row_major_ld(name, t, 1));
+        slot += BlockScaleOperand::kSlots;
+    }
 }
 
 // Tile programs take M and N from their first tile tensor that is not transposed, or else from their first
@@ -361,7 +354,7 @@ LaunchPlan plan_launch(const CheckedGraph& g, TileShape tile, const Args& args, 
     if (domain == Domain::Finalize) plan_finalize_extent(c, m, t);
 
     plan.slots.assign(static_cast<std::size_t>(std::max(1, args_slots(g))), 0);
-    if (block_scaled(g)) plan_block_scales(c, plan, static_cast<std::size_t>(total_slots(g)));
+    plan_block_scales(c, plan, static_cast<std::size_t>(total_slots(g)));
     std::size_t slot = 0;
     for (const Binding& b : g.bindings) {
         if (b.role == BindingRole::ScalarArg) {
@@ -471,9 +464,10 @@ void rebind_pointer(const CheckedGraph& g, LaunchPlan& plan, const std::string& 
         plan.gemm.flags = (plan.gemm.flags & ~flag) | (vectorizable(data, is_a ? plan.gemm.lda : plan.gemm.ldb) ? flag : 0);
         return;
     }
-    if (block_scaled(g) && (name == "A_scale" || name == "B_scale")) {
-        expect_pointer(kernel_name, name, data, sizeof(float));
-        plan.slots.at(static_cast<std::size_t>(total_slots(g) + (name == "A_scale" ? 0 : 2))) =
+    if (const BlockScaleOperand* scales = find_block_scale(g.graph, name)) {
+        expect_pointer(kernel_name, name, data, size_of(scales->dtype));
+        const auto index = scales - block_scale_operands(g.graph).data();
+        plan.slots.at(static_cast<std::size_t>(total_slots(g) + index * BlockScaleOperand::kSlots)) =
             reinterpret_cast<std::uintptr_t>(data);
         return;
     }
@@ -490,9 +484,9 @@ std::uint64_t& scalar_slot_to_rebind(const CheckedGraph& g, LaunchPlan& plan, co
     if (g.graph.domain() == Domain::Gemm && (name == "A" || name == "B"))
         throw Error(fmt::format("kernel '{}': argument '{}': cannot rebind GEMM operand {} to a scalar", kernel_name,
                                 name, name));
-    if (block_scaled(g) && (name == "A_scale" || name == "B_scale"))
-        throw Error(fmt::format("kernel '{}': argument '{}': cannot rebind the block scales of {}, a tensor, to a "
-                                "scalar", kernel_name, name, name.substr(0, 1)));
+    if (const BlockScaleOperand* scales = find_block_scale(g.graph, name))
+        throw Error(fmt::format("kernel '{}': argument '{}': cannot rebind the {}, a tensor, to a scalar", kernel_name,
+                                name, scales->what));
     const std::size_t i = binding_to_rebind(g, name, true, kernel_name);
     return plan.slots.at(static_cast<std::size_t>(first_slot(g, i)));
 }

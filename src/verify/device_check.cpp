@@ -268,23 +268,21 @@ CheckReport check_on_device(const Kernel& kernel, const CheckProblem& p) {
         args.bind("B", b_t ? matrix_col_major(pb, b_type, k, n, ldb) : matrix(pb, b_type, k, n, ldb));
         ref.a = &a_host;
         ref.b = &b_host;
-        if (spec.block_scaled()) {
-            const BlockScaleShape a_shape = a_scale_shape(m, k), b_shape = b_scale_shape(spec, n, k);
-            for (const auto& [name, shape] :
-                 {std::pair<const char*, std::vector<std::int64_t>>{"A_scale", {a_shape.rows, a_shape.cols}},
-                  {"B_scale", {b_shape.rows, b_shape.cols}}}) {
-                const std::size_t count = static_cast<std::size_t>(shape[0] * shape[1]);
-                std::vector<double> values = random_block_scales(rng, count);
-                if (auto given = p.given.find(name); given != p.given.end()) {
-                    if (given->second.size() != count)
-                        throw Error(fmt::format("check: block scales '{}' given {} values, the problem needs {}",
-                                                name, given->second.size(), count));
-                    values = given->second;
-                }
-                ref.inputs[name] = HostTensor{DType::F32, std::vector<long long>(shape.begin(), shape.end()), values};
-                device[name] = upload(values, DType::F32, shape, shape[1]);
-                args.bind(name, ref_of(device[name]));
+        for (const BlockScaleOperand& scales : block_scale_operands(spec)) {
+            const std::string name(scales.name);
+            const BlockScaleShape extent = scales.shape(m, n, k);
+            const std::vector<std::int64_t> shape{extent.rows, extent.cols};
+            const std::size_t count = static_cast<std::size_t>(extent.rows * extent.cols);
+            std::vector<double> values = random_block_scales(rng, count);
+            if (auto given = p.given.find(name); given != p.given.end()) {
+                if (given->second.size() != count)
+                    throw Error(fmt::format("check: '{}' ({}) given {} values, the problem needs {}", name,
+                                            scales.what, given->second.size(), count));
+                values = given->second;
             }
+            ref.inputs[name] = HostTensor{scales.dtype, {extent.rows, extent.cols}, values};
+            device[name] = upload(values, scales.dtype, shape, extent.cols);
+            args.bind(name, ref_of(device[name]));
         }
     }
 

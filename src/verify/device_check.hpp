@@ -25,7 +25,7 @@ struct CheckProblem {
     std::uint64_t seed = 1;
     // Inputs given by binding name (logical row-major values, representable in the binding's dtype) instead of
     // random ones: e.g. RoPE's positions up to 2^20 and a model's frequencies; a block-scaled GEMM's scales too
-    // ("A_scale", "B_scale"; random ones are f32 spread over 2^-4 to 2^4 around an rms of 1); and a GEMM's
+    // (coda::block_scale_operands; random ones are f32 spread over 2^-4 to 2^4 around an rms of 1); and a GEMM's
     // operands ("A", M x K, and "B", K x N, logical: e.g. values of one sign, whose sums grow with K).
     std::map<std::string, std::vector<double>> given;
     // Tighter tolerances for every non-integer output, where non-zero and below those of its dtype.

@@ -427,7 +427,7 @@ Args block_scaled_args(bool with_scales = true) {
 // The 4 words after the bindings' slots: A_scale's pointer and leading dimension, then B_scale's.
 std::vector<std::uint64_t> scale_words(const CheckedGraph& g, const LaunchPlan& plan) {
     const auto first = plan.slots.begin() + total_slots(g);
-    return {first, first + kBlockScaleSlots};
+    return {first, first + block_scale_slots(g.graph)};
 }
 
 std::uint64_t word(const void* p) { return reinterpret_cast<std::uintptr_t>(p); }
@@ -435,7 +435,8 @@ std::uint64_t word(const void* p) { return reinterpret_cast<std::uintptr_t>(p); 
 TEST_CASE("a block-scaled GEMM plans its scales into the slots after the bindings'", "[runtime]") {
     const CheckedGraph g = check_graph(block_scaled_gemm());
     const LaunchPlan plan = plan_launch(g, kTile, block_scaled_args(), "scaled");
-    REQUIRE(static_cast<int>(plan.slots.size()) == total_slots(g) + kBlockScaleSlots);
+    REQUIRE(static_cast<int>(plan.slots.size()) == total_slots(g) + block_scale_slots(g.graph));
+    CHECK(block_scale_slots(g.graph) == 4);
     CHECK(scale_words(g, plan) == std::vector<std::uint64_t>{word(fake(0x400000)), static_cast<std::uint64_t>(M),
                                                             word(fake(0x500000)), static_cast<std::uint64_t>(KB)});
     CHECK(plan.operand_bytes == 1);

@@ -232,17 +232,17 @@ int bench_gemm(const GemmOptions& given) {
     const auto a = large_random_buffer(rng, max_mk, input, verify::Distribution::Normal);
     const auto b = large_random_buffer(rng, max_nk, input, verify::Distribution::Normal);
     const DeviceBuffer d_out(max_mn * 2);
-    // The block scales (--block-scales), sized for the largest shape's [ceil(K / 128) x M] and
-    // [ceil(N / 128) x ceil(K / 128)]: positive values around 1.
-    std::size_t max_a_scales = 0, max_b_scales = 0;
-    for (const ProblemShape& s : shapes) {
-        max_a_scales = std::max(max_a_scales, elements((s.k + 127) / 128, s.m));
-        max_b_scales = std::max(max_b_scales, elements((s.n + 127) / 128, (s.k + 127) / 128));
-    }
-    DeviceBuffer a_scales, b_scales;
-    if (given.block_scales) {
-        a_scales = random_buffer(rng, max_a_scales, DType::F32, verify::Distribution::Positive);
-        b_scales = random_buffer(rng, max_b_scales, DType::F32, verify::Distribution::Positive);
+    // The block scales (--block-scales), one buffer each sized for the largest shape: positive values around 1.
+    const std::vector<BlockScaleOperand>& scale_operands = block_scale_operands(blockwise_g.spec());
+    std::vector<DeviceBuffer> scales;
+    for (const BlockScaleOperand& operand : scale_operands) {
+        if (!given.block_scales) break;
+        std::size_t largest = 0;
+        for (const ProblemShape& s : shapes) {
+            const BlockScaleShape shape = operand.shape(s.m, s.n, s.k);
+            largest = std::max(largest, elements(shape.rows, shape.cols));
+        }
+        scales.push_back(random_buffer(rng, largest, operand.dtype, verify::Distribution::Positive));
     }
     DeviceBuffer residual, gamma, x1, h, partials;  // out_proj's; left empty with --identity-only
     if (with_out_proj) {
@@ -281,11 +281,13 @@ int bench_gemm(const GemmOptions& given) {
         Args ba;
         std::size_t blockwise_at = 0;
         if (given.block_scales) {
-            const std::int64_t kb = (s.k + 127) / 128, nb = (s.n + 127) / 128;
             ba.bind("A", matrix(ptr(a), input, s.m, s.k)).bind("B", matrix_col_major(ptr(b), input, s.k, s.n));
             ba.bind("D", matrix(ptr(d_out), DType::BF16, s.m, s.n));
-            ba.bind("A_scale", matrix(ptr(a_scales), DType::F32, kb, s.m))
-                .bind("B_scale", matrix(ptr(b_scales), DType::F32, nb, kb));
+            for (std::size_t j = 0; j < scales.size(); ++j) {
+                const BlockScaleShape shape = scale_operands[j].shape(s.m, s.n, s.k);
+                ba.bind(std::string(scale_operands[j].name),
+                        matrix(ptr(scales[j]), scale_operands[j].dtype, shape.rows, shape.cols));
+            }
             blockwise_at = launches.size();
             launches.push_back({&*kernels[i].blockwise, &ba});
         }

@@ -214,12 +214,11 @@ Args RandomBindings::bind(const Kernel& kernel, std::int64_t partial_tiles) {
                                            : matrix(ptr(a), spec.input, m_, k_));
         args.bind("B", spec.b == Major::K ? matrix_col_major(ptr(b), spec.b_input(), k_, n_)
                                           : matrix(ptr(b), spec.b_input(), k_, n_));
-        if (spec.block_scaled()) {  // positive, in the shapes GemmSpec's scales have
-            const BlockScaleShape as = a_scale_shape(m_, k_), bs = b_scale_shape(spec, n_, k_);
-            const DeviceBuffer& sa = buffer("A_scale", DType::F32, count(as.rows, as.cols), Fill::Positive);
-            const DeviceBuffer& sb = buffer("B_scale", DType::F32, count(bs.rows, bs.cols), Fill::Positive);
-            args.bind("A_scale", matrix(ptr(sa), DType::F32, as.rows, as.cols))
-                .bind("B_scale", matrix(ptr(sb), DType::F32, bs.rows, bs.cols));
+        for (const BlockScaleOperand& scales : block_scale_operands(spec)) {  // positive, in their declared shapes
+            const std::string name(scales.name);
+            const BlockScaleShape shape = scales.shape(m_, n_, k_);
+            const DeviceBuffer& s = buffer(name, scales.dtype, count(shape.rows, shape.cols), Fill::Positive);
+            args.bind(name, matrix(ptr(s), scales.dtype, shape.rows, shape.cols));
         }
     }
     for (const Binding& binding : g.bindings) {

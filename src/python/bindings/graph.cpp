@@ -108,9 +108,9 @@ void bind_types(nb::module_& m) {
 
     nb::enum_<ScaleMode>(m, "ScaleMode",
                          "Which block scales a GEMM's mainloop applies (GemmSpec.scales): Off, none (per-tensor and "
-                         "row-wise FP8 scales are epilogue inputs); Block128x128, A_scale per row of A and 128 k and "
-                         "B_scale per 128 x 128 block of B (text scales=block); Block1x128, B_scale per row of B and "
-                         "128 k as A's (scales=block_1x128).")
+                         "row-wise FP8 scales are epilogue inputs); Block128x128, A's scales per row of A and 128 k "
+                         "and B's per 128 x 128 block of B (text scales=block); Block1x128, B's per row of B and "
+                         "128 k as A's (scales=block_1x128). coda.block_scale_operands(spec) names them.")
         .value("Off", ScaleMode::Off)
         .value("Block128x128", ScaleMode::Block128x128)
         .value("Block1x128", ScaleMode::Block1x128);
@@ -119,11 +119,11 @@ void bind_types(nb::module_& m) {
     nb::class_<GemmSpec>(m, "GemmSpec",
                          "The operands of a GEMM graph: A (M x K) and B (K x N) in bf16, f16, e4m3 or e5m2; input_b "
                          "is B's type where it is not A's (two FP8 types, e.g. e5m2 gradients x e4m3 weights); "
-                         "scales: FP8 operands with DeepSeek-V3's block scales, bound as A_scale and B_scale "
-                         "(ScaleMode.Block128x128: B's per 128 x 128 block; ScaleMode.Block1x128: per row of B and "
-                         "128 k, as A's); accumulation: FP8 without block scales, Accumulation.Promoted adds each "
-                         "128-k block's sum in f32. block_scales= and b_scales_1x128= are the older spelling of "
-                         "scales=.")
+                         "scales: FP8 operands with DeepSeek-V3's block scales, bound by the names "
+                         "coda.block_scale_names(spec) gives (ScaleMode.Block128x128: B's per 128 x 128 block; "
+                         "ScaleMode.Block1x128: per row of B and 128 k, as A's); accumulation: FP8 without block "
+                         "scales, Accumulation.Promoted adds each 128-k block's sum in f32. block_scales= and "
+                         "b_scales_1x128= are the older spelling of scales=.")
         .def(
             "__init__",
             [](GemmSpec* self, DType input, Major a, Major b, std::optional<DType> input_b, ScaleMode scales,
@@ -139,11 +139,11 @@ void bind_types(nb::module_& m) {
         .def_rw("b", &GemmSpec::b)
         .def_rw("input_b", &GemmSpec::input_b, "B's type where it is not A's; None: A's.")
         .def_rw("scales", &GemmSpec::scales,
-                "FP8 block scales applied by the mainloop: ScaleMode.Block128x128, A_scale f32 [ceil(K / 128) x M] "
-                "and B_scale f32 [ceil(N / 128) x ceil(K / 128)], acc = sum over 128-k blocks kb of "
-                "A_scale[kb][m] * B_scale[n / 128][kb] * (A B over kb)[m][n]; ScaleMode.Block1x128, B_scale f32 "
-                "[ceil(K / 128) x N], one per row of B (as N x K) and 128 k, as A's (a weight gradient's operands, "
-                "both activations): acc uses B_scale[kb][n]; ScaleMode.Off (default): none.")
+                "FP8 block scales applied by the mainloop (coda.block_scale_operands(spec): names and shapes): "
+                "ScaleMode.Block128x128, A's SA f32 [ceil(K / 128) x M] and B's SB f32 [ceil(N / 128) x "
+                "ceil(K / 128)], acc = sum over 128-k blocks kb of SA[kb][m] * SB[n / 128][kb] * (A B over kb)[m][n]; "
+                "ScaleMode.Block1x128, SB f32 [ceil(K / 128) x N], one per row of B (as N x K) and 128 k, as A's (a "
+                "weight gradient's operands, both activations): acc uses SB[kb][n]; ScaleMode.Off (default): none.")
         .def_prop_ro("block_scales", &GemmSpec::block_scaled, "Whether scales is not ScaleMode.Off (read-only).")
         .def_prop_ro(
             "b_scales_1x128", [](const GemmSpec& s) { return s.scales == ScaleMode::Block1x128; },
@@ -164,6 +164,44 @@ void bind_types(nb::module_& m) {
                                    ? ", accumulation=coda.Accumulation.Promoted"
                                    : "");
         });
+
+    nb::class_<BlockScaleOperand>(m, "BlockScaleOperand",
+                                  "One tensor a block-scaled GEMM's mainloop reads beside A and B (GemmSpec.scales), "
+                                  "bound by name like the epilogue's tensors: row-major, leading dimension at least "
+                                  "its columns (read-only).")
+        .def_prop_ro("name", [](const BlockScaleOperand& s) { return s.name; }, "The binding name.")
+        .def_prop_ro("operand", [](const BlockScaleOperand& s) { return s.operand; },
+                     "The GEMM operand whose blocks it scales: 'A' or 'B'.")
+        .def_prop_ro("what", [](const BlockScaleOperand& s) { return s.what; }, "In words, e.g. 'block scales of A'.")
+        .def_prop_ro("layout", [](const BlockScaleOperand& s) { return s.layout; },
+                     "Its shape in words, e.g. 'f32 [ceil(K / 128) x M]: one per row of A and 128 k'.")
+        .def_prop_ro("dtype", [](const BlockScaleOperand& s) { return s.dtype; })
+        .def(
+            "shape",
+            [](const BlockScaleOperand& s, long long m, long long n, long long k) {
+                const BlockScaleShape shape = s.shape(m, n, k);
+                return std::make_pair(shape.rows, shape.cols);
+            },
+            "m"_a, "n"_a, "k"_a, "Its (rows, columns) for an m x n x k GEMM.")
+        .def("__repr__", [](const BlockScaleOperand& s) {
+            return fmt::format("coda.BlockScaleOperand(name='{}', operand='{}', layout='{}')", s.name, s.operand,
+                               s.layout);
+        });
+    m.def(
+        "block_scale_operands", [](const GemmSpec& spec) { return block_scale_operands(spec); }, "spec"_a,
+        "The tensors a GEMM of `spec` binds beside A and B for its mainloop: A's block scales, then B's; [] unless "
+        "spec.block_scales.");
+    m.def(
+        "block_scale_names",
+        [](const GemmSpec& spec) {
+            nb::list names;
+            for (const BlockScaleOperand& s : block_scale_operands(spec))
+                names.append(nb::str(s.name.data(), s.name.size()));
+            return nb::tuple(names);
+        },
+        "spec"_a,
+        "The names a GEMM of `spec` binds its block scales to, A's then B's (block_scale_operands' names); () unless "
+        "spec.block_scales.");
 }
 
 void bind_builder(nb::module_& m) {

@@ -19,6 +19,7 @@
 #include "bindings.hpp"
 #include "coda/error.hpp"
 #include "ir/check_graph.hpp"
+#include "mainloop/block_scales.hpp"
 #include "reference/reference.hpp"
 #include "verify/host_data.hpp"
 
@@ -347,7 +348,6 @@ nb::dict reference(const Graph& graph, nb::dict bindings, long long m, long long
     std::map<std::string, const Binding*> by_name;
     for (const Binding& b : checked.bindings) by_name[b.name] = &b;
     HostTensor a, b;
-    const bool block_scales = domain == Domain::Gemm && graph.spec().block_scaled();
     for (auto [key, value] : bindings) {
         const std::string name = nb::cast<std::string>(key);
         if (domain == Domain::Gemm && (name == "A" || name == "B")) {
@@ -355,8 +355,8 @@ nb::dict reference(const Graph& graph, nb::dict bindings, long long m, long long
                 host_tensor(name, value, name == "A" ? graph.spec().input : graph.spec().b_input());
             continue;
         }
-        if (block_scales && (name == "A_scale" || name == "B_scale")) {
-            problem.inputs[name] = host_tensor(name, value, DType::F32);  // run_reference checks the shapes
+        if (const BlockScaleOperand* scales = find_block_scale(graph, name)) {
+            problem.inputs[name] = host_tensor(name, value, scales->dtype);  // run_reference checks the shapes
             continue;
         }
         const auto it = by_name.find(name);
@@ -395,13 +395,16 @@ nb::dict reference(const Graph& graph, nb::dict bindings, long long m, long long
         problem.a = &a;
         problem.b = &b;
     }
-    if (block_scales && !(problem.inputs.count("A_scale") && problem.inputs.count("B_scale"))) {
-        const BlockScaleShape as = a_scale_shape(m, k), bs = b_scale_shape(graph.spec(), n, k);
-        throw Error(fmt::format("{}: a block-scaled GEMM graph needs the block scales 'A_scale', {} = [{} x {}], and "
-                                "'B_scale', {} = [{} x {}]; {} is missing",
-                                where, as.text, as.rows, as.cols, bs.text, bs.rows, bs.cols,
-                                problem.inputs.count("A_scale") ? "'B_scale'" : "'A_scale'"));
+    std::vector<std::string> needed, missing;
+    for (const BlockScaleOperand& s : block_scale_operands(graph)) {
+        const BlockScaleShape shape = s.shape(m, n, k);
+        needed.push_back(fmt::format("'{}', {} = [{} x {}]", s.name, s.layout, shape.rows, shape.cols));
+        if (!problem.inputs.count(std::string(s.name))) missing.push_back(fmt::format("'{}'", s.name));
     }
+    if (!missing.empty())
+        throw Error(fmt::format("{}: a block-scaled GEMM graph needs the block scales {}; {} {} missing", where,
+                                fmt::join(needed, ", and "), fmt::join(missing, " and "),
+                                missing.size() == 1 ? "is" : "are"));
     nb::dict out;
     for (const auto& [name, tensor] : run_reference(checked, problem)) out[name.c_str()] = numpy_array(tensor);
     return out;

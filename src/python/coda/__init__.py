@@ -9,6 +9,7 @@ from . import _coda
 from ._coda import (
     Accumulation,
     Binding,
+    BlockScaleOperand,
     BuildReport,
     Domain,
     DType,
@@ -26,6 +27,8 @@ from ._coda import (
     __version__,
     bf16,
     bindings,
+    block_scale_names,
+    block_scale_operands,
     blocks,
     check,
     compile,
