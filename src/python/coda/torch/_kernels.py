@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
 import math
 from typing import Optional
 
@@ -70,7 +71,7 @@ def scaled_mm_name(recipe: str, fp8_a: str, fp8_b: str) -> str:
 def _scaled_mm(recipe: str, fp8_a: str, fp8_b: str):
     # ops_fp8.scaled_mm's epilogue: D = acc * scale_a * scale_b in bf16, the scales per tensor (two scalars) or
     # row-wise (A's rows, B's columns). FP8 operands are K-major, both, of one type or two.
-    # Block-wise: the mainloop applies the scales (GemmSpec block_scales, bound as A_scale and B_scale; B's per row
+    # Block-wise: the mainloop applies the scales (GemmSpec block_scales, bound as block_scale_names(); B's per row
     # with blockwise_1x128); the epilogue stores the accumulator.
     def build():
         input_b = None if fp8_b == fp8_a else getattr(coda, fp8_b)
@@ -93,6 +94,13 @@ def _scaled_mm(recipe: str, fp8_a: str, fp8_b: str):
 # A graph name's suffix (graph(), run(), kernel()): the FP8 GEMM with its accumulator promoted to f32 every 128 k
 # (GemmSpec.accumulation = Promoted), as cuBLAS's use_fast_accum=False; without it, Hopper's FP8 accumulator.
 PROMOTED = ":promoted"
+
+@functools.lru_cache(maxsize=None)
+def block_scale_names() -> tuple[str, str]:
+    """The names a block-scaled GEMM binds its A's and B's scales under, as the mainloop declares them."""
+    spec = coda.GemmSpec(input=coda.e4m3, a=coda.Major.K, b=coda.Major.K, scales=coda.ScaleMode.Block128x128)
+    return tuple(coda.block_scale_names(spec))
+
 
 _LOCAL = {
     "dgrad": _dgrad,

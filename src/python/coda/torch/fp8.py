@@ -314,7 +314,7 @@ def _quantize_groups(graph: str, x: Tensor, m: int, n: int) -> tuple[Tensor, Ten
 
 def quantize_blockwise(x: Tensor) -> tuple[Tensor, Tensor]:
     """x [M x N] in e4m3 with each row's 128-column group's own scale (coda.blocks.quantize_e4m3_blockwise): (x_fp8,
-    the scales f32 [ceil(N / 128) x M], a block-scaled GEMM's A_scale)."""
+    the scales f32 [ceil(N / 128) x M], a block-scaled GEMM's scales of A)."""
     return _quantize_groups("quantize_e4m3_blockwise", x, *x.shape)
 
 

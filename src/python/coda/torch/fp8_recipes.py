@@ -21,7 +21,7 @@ import torch
 from torch import Tensor
 
 from coda.torch import _steps
-from coda.torch._kernels import PROMOTED, run, scaled_mm_name
+from coda.torch._kernels import PROMOTED, block_scale_names, run, scaled_mm_name
 from coda.torch.fp8 import (AMAX, BLOCK, FORMATS, INV_SCALE, SCALE, quantize, quantize_blockwise,
                             quantize_blockwise_t, quantize_rowwise, quantize_weight, quantize_weight_blockwise,
                             quantize_weight_rowwise, record_amax, row_scales)
@@ -253,7 +253,7 @@ class Rowwise(Recipe):
 class Blockwise(Recipe):
     name, suffix, block_scaled = "blockwise", "_blockwise", True
     scales_layout = "one per row and 128 columns: [ceil(d / 128) x M]"
-    scale_names = ("A_scale", "B_scale")
+    scale_names = block_scale_names()
     unstaged = ("y", "dz_qkv")  # y: too narrow to stage in FP8; RoPE's backward would compute the rotation twice
     rope_graphs = ("rope_backward_from_output", "zero_grad")
     zero_grad_fp8 = False

@@ -15,7 +15,7 @@ through torch.ops.coda.scaled_mm."""
 import torch
 from torch import Tensor
 
-from coda.torch._kernels import run, scaled_mm_name
+from coda.torch._kernels import block_scale_names, run, scaled_mm_name
 from coda.torch._register import custom_op
 
 _FP8 = {torch.float8_e4m3fn: "e4m3", torch.float8_e5m2: "e5m2"}
@@ -68,7 +68,7 @@ def _scaled_mm(a: Tensor, b: Tensor, scale_a: Tensor, scale_b: Tensor, blockwise
         scales = {"scale_a": scale_a.reshape(m), "scale_b": scale_b.reshape(n)}
     else:  # the mainloop reads A's scales k-block by k-block, [ceil(K/128) x M] row-major, and B's rows' likewise
         b_scale = scale_b.t() if recipe == "blockwise_1x128" else scale_b
-        scales = {"A_scale": scale_a.t().contiguous(), "B_scale": b_scale.contiguous()}
+        scales = dict(zip(block_scale_names(), (scale_a.t().contiguous(), b_scale.contiguous())))
     run(scaled_mm_name(recipe, _FP8[a.dtype], _FP8[b.dtype]), {"A": a, "B": b, **scales}, {"D": out}, m, n, k)
     return out
 
