@@ -30,6 +30,12 @@ bool has_op(const Graph& graph, Op op) {
     return false;
 }
 
+bool reads_double_width(const Graph& graph) {
+    for (const Node& n : graph.nodes())
+        if (n.op == Op::TileInput && n.width == Width::Double) return true;
+    return false;
+}
+
 
 namespace rules = hopper_rules;
 
@@ -345,9 +351,11 @@ public:
         // (reduce_group): their scales' row partials, one per tile, are the next GEMM's A_scale only on 128-column
         // tiles (and two of the block's spill on 128 x 256); and for column reductions, whose state grows with the
         // tile's width beside 128 accumulators and a block sum (the norm backward's dgamma: 1.09x on 128 x 256).
-        // Promoted per-tensor FP8 runs the same loop without scales, so it takes the same tiles (not yet timed).
+        // Promoted per-tensor FP8 runs the same loop without scales, so it takes the same tiles (not yet timed); and
+        // 128 x 128 for epilogues that read a double-width tile (SwiGLU's backward, z), which spilled 304-484 bytes on
+        // 128 x 256 beside the loop's block sum (ptxas, sm_90a, 2026-12-08).
         if (graph.spec().promotes())
-            return has_op(graph, Op::ReduceGroup) || has_op(graph, Op::ReduceCol)
+            return has_op(graph, Op::ReduceGroup) || has_op(graph, Op::ReduceCol) || reads_double_width(graph)
                        ? HopperConfig{128, 128, 6, Schedule::Cooperative, 1}
                        : HopperConfig{128, 256, 4, Schedule::Cooperative, 1};
         // store_transposed writes each element to global memory itself; beside the 128 accumulators a thread of the

@@ -366,6 +366,33 @@ def test_every_graph_coda_torch_builds_compiles_for_hopper_without_spills(name):
     assert 0 < report.registers <= 255
 
 
+def _promoted_graphs():
+    # Every :promoted graph a step of the per-tensor and row-wise FP8 models runs (fp8_backward_accumulation), with and
+    # without FP8 weight gradients into f32 buffers: recorded in dry runs, nothing compiled.
+    import coda.torch as ct
+    from coda.torch import _kernels
+    names = set()
+    for recipe in ("tensorwise", "rowwise"):
+        for fp8_wgrad in (False, True):
+            model = ct.LlamaModel(64, 128, 1, 2, 96, dtype=torch.float64, fp8=recipe, fp8_wgrad=fp8_wgrad,
+                                  fp32_grad_accumulation=fp8_wgrad, fp8_backward_accumulation="promoted")
+            tokens = torch.zeros(1, 16, dtype=torch.long)
+            names |= {n for n, *_ in _kernels.record_launches(lambda: model(tokens, tokens).backward())
+                      if n.endswith(_kernels.PROMOTED)}
+    return sorted(names)
+
+
+@pytest.mark.parametrize("name", _promoted_graphs())
+def test_every_promoted_graph_compiles_for_hopper_without_spills(name):
+    # The promoted loop keeps a block sum beside the accumulator: at 128 x 256 SwiGLU's backward spilled, so its
+    # default tile is 128 x 128 (src/mainloop/hopper.cpp); at the d = 4096 layer's shape class.
+    import coda
+    from coda.torch import _kernels
+    report = coda.warm(_kernels.graph(name), arch="sm_90a", shape=(16384, 4096, 4096))
+    assert report.spill_bytes == 0, f"{name}: {report}"
+    assert 0 < report.registers <= 255
+
+
 def test_split_swiglu_backward_matches_the_fused_one():
     # "split": dy stored in bf16 by a plain dgrad GEMM, then the tile program. The same gradients up to that one
     # rounding of dy, and the launches it makes instead of the fused epilogue.
