@@ -258,19 +258,22 @@ def fp8_row_round(t: Tensor) -> Tensor:
 
 
 class _Rowwise(_Blockwise):
-    """Row-wise FP8: FP8 weight gradients as q_columns(dy)^T q_columns(a) (a scale per channel over the tokens)."""
+    """Row-wise FP8: each operand under the scales of its amax over `dims` (rowwise: each row's, 1), weights by row in
+    the forward and by column in the dgrads (`columns`: 0), FP8 weight gradients as q_columns(dy)^T q_columns(a) (a
+    scale per channel over the tokens)."""
+    dims, columns = 1, 0
 
     def weight(self, w):
-        return _block_round(w, 1), _block_round(w, 0)
+        return _block_round(w, self.dims), _block_round(w, self.columns)
 
     def activation(self, t, gemm):
-        return _block_round(t, 1)
+        return _block_round(t, self.dims)
 
     def gradient(self, dy, gemm):
-        return _block_round(dy, 1)
+        return _block_round(dy, self.dims)
 
     def weight_gradient(self, dy, dy_q, a, gemm):
-        return _block_round(dy, 0).t() @ _block_round(a, 0)
+        return _block_round(dy, self.columns).t() @ _block_round(a, self.columns)
 
 
 def fp8_rowwise_decoder_layer(layer, x: Tensor, pos: Tensor, seq_len: int, fp8_wgrad: bool = False) -> Tensor:
@@ -283,21 +286,9 @@ def fp8_tensor_round(t: Tensor) -> Tensor:
     return _block_round(t, (0, 1))
 
 
-class _TensorwiseCurrent(_Blockwise):
+class _TensorwiseCurrent(_Rowwise):
     """Current scaling: every operand under the scale of its own amax, e4m3 throughout."""
-
-    def weight(self, w):
-        w_q = fp8_tensor_round(w)
-        return w_q, w_q
-
-    def activation(self, t, gemm):
-        return fp8_tensor_round(t)
-
-    def gradient(self, dy, gemm):
-        return fp8_tensor_round(dy)
-
-    def weight_gradient(self, dy, dy_q, a, gemm):
-        return dy_q.t() @ fp8_tensor_round(a)
+    dims = columns = (0, 1)
 
 
 def fp8_tensorwise_current_decoder_layer(layer, x: Tensor, pos: Tensor, seq_len: int,
