@@ -341,6 +341,22 @@ def test_a_dry_run_records_every_launch_of_a_step_and_makes_none():
         assert torch.equal(p, q)
 
 
+def test_a_dry_run_adds_nothing_into_the_f32_gradient_buffers():
+    # warm() runs a dry run before training: its tensors hold no values, so nothing may reach a main_grad, which a
+    # training loop zeroes after its optimizer step, not before the first (the embedding's was the one PyTorch wrote).
+    from coda.torch import _kernels
+    torch.manual_seed(0)
+    model = ct.LlamaModel(64, 16, 1, 2, 24, dtype=torch.float64, fp32_grad_accumulation=True, tie_embeddings=True)
+    tokens = torch.randint(0, 64, (3, 8))
+    model(tokens, tokens).backward()
+    before = {name: p.main_grad.clone() for name, p in model.named_parameters() if hasattr(p, "main_grad")}
+    assert len(before) >= 5 and before["embed.weight"].abs().max() > 0
+    _kernels.record_launches(lambda: model(tokens, tokens).backward())
+    for name, p in model.named_parameters():
+        if name in before:
+            assert torch.equal(p.main_grad, before[name]), name
+
+
 def test_warm_compiles_a_steps_kernels_in_parallel_without_a_gpu(tmp_path, monkeypatch):
     import coda
     built = []

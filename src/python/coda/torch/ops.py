@@ -19,7 +19,7 @@ import torch
 from torch import Tensor
 
 from coda.torch import _attention, _steps
-from coda.torch._kernels import run
+from coda.torch._kernels import launching, run
 from coda.torch._register import config_text, custom_op, no_gradient, parse_config
 
 acc_dtype = _steps.acc_dtype
@@ -357,6 +357,8 @@ def embedding(weight: Tensor, tokens: Tensor, w_grad: Optional[Tensor] = None) -
 def embedding_backward(dx: Tensor, tokens: Tensor, weight: Tensor, w_grad: Optional[Tensor]) -> Tensor:
     if w_grad is None:
         return torch.ops.aten.embedding_dense_backward(dx, tokens, weight.shape[0], -1, False)
+    if not launching():  # a dry run's dx holds no values: nothing to add into the buffer (coda's wgrads add none)
+        return weight.new_empty(0)
     # index_put_ with accumulate sorts the indices on CUDA: the same sum in the same order every run.
     w_grad.index_put_((tokens.long(),), dx.to(w_grad.dtype), accumulate=True)
     return weight.new_empty(0)

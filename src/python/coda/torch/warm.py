@@ -17,8 +17,8 @@ def warm_step(step: Callable[[], object], jobs: Optional[int] = None, arch: Opti
     """Compiles every coda kernel `step()` launches, `jobs` at a time (default: one per CPU core), for `arch`
     (default: the current GPU's). With `load` (and a GPU), also loads them into this process, so the first real step
     compiles and loads nothing. Returns the launches as (graph, m, n, k), sorted. `step` runs once as a dry run: coda's
-    launches are recorded, not made, and attention returns unwritten tensors; gradients it leaves behind are the
-    caller's to clear."""
+    launches are recorded, not made, and attention returns unwritten tensors; the .grad it leaves behind is the
+    caller's to clear (the f32 buffers of fp32_grad_accumulation get nothing, nor do delayed FP8 scales)."""
     launches = sorted(_kernels.record_launches(step))
     target = arch or coda.device_arch()
     for name, *_ in launches:  # graphs built once, before the threads share them
