@@ -3,10 +3,10 @@
 
 Issues 28 and "FP8 you can trust": the same LLaMA model, from the same initial weights and on the same batches,
 trained `--steps` AdamW steps in fp32 (eager PyTorch, coda.torch.reference.model_loss: the reference), coda.torch in
-bf16, and coda.torch with each FP8 recipe of --recipes (fp8="tensorwise", "rowwise", "blockwise", each also with
-'+wgrad': FP8 weight gradients). The data is learnable: token sequences of a fixed random Markov chain (each token has
-`--branch` likely successors), so the loss falls from ln(vocab) toward the chain's entropy and a precision problem
-shows as a curve that falls slower or stalls.
+bf16, and coda.torch with each FP8 recipe of --recipes (fp8="tensorwise", "rowwise", "blockwise",
+"tensorwise_current", each also with '+wgrad': FP8 weight gradients). The data is learnable: token sequences of a
+fixed random Markov chain (each token has `--branch` likely successors), so the loss falls from ln(vocab) toward
+the chain's entropy and a precision problem shows as a curve that falls slower or stalls.
 
 The bf16 and FP8 runs train as mixed precision does: AdamW steps an fp32 master copy of every parameter and the
 model's bf16 parameters are copied from it after each step (MasterWeights), so the gaps measure the GEMMs' precision
@@ -43,8 +43,10 @@ from coda.torch import reference as ref
 #   the kernels' numerics tests). The tiny CPU test with doubled FP8 values: 7.1-9.1% after 30 steps.
 # 2% is six times the largest of those healthy gaps and below every wrong scale's. FP8 weight gradients (e5m2
 # gradients in every weight update) have no GPU curve yet: 3% until they have.
+# tensorwise_current (added after those measurements) takes its neighbours' tolerances.
 TOLERANCES = {"tensorwise": 0.02, "tensorwise+wgrad": 0.03, "rowwise": 0.02, "rowwise+wgrad": 0.03,
-              "blockwise": 0.02, "blockwise+wgrad": 0.03}
+              "blockwise": 0.02, "blockwise+wgrad": 0.03,
+              "tensorwise_current": 0.02, "tensorwise_current+wgrad": 0.03}
 
 
 def markov_batches(vocab, branch, batch, seq, steps, seed):

@@ -1,7 +1,7 @@
 """tools/fp8_loss_curve.py as a check: its loss gap and tolerances on synthetic curves (a recipe outside its tolerance
 fails and is named), its fp32 master weights, tiny runs of main on the CPU's float64 reference path (passing a
 generous tolerance and failing an impossible one; passing the defaults, and failing them with every FP8 value off by a
-factor of two), and (marked gpu) a short run of all six recipes."""
+factor of two), and (marked gpu) a short run of every recipe."""
 import csv
 import importlib.util
 import math
