@@ -422,3 +422,12 @@ def test_fp8_accumulation_quantizes_as_the_recipes_do_and_measures_against_the_s
     assert acc.main(["--d", "128", "--tokens", "256", "--only", "wgrad o", "--out", str(tmp_path)]) == 0
     rows = (tmp_path / "fp8_accumulation.csv").read_text().splitlines()
     assert rows[0].startswith("recipe,gemm,m,k,n,coda") and len(rows) == 1 + 3
+
+
+def test_ab_fp8_layer_times_the_tensorwise_wgrad_step_on_the_cpu(capsys):
+    # The A/B tool uses only the API old wheels have too; its smoke run on the CPU's fp64 reference prints each round
+    # and the median.
+    import ab_fp8_layer
+    assert ab_fp8_layer.main(["--cpu"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("ms a step") == 3 and "median:" in out
